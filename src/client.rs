@@ -1,0 +1,302 @@
+//! The client: connections, identity and the background tasks every lock of it shares.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::{Pool, SubscriberClient};
+use fred::interfaces::ClientLike;
+use fred::types::config::{Config as FredConfig, Options, ReconnectPolicy};
+use fred::types::Builder;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, WhenUnavailable};
+use crate::error::{Error, Result};
+use crate::janitor::Janitor;
+use crate::lock::Lock;
+use crate::pubsub::PubSub;
+use crate::watchdog::{self, LeaseTable};
+
+/// The command connections and how lock commands are sent on them.
+pub(crate) struct Redis {
+    pub(crate) pool: Pool,
+    /// For scripts that change a lock: never re-sent after a connection loss (a second run could
+    /// take or release a hold twice), failing fast when the connection is down.
+    pub(crate) write_options: Options,
+    /// For read-only queries.
+    pub(crate) read_options: Options,
+    pub(crate) clustered: bool,
+    pub(crate) publish_arg: &'static str,
+    pub(crate) response_timeout: Duration,
+}
+
+/// A connection to Redis shared by any number of locks: the entry point of the crate.
+///
+/// A `Client` is cheap to clone (an `Arc` inside); clones share the connections, the client uuid
+/// that prefixes every holder field, the pub/sub subscriber and the watchdog. Create one per
+/// process (or per Redis deployment) and clone it where needed, as you would a Redisson client.
+///
+/// Background work (the watchdog, pub/sub dispatch, releases of dropped guards) runs on tasks of
+/// the tokio runtime that created the client. They stop after [`shutdown`](Client::shutdown), or
+/// when the client, its locks and its guards are all dropped.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
+/// let client = ferrisson::Client::connect("redis://127.0.0.1:6379").await?;
+/// let guard = client.lock("orders:42").lock().await?;
+/// // ... the critical section ...
+/// guard.unlock().await?;
+/// client.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) id: String,
+    pub(crate) config: Config,
+    pub(crate) redis: Arc<Redis>,
+    pub(crate) subscriber: SubscriberClient,
+    pub(crate) pubsub: PubSub,
+    pub(crate) leases: Arc<LeaseTable>,
+    pub(crate) janitor: Janitor,
+    shut_down: AtomicBool,
+    stop: CancellationToken,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Client {
+    /// Connects to the Redis at `url` with Redisson's defaults (see [`Config::new`]).
+    ///
+    /// Fails with [`Error::Unavailable`] when the server cannot be reached within the connect
+    /// timeout, and with [`Error::InvalidArgument`] for a malformed URL.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
+    /// let client = ferrisson::Client::connect("redis://127.0.0.1:6379").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Client> {
+        Client::new(Config::new(url)).await
+    }
+
+    /// Connects with a full [`Config`].
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
+    /// let mut config = ferrisson::Config::new("redis://127.0.0.1:6379");
+    /// config.watchdog_timeout = std::time::Duration::from_secs(10);
+    /// let client = ferrisson::Client::new(config).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn new(config: Config) -> Result<Client> {
+        config.validate()?;
+        let fred_config = FredConfig::from_url(&config.url).map_err(|err| {
+            Error::InvalidArgument(format!("bad redis url `{}`: {}", config.url, err.details()))
+        })?;
+        let clustered = fred_config.server.is_clustered();
+        let mut builder = Builder::from_config(fred_config);
+        builder
+            .with_connection_config(|connection| {
+                connection.connection_timeout = config.connect_timeout;
+                connection.internal_command_timeout = config.response_timeout;
+            })
+            .with_performance_config(|performance| {
+                performance.default_command_timeout = config.response_timeout;
+            })
+            // Reconnect forever, backing off to 2 s; acquires decide whether to wait for it.
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+
+        let map_connect = |err: fred::error::Error| match err.kind() {
+            fred::error::ErrorKind::Auth
+            | fred::error::ErrorKind::Config
+            | fred::error::ErrorKind::Tls => Error::InvalidArgument(format!(
+                "cannot connect to {}: {}",
+                config.url,
+                err.details()
+            )),
+            _ => Error::Unavailable(err),
+        };
+        let pool = builder.build_pool(config.pool_size).map_err(map_connect)?;
+        let subscriber = builder.build_subscriber_client().map_err(map_connect)?;
+        let connect = async {
+            pool.init().await?;
+            subscriber.init().await?;
+            Ok::<_, fred::error::Error>(())
+        };
+        match tokio::time::timeout(config.connect_timeout, connect).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                close(&pool, &subscriber).await;
+                return Err(map_connect(err));
+            }
+            Err(_) => {
+                close(&pool, &subscriber).await;
+                return Err(Error::Unavailable(fred::error::Error::new(
+                    fred::error::ErrorKind::Timeout,
+                    format!(
+                        "could not connect to {} within {:?}",
+                        config.url, config.connect_timeout
+                    ),
+                )));
+            }
+        }
+        crate::script::preload(&pool, clustered).await;
+
+        let fail_fast = config.when_unavailable == WhenUnavailable::FailFast;
+        let redis = Arc::new(Redis {
+            pool,
+            write_options: Options {
+                max_attempts: Some(1),
+                fail_fast,
+                timeout: Some(config.response_timeout),
+                ..Options::default()
+            },
+            read_options: Options {
+                fail_fast: true,
+                timeout: Some(config.response_timeout),
+                ..Options::default()
+            },
+            clustered,
+            publish_arg: config.publish_mode.script_arg(),
+            response_timeout: config.response_timeout,
+        });
+        let stop = CancellationToken::new();
+        let (pubsub, mut tasks) = PubSub::start(
+            subscriber.clone(),
+            config.publish_mode,
+            config.when_unavailable,
+            config.response_timeout,
+            stop.clone(),
+        );
+        let (leases, watchdog_task) = watchdog::start(
+            Arc::clone(&redis),
+            config.watchdog_timeout,
+            config.renewal_batch_size,
+            stop.clone(),
+        );
+        let (janitor, janitor_task) = Janitor::start(Arc::clone(&redis), subscriber.clone());
+        tasks.push(watchdog_task);
+        tasks.push(janitor_task);
+
+        let id = uuid::Uuid::new_v4().to_string();
+        tracing::debug!(client = %id, url = %config.url, "ferrisson client connected");
+        Ok(Client {
+            inner: Arc::new(ClientInner {
+                id,
+                config,
+                redis,
+                subscriber,
+                pubsub,
+                leases,
+                janitor,
+                shut_down: AtomicBool::new(false),
+                stop,
+                tasks: Mutex::new(tasks),
+            }),
+        })
+    }
+
+    /// A handle to the reentrant lock named `name` (Redisson's `getLock(name)`).
+    ///
+    /// This sends nothing to Redis. The name is the Redis key of the lock, as on the Java side;
+    /// an empty name is reported by the lock's operations as [`Error::InvalidArgument`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// let lock = client.lock("orders:42");
+    /// assert_eq!(lock.name(), "orders:42");
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(Arc::clone(&self.inner), name.into())
+    }
+
+    /// The client's id: the uuid that starts every holder field this client writes.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) {
+    /// assert_eq!(client.id().len(), 36);
+    /// # }
+    /// ```
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The configuration the client was created with.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) {
+    /// println!("watchdog timeout: {:?}", client.config().watchdog_timeout);
+    /// # }
+    /// ```
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Shuts the client down: finishes the releases of already dropped guards, stops the
+    /// watchdog (locks it was renewing expire with their lease) and the pub/sub loops, and closes
+    /// the connections. Afterwards every operation fails with [`Error::Shutdown`]. Calling it
+    /// again does nothing.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the client is still marked shut down, and the background task
+    /// closes the connections once the last handle is dropped.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) {
+    /// client.shutdown().await;
+    /// assert!(client.lock("x").is_locked().await.is_err());
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) {
+        if self.inner.shut_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.inner.janitor.flush().await;
+        self.inner.stop.cancel();
+        let tasks = std::mem::take(&mut *self.inner.tasks.lock());
+        close(&self.inner.redis.pool, &self.inner.subscriber).await;
+        for task in tasks {
+            task.abort();
+        }
+        tracing::debug!(client = %self.inner.id, "ferrisson client shut down");
+    }
+}
+
+impl ClientInner {
+    pub(crate) fn ensure_open(&self) -> Result<()> {
+        if self.shut_down.load(Ordering::Acquire) {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        // The janitor sees its channel close, finishes queued releases and closes connections.
+        self.stop.cancel();
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("url", &self.inner.config.url)
+            .finish()
+    }
+}
+
+async fn close(pool: &Pool, subscriber: &SubscriberClient) {
+    let quit = async {
+        let _ = pool.quit().await;
+        let _ = subscriber.quit().await;
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), quit).await;
+}

@@ -1,0 +1,143 @@
+//! Client configuration, with Redisson's defaults under the names Redisson users look for.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// How lock releases announce themselves and how waiters listen (protocol §1.7, §14.3).
+///
+/// Java Redisson uses classic pub/sub everywhere except in cluster mode from 3.22.0 on, where it
+/// uses sharded pub/sub when the server supports it. Pick the mode your Java peers use; in a
+/// cluster whose Java services span both sides of 3.22, pick [`Both`](PublishMode::Both).
+///
+/// ```
+/// use ferrisson::{Config, PublishMode};
+///
+/// let mut config = Config::new("redis://127.0.0.1:6379");
+/// config.publish_mode = PublishMode::Both;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PublishMode {
+    /// `PUBLISH` / `SUBSCRIBE`: single server, sentinel, and clusters with Java < 3.22. The default.
+    #[default]
+    Classic,
+    /// `SPUBLISH` / `SSUBSCRIBE`: clusters whose Java peers are all ≥ 3.22 (sharding AUTO/ON).
+    Sharded,
+    /// Publish both ways (the sharded one tolerated to fail) and subscribe both ways, for mixed
+    /// fleets. Every Java client still receives exactly one copy.
+    Both,
+}
+
+impl PublishMode {
+    /// The value the release scripts expect in their publish-mode argument.
+    pub(crate) fn script_arg(self) -> &'static str {
+        match self {
+            PublishMode::Classic => "PUBLISH",
+            PublishMode::Sharded => "SPUBLISH",
+            PublishMode::Both => "BOTH",
+        }
+    }
+}
+
+/// What an acquire does when Redis cannot be reached.
+///
+/// ```
+/// use ferrisson::{Config, WhenUnavailable};
+///
+/// let mut config = Config::new("redis://127.0.0.1:6379");
+/// config.when_unavailable = WhenUnavailable::KeepWaiting;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WhenUnavailable {
+    /// Fail at once with [`Error::Unavailable`]. The default: a lock client that hangs while its
+    /// server is down hides the outage from the caller.
+    #[default]
+    FailFast,
+    /// Keep retrying (with back-off) until the acquire's wait bound ends; `lock()` retries until
+    /// Redis is back. Operations other than acquires still fail fast.
+    KeepWaiting,
+}
+
+/// Configuration of a [`Client`](crate::Client).
+///
+/// Fields are public; start from [`Config::new`] (Redisson's defaults) and change what you need.
+///
+/// ```
+/// use std::time::Duration;
+/// use ferrisson::Config;
+///
+/// let mut config = Config::new("redis://127.0.0.1:6379");
+/// config.watchdog_timeout = Duration::from_secs(10);
+/// assert_eq!(config.renewal_batch_size, 100);
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// Where Redis is: `redis://[user:pass@]host:port[/db]`, `rediss://` for TLS,
+    /// `redis-cluster://` and `redis-sentinel://` as understood by fred.
+    pub url: String,
+    /// Redisson's `lockWatchdogTimeout`: the lease given to locks taken without one, renewed every
+    /// third of it while held. Default 30 s. At least 3 ms.
+    pub watchdog_timeout: Duration,
+    /// Redisson's `lockWatchdogBatchSize`: at most this many locks are renewed by one script
+    /// call. Default 100.
+    pub renewal_batch_size: usize,
+    /// How releases publish and waiters subscribe. Default [`PublishMode::Classic`].
+    pub publish_mode: PublishMode,
+    /// What acquires do when Redis is unreachable. Default [`WhenUnavailable::FailFast`].
+    pub when_unavailable: WhenUnavailable,
+    /// How long to wait for any single reply from Redis. Default 10 s.
+    pub response_timeout: Duration,
+    /// How long to wait for the connection to be established. Default 5 s.
+    pub connect_timeout: Duration,
+    /// Number of multiplexed command connections. Default 1.
+    pub pool_size: usize,
+}
+
+impl Config {
+    /// A configuration for `url` with Redisson's defaults.
+    ///
+    /// ```
+    /// let config = ferrisson::Config::new("redis://127.0.0.1:6379");
+    /// assert_eq!(config.watchdog_timeout.as_secs(), 30);
+    /// ```
+    pub fn new(url: impl Into<String>) -> Self {
+        Config {
+            url: url.into(),
+            watchdog_timeout: Duration::from_secs(30),
+            renewal_batch_size: 100,
+            publish_mode: PublishMode::Classic,
+            when_unavailable: WhenUnavailable::FailFast,
+            response_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            pool_size: 1,
+        }
+    }
+
+    /// Checks every field, so that a bad configuration fails at connect time with a clear error.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.watchdog_timeout < Duration::from_millis(3) {
+            return Err(Error::InvalidArgument(format!(
+                "watchdog_timeout must be at least 3 ms, got {:?}",
+                self.watchdog_timeout
+            )));
+        }
+        crate::lock::lease_millis(self.watchdog_timeout, "watchdog_timeout")?;
+        if self.renewal_batch_size == 0 {
+            return Err(Error::InvalidArgument(
+                "renewal_batch_size must be at least 1".into(),
+            ));
+        }
+        if self.pool_size == 0 {
+            return Err(Error::InvalidArgument(
+                "pool_size must be at least 1".into(),
+            ));
+        }
+        if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(Error::InvalidArgument("timeouts must be positive".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,91 @@
+//! The crate's one error type.
+
+use std::time::Duration;
+
+/// A specialised `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in ferrisson.
+///
+/// Errors are grouped by what the caller can do about them: fix the call
+/// ([`InvalidArgument`](Error::InvalidArgument)), fix the data
+/// ([`WrongType`](Error::WrongType)), fix the program's locking logic
+/// ([`NotHeld`](Error::NotHeld)), or retry later ([`Unavailable`](Error::Unavailable),
+/// [`Timeout`](Error::Timeout)).
+///
+/// ```
+/// use ferrisson::Error;
+///
+/// let err = Error::NotHeld { name: "orders:42".into() };
+/// assert!(err.to_string().contains("orders:42"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The caller's owner does not hold the lock: Redisson's `IllegalMonitorStateException`.
+    /// Nothing was changed on the server.
+    #[error("lock `{name}` is not held by this owner")]
+    NotHeld {
+        /// The lock's name.
+        name: String,
+    },
+
+    /// The key exists but is not a lock (e.g. a string or a list): the lock is left untouched.
+    #[error("key `{name}` holds a value of another type, not a lock")]
+    WrongType {
+        /// The key's name.
+        name: String,
+    },
+
+    /// An argument was rejected before anything was sent to Redis.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// Redis could not be reached (connection refused, closed, or not yet re-established).
+    ///
+    /// When this comes from an operation that changes a lock, its outcome on the server is
+    /// unknown; ferrisson never re-sends such an operation, so a lock it might have taken expires
+    /// with its lease.
+    #[error("redis is unavailable: {0}")]
+    Unavailable(#[source] fred::error::Error),
+
+    /// Redis did not answer within the configured response timeout.
+    #[error("redis did not answer within {0:?}")]
+    Timeout(Duration),
+
+    /// Redis answered with an error that none of the other variants describes.
+    #[error("redis error: {0}")]
+    Redis(#[source] fred::error::Error),
+
+    /// The client was shut down; no further operations are possible.
+    #[error("the client has been shut down")]
+    Shutdown,
+}
+
+impl Error {
+    /// Whether retrying the same call later may succeed (the server was unreachable or slow).
+    ///
+    /// ```
+    /// assert!(!ferrisson::Error::Shutdown.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Unavailable(_) | Error::Timeout(_))
+    }
+
+    /// Classifies an error from fred for an operation on the key `name`.
+    pub(crate) fn from_redis(err: fred::error::Error, name: &str, timeout: Duration) -> Error {
+        use fred::error::ErrorKind;
+        if err.details().contains("WRONGTYPE") {
+            return Error::WrongType {
+                name: name.to_owned(),
+            };
+        }
+        match err.kind() {
+            ErrorKind::Timeout => Error::Timeout(timeout),
+            ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure | ErrorKind::Routing => {
+                Error::Unavailable(err)
+            }
+            _ => Error::Redis(err),
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The client's background task for work that must finish even though its caller is gone:
+//! releases of dropped guards, and the undo of acquires whose future was dropped while their
+//! script was in flight. Dropping a guard therefore never blocks the runtime.
+//!
+//! The task ends when the client is gone and every queued job is done, then closes the client's
+//! connections.
+
+use std::sync::Arc;
+
+use fred::interfaces::ClientLike;
+use fred::prelude::Value;
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::client::Redis;
+use crate::script;
+
+/// A release to perform: one hold of `field` on lock `name`.
+#[derive(Clone, Debug)]
+pub(crate) struct Release {
+    pub(crate) name: Arc<str>,
+    pub(crate) channel: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) lease_ms: u64,
+}
+
+pub(crate) enum Job {
+    /// Release one hold.
+    Release(Release),
+    /// A script whose caller was dropped while it was in flight: wait for its reply, then, if it
+    /// acquired the lock, release that hold.
+    Settle {
+        reply: BoxFuture<'static, Result<Value, fred::error::Error>>,
+        undo: Option<Release>,
+    },
+    /// Answer once every job queued before this one is done.
+    Flush(oneshot::Sender<()>),
+}
+
+#[derive(Clone)]
+pub(crate) struct Janitor {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Janitor {
+    pub(crate) fn start(
+        redis: Arc<Redis>,
+        subscriber: fred::clients::SubscriberClient,
+    ) -> (Janitor, tokio::task::JoinHandle<()>) {
+        let (jobs, receiver) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(redis, subscriber, receiver));
+        (Janitor { jobs }, task)
+    }
+
+    /// Queues a job; never blocks. If the task is gone (runtime shut down) the lock simply
+    /// expires with its lease.
+    pub(crate) fn submit(&self, job: Job) {
+        if self.jobs.send(job).is_err() {
+            tracing::debug!("background task is gone; the lock will expire with its lease");
+        }
+    }
+
+    /// Waits until every job queued so far is done.
+    pub(crate) async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        self.submit(Job::Flush(done));
+        let _ = wait.await;
+    }
+}
+
+async fn run(
+    redis: Arc<Redis>,
+    subscriber: fred::clients::SubscriberClient,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+) {
+    let mut running: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
+    let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut open = true;
+    while open || !running.is_empty() {
+        tokio::select! {
+            job = jobs.recv(), if open => match job {
+                Some(Job::Release(release)) => running.push(Box::pin(release_hold(Arc::clone(&redis), release))),
+                Some(Job::Settle { reply, undo }) => {
+                    let redis = Arc::clone(&redis);
+                    running.push(Box::pin(async move {
+                        let acquired = matches!(reply.await, Ok(Value::Null));
+                        if let (true, Some(undo)) = (acquired, undo) {
+                            tracing::debug!(lock = %undo.name, "releasing a lock whose acquire was cancelled");
+                            release_hold(redis, undo).await;
+                        }
+                    }));
+                }
+                Some(Job::Flush(done)) => flushes.push(done),
+                None => open = false,
+            },
+            Some(()) = running.next(), if !running.is_empty() => {}
+        }
+        if running.is_empty() {
+            for done in flushes.drain(..) {
+                let _ = done.send(());
+            }
+        }
+    }
+    // The client is gone: close its connections.
+    let _ = redis.pool.quit().await;
+    let _ = subscriber.quit().await;
+}
+
+async fn release_hold(redis: Arc<Redis>, release: Release) {
+    match script::RELEASE
+        .run(
+            &redis.pool,
+            &redis.write_options,
+            release.release_keys(),
+            release.release_args(redis.publish_arg),
+        )
+        .await
+    {
+        Ok(Value::Null) => {
+            tracing::debug!(lock = %release.name, "dropped guard's lock was no longer held")
+        }
+        Ok(_) => tracing::debug!(lock = %release.name, "released dropped guard"),
+        Err(err) => {
+            tracing::warn!(lock = %release.name, error = %err, "background release failed; the lock expires with its lease")
+        }
+    }
+}
+
+impl Release {
+    pub(crate) fn release_keys(&self) -> Vec<String> {
+        vec![self.name.to_string(), self.channel.to_string()]
+    }
+
+    pub(crate) fn release_args(&self, publish: &'static str) -> Vec<String> {
+        vec![
+            self.lease_ms.to_string(),
+            self.field.to_string(),
+            publish.to_owned(),
+        ]
+    }
+}

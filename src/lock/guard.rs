@@ -1,0 +1,349 @@
+//! The guard of a held reentrant lock.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::reentrant::Lock;
+use super::InFlight;
+use crate::error::{Error, Result};
+use crate::janitor::{Job, Release};
+use crate::owner::Owner;
+use crate::script;
+use crate::watchdog::{Lease, Ticket};
+
+/// What ended an acquire's wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WokenBy {
+    /// The lock was free (or already held by the owner) without parking.
+    Immediate,
+    /// An unlock message (or a reconnect) woke the waiter and its retry succeeded.
+    Message,
+    /// The wait bound by the lock's TTL ran out and the retry succeeded (the holder's lease
+    /// expired, or its unlock message was lost).
+    Ttl,
+}
+
+/// How an acquisition went: how long it waited and what woke it.
+///
+/// ```no_run
+/// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+/// let guard = lock.lock().await?;
+/// println!("waited {:?}, woken by {:?}", guard.acquisition().waited, guard.acquisition().woken_by);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Acquisition {
+    /// Time from the call to the successful attempt's reply.
+    pub waited: Duration,
+    /// What ended the last wait before the successful attempt.
+    pub woken_by: WokenBy,
+    /// Acquire script runs, including the successful one.
+    pub attempts: u32,
+}
+
+/// One hold of a reentrant lock, released when dropped.
+///
+/// * [`unlock`](LockGuard::unlock) releases now and reports the outcome;
+/// * dropping the guard hands the release to the client's background task, so `drop` never
+///   blocks the runtime (errors are logged with `tracing`);
+/// * [`lost`](LockGuard::lost) resolves when the lease is known to be gone, so that work done
+///   under the lock can stop: the key was deleted or expired behind the holder's back, or a fixed
+///   lease ran out. Redisson has no such signal.
+///
+/// A guard taken without a lease is renewed by the watchdog until it is released.
+///
+/// ```no_run
+/// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+/// let guard = client.lock("orders:42").lock().await?;
+/// tokio::select! {
+///     _ = guard.lost() => eprintln!("lost the lock; stopping"),
+///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+/// }
+/// let still_held = guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+#[clippy::has_significant_drop]
+pub struct LockGuard {
+    lock: Lock,
+    owner: Owner,
+    field: Arc<str>,
+    ticket: Ticket,
+    /// When a fixed lease ends, measured from before the acquire was sent.
+    lease_ends: Option<Instant>,
+    acquisition: Acquisition,
+    /// Set once the hold is released or detached, so that `Drop` does nothing.
+    done: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        lock: Lock,
+        owner: Owner,
+        field: Arc<str>,
+        ticket: Ticket,
+        sent_at: Instant,
+        acquisition: Acquisition,
+    ) -> LockGuard {
+        let lease_ends = match ticket.lease {
+            Lease::Fixed(ms) => sent_at.checked_add(Duration::from_millis(ms)),
+            Lease::Watchdog => None,
+        };
+        LockGuard {
+            lock,
+            owner,
+            field,
+            ticket,
+            lease_ends,
+            acquisition,
+            done: false,
+        }
+    }
+
+    /// Releases this hold now.
+    ///
+    /// Returns `Ok(true)` when the hold was still ours and is released (the lock is free if it
+    /// was the last hold), and `Ok(false)` when the lease had already been lost (expired, deleted
+    /// or force-unlocked): nothing was changed then.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: once the release has been sent, dropping the future lets the background task
+    /// finish it; if it had not been sent, dropping the future drops the guard, which releases.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// assert!(guard.unlock().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn unlock(mut self) -> Result<bool> {
+        self.done = true;
+        let client = self.lock.client();
+        let lease_ms = client.leases.released(&self.ticket);
+        if self.ticket.lost.is_cancelled() {
+            return Ok(false);
+        }
+        let release = self.release(lease_ms);
+        let redis = Arc::clone(&client.redis);
+        let keys = release.release_keys();
+        let args = release.release_args(redis.publish_arg);
+        let reply = InFlight::new(
+            async move {
+                script::RELEASE
+                    .run(&redis.pool, &redis.write_options, keys, args)
+                    .await
+            },
+            None,
+            client.janitor.clone(),
+        )
+        .await
+        .map_err(|err| Error::from_redis(err, self.lock.name(), client.redis.response_timeout))?;
+        tracing::debug!(
+            lock = self.lock.name(),
+            owner = self.owner.id(),
+            ?reply,
+            "released"
+        );
+        Ok(!matches!(reply, Value::Null))
+    }
+
+    /// Takes the lock once more with the same owner and lease kind (a reentrant acquire). Use it
+    /// to re-enter from code that runs under another task or owner than the one that locked.
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let outer = lock.lock().await?;
+    /// let inner = tokio::spawn(async move {
+    ///     let inner = outer.reenter().await?;
+    ///     inner.unlock().await?;
+    ///     outer.unlock().await
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub async fn reenter(&self) -> Result<LockGuard> {
+        let lock = self.lock.with_owner(self.owner);
+        let lease = match self.ticket.lease {
+            Lease::Watchdog => None,
+            Lease::Fixed(ms) => Some(Duration::from_millis(ms)),
+        };
+        lock.acquire_loop(lease, None)
+            .await?
+            .ok_or_else(|| Error::NotHeld {
+                name: self.lock.name().to_owned(),
+            })
+    }
+
+    /// Keeps the hold but drops the guard without releasing it, Redisson style: the watchdog
+    /// (if any) keeps renewing, and [`Lock::unlock`] by the same owner releases it later.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// lock.lock().await?.detach();
+    /// // ... later, from the same task (or with the same explicit owner):
+    /// lock.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn detach(mut self) {
+        self.done = true;
+    }
+
+    /// Resolves when this hold's lease is known to be lost: the watchdog found the lock no longer
+    /// held by this owner, or a fixed lease's time ran out. Never resolves for a hold that stays
+    /// held. The future is independent of the guard (`'static`), so it can be moved into the
+    /// task doing the protected work.
+    ///
+    /// # Cancel safety
+    /// Cancel safe; it only observes.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// let lost = guard.lost();
+    /// tokio::spawn(async move {
+    ///     tokio::select! {
+    ///         _ = lost => eprintln!("lock lost, abandoning the work"),
+    ///         _ = std::future::pending::<()>() => {}
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let token = self.ticket.lost.clone();
+        let lease_ends = self.lease_ends;
+        async move {
+            match lease_ends {
+                Some(end) => {
+                    tokio::select! {
+                        _ = token.cancelled() => {}
+                        _ = tokio::time::sleep_until(end) => {}
+                    }
+                }
+                None => token.cancelled().await,
+            }
+        }
+    }
+
+    /// A token cancelled when the watchdog finds this hold's lease lost, for code that prefers
+    /// `CancellationToken`s. Fixed leases are not reported through it; see [`lost`](LockGuard::lost).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// let token = guard.lost_token();
+    /// assert!(!token.is_cancelled());
+    /// # Ok(()) }
+    /// ```
+    pub fn lost_token(&self) -> CancellationToken {
+        self.ticket.lost.clone()
+    }
+
+    /// Whether the lease is already known to be lost (see [`lost`](LockGuard::lost)).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// assert!(!guard.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.ticket.lost.is_cancelled() || self.lease_ends.is_some_and(|end| Instant::now() >= end)
+    }
+
+    /// How the acquisition went.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// println!("{:?}", guard.acquisition());
+    /// # Ok(()) }
+    /// ```
+    pub fn acquisition(&self) -> &Acquisition {
+        &self.acquisition
+    }
+
+    /// The owner holding this hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// assert_eq!(guard.owner(), ferrisson::Owner::current());
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    /// The holder field written in the lock's hash: `<client uuid>:<owner id>`.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// assert!(guard.holder_field().ends_with(&format!(":{}", guard.owner().id())));
+    /// # Ok(()) }
+    /// ```
+    pub fn holder_field(&self) -> &str {
+        &self.field
+    }
+
+    /// The lock this guard holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// assert_eq!(guard.lock().name(), lock.name());
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self) -> &Lock {
+        &self.lock
+    }
+
+    fn release(&self, lease_ms: u64) -> Release {
+        Release {
+            name: self.lock.name_arc(),
+            channel: self.lock.channel_arc(),
+            field: Arc::clone(&self.field),
+            lease_ms,
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let client = self.lock.client();
+        let lease_ms = client.leases.released(&self.ticket);
+        if self.ticket.lost.is_cancelled() {
+            return;
+        }
+        client.janitor.submit(Job::Release(self.release(lease_ms)));
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("lock", &self.lock.name())
+            .field("field", &self.field)
+            .field("lease", &self.ticket.lease)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn set_acquisition(&mut self, acquisition: Acquisition) {
+        self.acquisition = acquisition;
+    }
+}

@@ -1,0 +1,543 @@
+//! The reentrant lock, Redisson's `RLock` (protocol §2).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
+use fred::prelude::Value;
+use tokio::time::Instant;
+
+use super::guard::LockGuard;
+use super::wait::{acquire_with_wait, script_error, Attempt};
+use super::{lease_millis, InFlight};
+use crate::client::ClientInner;
+use crate::error::{Error, Result};
+use crate::janitor::Release;
+use crate::name;
+use crate::owner::{holder_field, Owner};
+use crate::script;
+use crate::watchdog::{HoldKey, Lease};
+
+/// A reentrant distributed lock, on the same Redis keys as Java Redisson's `RLock`.
+///
+/// Use it to let one holder at a time, across processes and across Rust and Java services,
+/// run a critical section. It is reentrant per [`Owner`]: by default the current tokio task (as a
+/// Java thread), or an explicit owner bound with [`with_owner`](Lock::with_owner).
+///
+/// On Redis the lock is a hash at the lock's name with one field `<client uuid>:<owner id>` whose
+/// value is the hold count, and a TTL: the lease. Taken without a lease, the lock gets the
+/// client's watchdog timeout (30 s by default) and is renewed every third of it until released;
+/// taken with a lease, it expires after that lease unless released earlier.
+///
+/// # Fairness
+/// Not fair across clients (like Redisson's `RLock`): after a release, whichever waiter's retry
+/// reaches Redis first wins. Within one client, woken waiters are served in the order they parked.
+///
+/// # Cancel safety
+/// Every acquire method is cancel safe: a dropped acquire future never leaves the lock held (an
+/// acquire whose reply is lost to cancellation is released by the client's background task) and
+/// never leaks a subscription.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
+/// use std::time::Duration;
+///
+/// let client = ferrisson::Client::connect("redis://127.0.0.1:6379").await?;
+/// let lock = client.lock("orders:42");
+///
+/// let guard = lock.lock().await?;                                   // watchdog lease
+/// let again = lock.lock().await?;                                   // same task: re-enters
+/// assert_eq!(lock.hold_count().await?, 2);
+/// drop(again);
+/// guard.unlock().await?;
+///
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(10))).await? {
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    shared: Arc<Shared>,
+    owner: Option<Owner>,
+}
+
+struct Shared {
+    client: Arc<ClientInner>,
+    name: Arc<str>,
+    channel: Arc<str>,
+}
+
+/// The remaining time to live of a lock (Redisson's `remainTimeToLive`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemainingTtl {
+    /// Nobody holds the lock.
+    NotLocked,
+    /// The lock exists without an expiry (only an outside `PERSIST` can cause this).
+    NoExpiry,
+    /// The lock expires after this time unless renewed or released.
+    Expires(Duration),
+}
+
+impl Lock {
+    pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Lock {
+        let channel = name::lock_channel(&name);
+        Lock {
+            shared: Arc::new(Shared {
+                client,
+                name: name.into(),
+                channel: channel.into(),
+            }),
+            owner: None,
+        }
+    }
+
+    /// The lock's name, which is also its Redis key.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::Client) {
+    /// assert_eq!(client.lock("orders:42").name(), "orders:42");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The same lock, operated on behalf of `owner` instead of the current task.
+    ///
+    /// Use an explicit owner when one logical holder spans several tasks, or when concurrent
+    /// branches of one task (`join!`, `select!`) must exclude each other: the branches share the
+    /// task's implicit identity and would otherwise re-enter each other's hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// use ferrisson::Owner;
+    ///
+    /// let (a, b) = (lock.with_owner(Owner::new()), lock.with_owner(Owner::new()));
+    /// // These two branches now exclude each other although they run in one task.
+    /// let (ga, gb) = tokio::join!(a.lock(), b.lock());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_owner(&self, owner: Owner) -> Lock {
+        Lock {
+            shared: Arc::clone(&self.shared),
+            owner: Some(owner),
+        }
+    }
+
+    /// The owner this handle acts for: the bound explicit owner, or the current task.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::Lock) {
+    /// let owner = ferrisson::Owner::new();
+    /// assert_eq!(lock.with_owner(owner).owner(), owner);
+    /// # }
+    /// ```
+    pub fn owner(&self) -> Owner {
+        self.owner.unwrap_or_else(Owner::current)
+    }
+
+    /// Acquires the lock, waiting as long as it takes, with the watchdog lease (renewed until
+    /// released). Redisson's `lock()`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.acquire_loop(None, None)
+            .await?
+            .ok_or_else(|| self.not_held())
+    }
+
+    /// Acquires the lock, waiting as long as it takes, with a fixed `lease` and no watchdog: the
+    /// lock expires after `lease` unless released. Redisson's `lock(leaseTime)`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock_with_lease(std::time::Duration::from_secs(10)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        self.acquire_loop(Some(lease), None)
+            .await?
+            .ok_or_else(|| self.not_held())
+    }
+
+    /// One attempt, no waiting, watchdog lease: `Some(guard)` if acquired (or re-entered),
+    /// `None` if another owner holds the lock. Redisson's `tryLock()`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// match lock.try_lock().await? {
+    ///     Some(guard) => guard.unlock().await.map(drop)?,
+    ///     None => println!("busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire_loop(None, Some(Duration::ZERO)).await
+    }
+
+    /// Waits at most `wait` for the lock; holds it for `lease`, or with the watchdog when `lease`
+    /// is `None`. Redisson's `tryLock(waitTime, leaseTime)`. Returns `None` when the wait ran out.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(guard) = lock.try_lock_for(Duration::from_millis(500), None).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire_loop(lease, Some(wait)).await
+    }
+
+    /// Releases one hold of this handle's owner without a guard, Redisson style (for holds kept
+    /// with [`LockGuard::detach`]). Fails with [`Error::NotHeld`] when the owner holds no hold,
+    /// leaving the lock untouched.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: once sent, the release completes in the background.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// lock.lock().await?.detach();
+    /// lock.unlock().await?;
+    /// assert!(matches!(lock.unlock().await, Err(ferrisson::Error::NotHeld { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub async fn unlock(&self) -> Result<()> {
+        let client = self.client();
+        client.ensure_open()?;
+        self.check_name()?;
+        let field: Arc<str> = holder_field(&client.id, self.owner()).into();
+        let key = HoldKey {
+            name: self.name_arc(),
+            field: Arc::clone(&field),
+        };
+        let lease_ms = client.leases.released_by_key(&key);
+        let release = Release {
+            name: self.name_arc(),
+            channel: self.channel_arc(),
+            field,
+            lease_ms,
+        };
+        let redis = Arc::clone(&client.redis);
+        let (keys, args) = (
+            release.release_keys(),
+            release.release_args(redis.publish_arg),
+        );
+        let reply = InFlight::new(
+            async move {
+                script::RELEASE
+                    .run(&redis.pool, &redis.write_options, keys, args)
+                    .await
+            },
+            None,
+            client.janitor.clone(),
+        )
+        .await
+        .map_err(|err| script_error(client, self.name(), err))?;
+        match reply {
+            Value::Null => Err(self.not_held()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters (Redisson's `forceUnlock`).
+    /// Returns whether a lock existed. Holders lose their lease; their guards report it.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe in the sense that a dropped call may or may not have deleted the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let existed = lock.force_unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let client = self.client();
+        client.ensure_open()?;
+        self.check_name()?;
+        let reply = script::FORCE_RELEASE
+            .run(
+                &client.redis.pool,
+                &client.redis.write_options,
+                vec![self.name().to_owned(), self.shared.channel.to_string()],
+                vec![client.redis.publish_arg.to_owned()],
+            )
+            .await
+            .map_err(|err| script_error(client, self.name(), err))?;
+        Ok(reply.as_i64() == Some(1))
+    }
+
+    /// Whether anyone holds the lock (`EXISTS`).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let _guard = lock.lock().await?;
+    /// assert!(lock.is_locked().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        let client = self.client();
+        self.query(async {
+            client
+                .redis
+                .pool
+                .next()
+                .with_options(&client.redis.read_options)
+                .exists(self.name())
+                .await
+        })
+        .await
+    }
+
+    /// Whether this handle's owner (the current task, or the bound explicit owner) holds the
+    /// lock (`HEXISTS`). Redisson's `isHeldByCurrentThread`.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let _guard = lock.lock().await?;
+    /// assert!(lock.is_held_by_current_owner().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
+        let client = self.client();
+        let field = holder_field(&client.id, self.owner());
+        self.query(async {
+            client
+                .redis
+                .pool
+                .next()
+                .with_options(&client.redis.read_options)
+                .hexists(self.name(), field)
+                .await
+        })
+        .await
+    }
+
+    /// How many holds this handle's owner has on the lock (`HGET`; 0 when it holds none).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// assert_eq!(lock.hold_count().await?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn hold_count(&self) -> Result<u64> {
+        let client = self.client();
+        let field = holder_field(&client.id, self.owner());
+        let count: Option<u64> = self
+            .query(async {
+                client
+                    .redis
+                    .pool
+                    .next()
+                    .with_options(&client.redis.read_options)
+                    .hget(self.name(), field)
+                    .await
+            })
+            .await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The lock's remaining time to live (`PTTL`).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// use ferrisson::RemainingTtl;
+    /// if let RemainingTtl::Expires(left) = lock.remaining_ttl().await? {
+    ///     println!("expires in {left:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn remaining_ttl(&self) -> Result<RemainingTtl> {
+        let client = self.client();
+        let ttl: i64 = self
+            .query(async {
+                client
+                    .redis
+                    .pool
+                    .next()
+                    .with_options(&client.redis.read_options)
+                    .pttl(self.name())
+                    .await
+            })
+            .await?;
+        Ok(match ttl {
+            -2 => RemainingTtl::NotLocked,
+            ttl if ttl < 0 => RemainingTtl::NoExpiry,
+            ttl => RemainingTtl::Expires(Duration::from_millis(ttl as u64)),
+        })
+    }
+
+    /// The shared acquire path: `lease` None = watchdog; `wait` None = no limit.
+    pub(crate) async fn acquire_loop(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let client = self.client();
+        client.ensure_open()?;
+        self.check_name()?;
+        let (lease_kind, lease_ms) = match lease {
+            Some(lease) => {
+                let ms = lease_millis(lease, "lease")?;
+                (Lease::Fixed(ms), ms)
+            }
+            None => (
+                Lease::Watchdog,
+                lease_millis(client.config.watchdog_timeout, "watchdog_timeout")?,
+            ),
+        };
+        if let Some(wait) = wait {
+            if wait.as_millis() > i64::MAX as u128 {
+                return Err(Error::InvalidArgument(format!(
+                    "wait is too large: {wait:?}"
+                )));
+            }
+        }
+        let owner = self.owner();
+        let field: Arc<str> = holder_field(&client.id, owner).into();
+        let span =
+            tracing::debug_span!("ferrisson.acquire", lock = self.name(), owner = owner.id());
+        let attempt = || self.attempt(owner, Arc::clone(&field), lease_kind, lease_ms);
+        let acquired = tracing::Instrument::instrument(
+            acquire_with_wait(client, &self.shared.channel, wait, attempt),
+            span,
+        )
+        .await?;
+        Ok(acquired.map(|(mut guard, acquisition)| {
+            guard.set_acquisition(acquisition);
+            guard
+        }))
+    }
+
+    /// One run of the acquire script; on success the hold is registered and its guard built
+    /// before anything else can be awaited, so the hold can never be dropped unseen.
+    async fn attempt(
+        &self,
+        owner: Owner,
+        field: Arc<str>,
+        lease: Lease,
+        lease_ms: u64,
+    ) -> Result<Attempt<LockGuard>> {
+        let client = self.client();
+        let redis = Arc::clone(&client.redis);
+        let undo = Release {
+            name: self.name_arc(),
+            channel: self.channel_arc(),
+            field: Arc::clone(&field),
+            lease_ms,
+        };
+        let keys = vec![self.name().to_owned()];
+        let args = vec![lease_ms.to_string(), field.to_string()];
+        let sent_at = Instant::now();
+        let reply = InFlight::new(
+            async move {
+                script::ACQUIRE
+                    .run(&redis.pool, &redis.write_options, keys, args)
+                    .await
+            },
+            Some(undo),
+            client.janitor.clone(),
+        )
+        .await
+        .map_err(|err| script_error(client, self.name(), err))?;
+        match reply {
+            Value::Null => {
+                let key = HoldKey {
+                    name: self.name_arc(),
+                    field: Arc::clone(&field),
+                };
+                let ticket = client.leases.acquired(&key, lease);
+                let placeholder = super::Acquisition {
+                    waited: Duration::ZERO,
+                    woken_by: super::WokenBy::Immediate,
+                    attempts: 1,
+                };
+                Ok(Attempt::Acquired(LockGuard::new(
+                    self.with_owner(owner),
+                    owner,
+                    field,
+                    ticket,
+                    sent_at,
+                    placeholder,
+                )))
+            }
+            Value::Integer(ttl) => Ok(Attempt::Busy(ttl)),
+            other => Err(Error::Redis(fred::error::Error::new(
+                fred::error::ErrorKind::Protocol,
+                format!("unexpected reply to the acquire script: {other:?}"),
+            ))),
+        }
+    }
+
+    fn check_name(&self) -> Result<()> {
+        if self.name().is_empty() {
+            return Err(Error::InvalidArgument(
+                "a lock name must not be empty".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn query<T>(
+        &self,
+        query: impl std::future::Future<Output = Result<T, fred::error::Error>>,
+    ) -> Result<T> {
+        let client = self.client();
+        client.ensure_open()?;
+        self.check_name()?;
+        query
+            .await
+            .map_err(|err| script_error(client, self.name(), err))
+    }
+
+    fn not_held(&self) -> Error {
+        Error::NotHeld {
+            name: self.name().to_owned(),
+        }
+    }
+
+    pub(crate) fn client(&self) -> &ClientInner {
+        &self.shared.client
+    }
+
+    pub(crate) fn name_arc(&self) -> Arc<str> {
+        Arc::clone(&self.shared.name)
+    }
+
+    pub(crate) fn channel_arc(&self) -> Arc<str> {
+        Arc::clone(&self.shared.channel)
+    }
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name())
+            .field("owner", &self.owner)
+            .finish()
+    }
+}

@@ -1,0 +1,158 @@
+//! Who holds a lock: the `threadId` half of Redisson's holder field `<client uuid>:<threadId>`.
+
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Identity spaces, so that task ids, thread ids and explicit owners never collide. All stay
+/// below 2^63 so that the decimal id is also a valid positive Java `long`.
+const THREAD_SPACE: u64 = 1 << 62;
+const EXPLICIT_SPACE: u64 = 1 << 61;
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+static NEXT_EXPLICIT: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static THREAD_OWNER: u64 = THREAD_SPACE | NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The identity that holds a lock, Redisson's `threadId`.
+///
+/// A lock is reentrant per owner: the same owner may take it again and must release it as many
+/// times. There are two kinds of owner:
+///
+/// * **implicit** ([`Owner::current`]): the current tokio task, or the OS thread outside a task.
+///   Nested acquisitions inside one task re-enter, as on a Java thread, even when the task moves
+///   between worker threads.
+/// * **explicit** ([`Owner::new`]): a fresh identity you pass around, for work that spans tasks
+///   or runs concurrent branches inside one task (see the crate docs on `join!`/`select!`).
+///
+/// On the wire the holder field is always `<client uuid>:<decimal id>`, so Java sees an ordinary
+/// holder.
+///
+/// ```
+/// use ferrisson::Owner;
+///
+/// let a = Owner::new();
+/// let b = Owner::new();
+/// assert_ne!(a, b);
+/// assert_eq!(Owner::current(), Owner::current());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Owner(u64);
+
+impl Owner {
+    /// A new explicit owner, distinct from every other owner in this process.
+    ///
+    /// ```
+    /// assert_ne!(ferrisson::Owner::new(), ferrisson::Owner::current());
+    /// ```
+    #[allow(clippy::new_without_default)] // a default would suggest a shared value; each call is unique
+    pub fn new() -> Owner {
+        Owner(EXPLICIT_SPACE | NEXT_EXPLICIT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The implicit owner: the current tokio task, or the current OS thread outside a task.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let outer = ferrisson::Owner::current();
+    /// let inner = tokio::spawn(async { ferrisson::Owner::current() }).await.unwrap();
+    /// assert_ne!(outer, inner);
+    /// # }
+    /// ```
+    pub fn current() -> Owner {
+        match tokio::task::try_id() {
+            Some(task) => Owner(task_number(task)),
+            None => Owner(THREAD_OWNER.with(|id| *id)),
+        }
+    }
+
+    /// The numeric id, as it appears after the client uuid in the holder field.
+    ///
+    /// ```
+    /// let owner = ferrisson::Owner::new();
+    /// assert!(owner.id() < (1 << 63));
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Debug for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.0 & THREAD_SPACE != 0 {
+            "thread"
+        } else if self.0 & EXPLICIT_SPACE != 0 {
+            "explicit"
+        } else {
+            "task"
+        };
+        write!(f, "Owner({kind} {})", self.0)
+    }
+}
+
+/// Tokio documents task ids as unique numbers and prints them in decimal; read that number
+/// without allocating.
+fn task_number(task: tokio::task::Id) -> u64 {
+    struct Digits {
+        value: u64,
+        ok: bool,
+    }
+    impl fmt::Write for Digits {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            for b in s.bytes() {
+                match (b as char).to_digit(10) {
+                    Some(d) => {
+                        self.value = self.value.wrapping_mul(10).wrapping_add(u64::from(d));
+                    }
+                    None => self.ok = false,
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut digits = Digits { value: 0, ok: true };
+    let _ = write!(digits, "{task}");
+    if digits.ok && digits.value < EXPLICIT_SPACE {
+        digits.value
+    } else {
+        // Never seen in practice; hash into the task space rather than fail.
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        task.hash(&mut hasher);
+        hasher.finish() % EXPLICIT_SPACE
+    }
+}
+
+/// The holder field `<client uuid>:<owner id>`.
+pub(crate) fn holder_field(client_id: &str, owner: Owner) -> String {
+    format!("{client_id}:{}", owner.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_get_distinct_owners_outside_tasks() {
+        let here = Owner::current();
+        let there = std::thread::spawn(Owner::current).join().expect("thread");
+        assert_ne!(here, there);
+        assert_eq!(here, Owner::current());
+        assert!(format!("{here:?}").contains("thread"));
+    }
+
+    #[tokio::test]
+    async fn a_task_keeps_its_owner_across_awaits() {
+        let before = Owner::current();
+        tokio::task::yield_now().await;
+        assert_eq!(before, Owner::current());
+        assert!(before.id() < EXPLICIT_SPACE);
+    }
+
+    #[test]
+    fn field_is_uuid_colon_decimal() {
+        let owner = Owner::new();
+        assert_eq!(holder_field("abc", owner), format!("abc:{}", owner.id()));
+    }
+}

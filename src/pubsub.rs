@@ -1,0 +1,337 @@
+//! Wake-ups: one shared, reference-counted subscription per channel per client (protocol §1.5).
+//!
+//! Every waiter of a lock on this client shares one entry: the first one subscribes, later ones
+//! only take a reference, the last one to leave unsubscribes. An entry owns a semaphore that
+//! starts empty: an unlock message `0` adds one permit (one local waiter retries), a read-unlock
+//! message `1` adds a permit per parked waiter. A permit added while nobody is parked stays
+//! banked, so a message that arrives between a waiter's failed attempt and its parking is not
+//! lost. SUBSCRIBE and UNSUBSCRIBE of one channel are serialised by the entry, so a quick
+//! leave-and-return can never end unsubscribed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::SubscriberClient;
+use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use parking_lot::Mutex;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{PublishMode, WhenUnavailable};
+use crate::error::{Error, Result};
+
+/// Why a parked waiter stopped waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// A message (or a reconnect) released a permit.
+    Message,
+    /// The wait's time bound (the lock's TTL or the caller's budget) ran out.
+    Timeout,
+}
+
+pub(crate) struct PubSub {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    subscriber: SubscriberClient,
+    mode: PublishMode,
+    when_unavailable: WhenUnavailable,
+    response_timeout: Duration,
+    entries: Mutex<HashMap<Arc<str>, Arc<Entry>>>,
+}
+
+struct Entry {
+    channel: Arc<str>,
+    /// Subscriptions alive for this channel; changed only under the `entries` lock.
+    refs: AtomicUsize,
+    /// Waiters currently parked on the semaphore.
+    parked: AtomicUsize,
+    permits: Semaphore,
+    /// Serialises SUBSCRIBE/UNSUBSCRIBE of this channel and records where the server stands.
+    state: tokio::sync::Mutex<ServerState>,
+}
+
+#[derive(Default)]
+struct ServerState {
+    /// A SUBSCRIBE was sent (maybe cancelled before its reply): an UNSUBSCRIBE is owed.
+    maybe_subscribed: bool,
+    /// The server confirmed the subscription.
+    confirmed: bool,
+}
+
+/// One waiter's share of a channel subscription. Dropping it releases the share; the last one
+/// unsubscribes in the background.
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    entry: Arc<Entry>,
+}
+
+impl PubSub {
+    /// Starts the message and reconnect loops on `subscriber`, which must be connected.
+    pub(crate) fn start(
+        subscriber: SubscriberClient,
+        mode: PublishMode,
+        when_unavailable: WhenUnavailable,
+        response_timeout: Duration,
+        shutdown: CancellationToken,
+    ) -> (PubSub, Vec<tokio::task::JoinHandle<()>>) {
+        let shared = Arc::new(Shared {
+            subscriber,
+            mode,
+            when_unavailable,
+            response_timeout,
+            entries: Mutex::new(HashMap::new()),
+        });
+        let tasks = vec![
+            tokio::spawn(message_loop(Arc::clone(&shared), shutdown.clone())),
+            tokio::spawn(reconnect_loop(Arc::clone(&shared), shutdown)),
+        ];
+        (PubSub { shared }, tasks)
+    }
+
+    /// Takes a share of `channel`'s subscription and returns once the server has confirmed it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call releases its share, and a SUBSCRIBE that was already sent is
+    /// undone by the last share's UNSUBSCRIBE.
+    pub(crate) async fn subscribe(&self, channel: &Arc<str>) -> Result<Subscription> {
+        let entry = {
+            let mut entries = self.shared.entries.lock();
+            let entry = entries.entry(Arc::clone(channel)).or_insert_with(|| {
+                Arc::new(Entry {
+                    channel: Arc::clone(channel),
+                    refs: AtomicUsize::new(0),
+                    parked: AtomicUsize::new(0),
+                    permits: Semaphore::new(0),
+                    state: tokio::sync::Mutex::new(ServerState::default()),
+                })
+            });
+            entry.refs.fetch_add(1, Ordering::Relaxed);
+            Arc::clone(entry)
+        };
+        let subscription = Subscription {
+            shared: Arc::clone(&self.shared),
+            entry,
+        };
+        let mut state = subscription.entry.state.lock().await;
+        if !state.confirmed {
+            state.maybe_subscribed = true;
+            self.shared.send_subscribe(channel).await?;
+            state.confirmed = true;
+        }
+        drop(state);
+        Ok(subscription)
+    }
+}
+
+impl Shared {
+    fn check_connected(&self) -> Result<()> {
+        if self.when_unavailable == WhenUnavailable::FailFast && !self.subscriber.is_connected() {
+            return Err(Error::Unavailable(fred::error::Error::new(
+                fred::error::ErrorKind::IO,
+                "the subscriber connection is down",
+            )));
+        }
+        Ok(())
+    }
+
+    async fn send_subscribe(&self, channel: &Arc<str>) -> Result<()> {
+        self.check_connected()?;
+        let channel_name: &str = channel;
+        let subscribe = async {
+            match self.mode {
+                PublishMode::Classic => self.subscriber.subscribe(channel_name).await,
+                PublishMode::Sharded => self.subscriber.ssubscribe(channel_name).await,
+                PublishMode::Both => {
+                    self.subscriber.subscribe(channel_name).await?;
+                    // Servers without sharded pub/sub still get the classic subscription.
+                    if let Err(err) = self.subscriber.ssubscribe(channel_name).await {
+                        tracing::debug!(channel = channel_name, error = %err, "SSUBSCRIBE failed");
+                    }
+                    Ok(())
+                }
+            }
+        };
+        match tokio::time::timeout(self.response_timeout, subscribe).await {
+            Ok(result) => {
+                result.map_err(|err| Error::from_redis(err, channel, self.response_timeout))
+            }
+            Err(_) => Err(Error::Timeout(self.response_timeout)),
+        }
+    }
+
+    async fn send_unsubscribe(&self, channel: &str) {
+        let unsubscribe = async {
+            if self.mode != PublishMode::Sharded {
+                self.subscriber.unsubscribe(channel).await?;
+            }
+            if self.mode != PublishMode::Classic {
+                self.subscriber.sunsubscribe(channel).await?;
+            }
+            Ok::<_, fred::error::Error>(())
+        };
+        match tokio::time::timeout(self.response_timeout, unsubscribe).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::debug!(channel, error = %err, "UNSUBSCRIBE failed"),
+            Err(_) => tracing::debug!(channel, "UNSUBSCRIBE timed out"),
+        }
+    }
+
+    /// Lets one parked (or the next) waiter of `channel` retry.
+    fn wake_one(&self, channel: &str) {
+        let entry = self.entries.lock().get(channel).cloned();
+        if let Some(entry) = entry {
+            entry.add_permits(1);
+        }
+    }
+
+    /// Lets every parked waiter of `channel` retry.
+    fn wake_all_of(&self, channel: &str) {
+        let entry = self.entries.lock().get(channel).cloned();
+        if let Some(entry) = entry {
+            entry.add_permits(entry.parked.load(Ordering::Relaxed).max(1));
+        }
+    }
+
+    /// Lets every waiter of every channel retry once (after a reconnect or lost messages).
+    fn wake_everyone(&self) {
+        let entries: Vec<_> = self.entries.lock().values().cloned().collect();
+        for entry in entries {
+            entry.add_permits(entry.refs.load(Ordering::Relaxed));
+        }
+    }
+
+    /// Called when a share is dropped: the last one unsubscribes in the background.
+    fn release(self: &Arc<Self>, entry: &Arc<Entry>) {
+        {
+            let _entries = self.entries.lock();
+            if entry.refs.fetch_sub(1, Ordering::Relaxed) != 1 {
+                return;
+            }
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime (the process is shutting down): the connection goes away with it.
+            return;
+        };
+        let shared = Arc::clone(self);
+        let entry = Arc::clone(entry);
+        runtime.spawn(async move {
+            let mut state = entry.state.lock().await;
+            if entry.refs.load(Ordering::Relaxed) > 0 {
+                return; // a waiter came back; it keeps the subscription
+            }
+            if state.maybe_subscribed {
+                shared.send_unsubscribe(&entry.channel).await;
+                *state = ServerState::default();
+            }
+            drop(state);
+            let mut entries = shared.entries.lock();
+            if entry.refs.load(Ordering::Relaxed) == 0
+                && entries
+                    .get(&entry.channel)
+                    .is_some_and(|e| Arc::ptr_eq(e, &entry))
+            {
+                entries.remove(&entry.channel);
+            }
+        });
+    }
+}
+
+impl Entry {
+    /// Adds up to `n` permits without banking more than one per subscription: extra permits
+    /// would only cause spurious retries.
+    fn add_permits(&self, n: usize) {
+        let cap = self.refs.load(Ordering::Relaxed);
+        let room = cap.saturating_sub(self.permits.available_permits());
+        let n = n.min(room);
+        if n > 0 {
+            self.permits.add_permits(n);
+        }
+    }
+}
+
+impl Subscription {
+    /// Parks until a message lets this waiter retry, or until `bound` passes (`None`: no bound).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a permit handed to a dropped wait goes back to the entry for the next waiter.
+    pub(crate) async fn wait(&self, bound: Option<Duration>) -> Wake {
+        struct Parked<'a>(&'a AtomicUsize);
+        impl Drop for Parked<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.entry.parked.fetch_add(1, Ordering::Relaxed);
+        let _parked = Parked(&self.entry.parked);
+        let acquire = self.entry.permits.acquire();
+        let permit = match bound {
+            Some(bound) => match tokio::time::timeout(bound, acquire).await {
+                Ok(permit) => permit,
+                Err(_) => return Wake::Timeout,
+            },
+            None => acquire.await,
+        };
+        match permit {
+            Ok(permit) => {
+                permit.forget();
+                Wake::Message
+            }
+            // The semaphore is never closed; treat it as a spurious wake-up.
+            Err(_) => Wake::Message,
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.shared.release(&self.entry);
+    }
+}
+
+async fn message_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
+    let mut messages = shared.subscriber.message_rx();
+    loop {
+        let message = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            message = messages.recv() => message,
+        };
+        match message {
+            Ok(message) => match message.value.as_i64() {
+                Some(0) => shared.wake_one(&message.channel),
+                Some(1) => shared.wake_all_of(&message.channel),
+                _ => {} // only 0 and 1 mean something on lock channels (§1.4)
+            },
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "pub/sub messages were dropped; waking every waiter");
+                shared.wake_everyone();
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// After the subscriber reconnects, restores every subscription and then lets every waiter
+/// retry once: messages sent while it was away are lost.
+async fn reconnect_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
+    let mut reconnects = shared.subscriber.reconnect_rx();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            event = reconnects.recv() => event,
+        };
+        match event {
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                if let Err(err) = shared.subscriber.resubscribe_all().await {
+                    tracing::warn!(error = %err, "re-subscribing after a reconnect failed");
+                }
+                tracing::debug!("subscriber reconnected; waking every waiter");
+                shared.wake_everyone();
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}

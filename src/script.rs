@@ -1,0 +1,110 @@
+//! The Lua scripts under `lua/`, embedded at build time and run with EVALSHA.
+//!
+//! A script is sent by its SHA1 first; when the server answers NOSCRIPT (a restart, a
+//! `SCRIPT FLUSH`, a failover to a replica that never saw it) it is sent once in full with EVAL,
+//! which also caches it again. NOSCRIPT means the script did not run, so the fallback can never
+//! run an operation twice.
+
+use fred::clients::Pool;
+use fred::interfaces::LuaInterface;
+use fred::prelude::Value;
+use fred::types::{MultipleKeys, MultipleValues};
+
+/// One Lua file and its SHA1.
+pub(crate) struct Script {
+    name: &'static str,
+    lua: &'static str,
+    sha1: std::sync::OnceLock<String>,
+}
+
+impl Script {
+    const fn new(name: &'static str, lua: &'static str) -> Script {
+        Script {
+            name,
+            lua,
+            sha1: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn sha1(&self) -> &str {
+        self.sha1.get_or_init(|| fred::util::sha1_hash(self.lua))
+    }
+
+    /// Runs the script: EVALSHA, then EVAL once on NOSCRIPT.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe on its own: once the command is written, dropping the future does not stop
+    /// the script. Callers that change lock state wrap it in [`crate::lock::InFlight`].
+    pub(crate) async fn run(
+        &'static self,
+        redis: &Pool,
+        options: &fred::types::config::Options,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Value, fred::error::Error> {
+        use fred::interfaces::ClientLike;
+        let client = redis.next().with_options(options);
+        let keys: MultipleKeys = keys.into();
+        let args: MultipleValues = Value::Array(args.into_iter().map(Value::from).collect());
+        match client
+            .evalsha::<Value, _, _, _>(self.sha1(), keys.clone(), args.clone())
+            .await
+        {
+            Err(err) if err.details().starts_with("NOSCRIPT") => {
+                tracing::debug!(
+                    script = self.name,
+                    "script not cached by the server; sending it in full"
+                );
+                client.eval(self.lua, keys, args).await
+            }
+            other => other,
+        }
+    }
+}
+
+/// Acquire or re-enter (protocol §2.2).
+pub(crate) static ACQUIRE: Script = Script::new("acquire", include_str!("../lua/acquire.lua"));
+/// Release one hold, publishing on the full release (§2.3).
+pub(crate) static RELEASE: Script = Script::new("release", include_str!("../lua/release.lua"));
+/// Delete the lock whoever holds it and publish (§2.4).
+pub(crate) static FORCE_RELEASE: Script =
+    Script::new("force_release", include_str!("../lua/force_release.lua"));
+/// Batched watchdog renewal (§3.2).
+pub(crate) static RENEW: Script = Script::new("renew", include_str!("../lua/renew.lua"));
+
+/// Every script, for loading them once at connect time.
+pub(crate) static ALL: [&Script; 4] = [&ACQUIRE, &RELEASE, &FORCE_RELEASE, &RENEW];
+
+/// Loads every script into the server's cache (on every primary in a cluster), so that the first
+/// lock operations need no fallback. Best effort: EVALSHA's fallback covers any failure.
+pub(crate) async fn preload(redis: &Pool, clustered: bool) {
+    for script in ALL {
+        let loaded = if clustered {
+            redis.next().script_load_cluster::<(), _>(script.lua).await
+        } else {
+            redis
+                .next()
+                .script_load::<String, _>(script.lua)
+                .await
+                .map(drop)
+        };
+        if let Err(err) = loaded {
+            tracing::debug!(script = script.name, error = %err, "could not preload script");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha1_matches_the_file() {
+        assert_eq!(ACQUIRE.sha1().len(), 40);
+        assert_ne!(ACQUIRE.sha1(), RELEASE.sha1());
+        assert_eq!(
+            ACQUIRE.sha1(),
+            fred::util::sha1_hash(include_str!("../lua/acquire.lua"))
+        );
+    }
+}

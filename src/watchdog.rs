@@ -1,0 +1,414 @@
+//! The lease table and the watchdog.
+//!
+//! The lease table records, per lock and holder field, how many holds this client has (the
+//! reentrant count as seen locally), how many of them use the watchdog lease, the lease to re-arm
+//! on a partial release, and the lost-lease signal shared by those holds: Redisson's
+//! `ExpirationEntry`.
+//!
+//! The watchdog is one background task per client. Every watchdog-leased hold has a deadline in a
+//! hashed timing wheel (`tokio_util::time::DelayQueue`) a third of the watchdog timeout ahead.
+//! Deadlines are rounded down onto a grid of a tenth of that interval, so that holds taken at
+//! about the same time fall due in the same tick and are renewed by one script call per batch
+//! (per hash slot in a cluster) instead of one per lock. Renewing a little early is always safe.
+//! A renewal that finds the field gone marks the lease lost and stops renewing it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::time::{delay_queue, DelayQueue};
+
+use crate::client::Redis;
+use crate::script;
+
+/// A lock and one of its holder fields.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct HoldKey {
+    pub(crate) name: Arc<str>,
+    pub(crate) field: Arc<str>,
+}
+
+/// The lease an acquisition asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// No lease given: the watchdog timeout, renewed while held.
+    Watchdog,
+    /// A fixed lease in ms; never renewed.
+    Fixed(u64),
+}
+
+/// What a guard keeps of its registration: the generation tells its holds apart from those of a
+/// later acquisition by the same owner after the lease was lost.
+#[derive(Clone, Debug)]
+pub(crate) struct Ticket {
+    pub(crate) key: HoldKey,
+    pub(crate) generation: u64,
+    pub(crate) lease: Lease,
+    pub(crate) lost: CancellationToken,
+}
+
+struct HoldEntry {
+    holds: u32,
+    watchdog_holds: u32,
+    last_lease_ms: u64,
+    generation: u64,
+    lost: CancellationToken,
+}
+
+enum Command {
+    Track(HoldKey, u64),
+    Untrack(HoldKey, u64),
+}
+
+pub(crate) struct LeaseTable {
+    entries: Mutex<HashMap<HoldKey, HoldEntry>>,
+    commands: mpsc::UnboundedSender<Command>,
+    next_generation: AtomicU64,
+    watchdog_ms: u64,
+}
+
+impl LeaseTable {
+    /// Records a successful acquisition and returns its ticket.
+    pub(crate) fn acquired(&self, key: &HoldKey, lease: Lease) -> Ticket {
+        let mut entries = self.entries.lock();
+        let entry = match entries.get_mut(key) {
+            // Holds whose lease was lost no longer exist on the server: start afresh.
+            Some(entry) if !entry.lost.is_cancelled() => entry,
+            _ => {
+                if let Some(old) = entries.remove(key) {
+                    if old.watchdog_holds > 0 {
+                        let _ = self
+                            .commands
+                            .send(Command::Untrack(key.clone(), old.generation));
+                    }
+                }
+                entries.entry(key.clone()).or_insert(HoldEntry {
+                    holds: 0,
+                    watchdog_holds: 0,
+                    last_lease_ms: self.watchdog_ms,
+                    generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+                    lost: CancellationToken::new(),
+                })
+            }
+        };
+        entry.holds += 1;
+        match lease {
+            Lease::Watchdog => {
+                entry.last_lease_ms = self.watchdog_ms;
+                entry.watchdog_holds += 1;
+                if entry.watchdog_holds == 1 {
+                    let _ = self
+                        .commands
+                        .send(Command::Track(key.clone(), entry.generation));
+                }
+            }
+            Lease::Fixed(ms) => entry.last_lease_ms = ms,
+        }
+        Ticket {
+            key: key.clone(),
+            generation: entry.generation,
+            lease,
+            lost: entry.lost.clone(),
+        }
+    }
+
+    /// Records the release of one hold of `ticket` and returns the lease (ms) to re-arm if the
+    /// release turns out partial.
+    pub(crate) fn released(&self, ticket: &Ticket) -> u64 {
+        self.release_hold(&ticket.key, Some(ticket.generation), ticket.lease)
+    }
+
+    /// Records the release of one hold of `key`, whichever acquisition took it (Redisson-style
+    /// release by identity), and returns the lease to re-arm.
+    pub(crate) fn released_by_key(&self, key: &HoldKey) -> u64 {
+        let lease = {
+            let entries = self.entries.lock();
+            match entries.get(key) {
+                Some(entry) if entry.watchdog_holds > 0 => Lease::Watchdog,
+                Some(entry) => Lease::Fixed(entry.last_lease_ms),
+                None => return self.watchdog_ms,
+            }
+        };
+        self.release_hold(key, None, lease)
+    }
+
+    fn release_hold(&self, key: &HoldKey, generation: Option<u64>, lease: Lease) -> u64 {
+        let mut entries = self.entries.lock();
+        let Some(entry) = entries.get_mut(key) else {
+            return self.watchdog_ms;
+        };
+        if generation.is_some_and(|g| g != entry.generation) {
+            return entry.last_lease_ms;
+        }
+        entry.holds = entry.holds.saturating_sub(1);
+        if lease == Lease::Watchdog && entry.watchdog_holds > 0 {
+            entry.watchdog_holds -= 1;
+            if entry.watchdog_holds == 0 {
+                let _ = self
+                    .commands
+                    .send(Command::Untrack(key.clone(), entry.generation));
+            }
+        }
+        let rearm = if entry.watchdog_holds > 0 {
+            self.watchdog_ms
+        } else {
+            entry.last_lease_ms
+        };
+        if entry.holds == 0 {
+            if entry.watchdog_holds > 0 {
+                let _ = self
+                    .commands
+                    .send(Command::Untrack(key.clone(), entry.generation));
+            }
+            entries.remove(key);
+        }
+        rearm
+    }
+
+    /// Marks the holds of `key` lost, if they are still those of `generation`.
+    fn mark_lost(&self, key: &HoldKey, generation: u64) {
+        let entries = self.entries.lock();
+        if let Some(entry) = entries.get(key) {
+            if entry.generation == generation {
+                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner");
+                entry.lost.cancel();
+            }
+        }
+    }
+}
+
+/// Starts the watchdog task and returns the lease table it serves.
+pub(crate) fn start(
+    redis: Arc<Redis>,
+    watchdog_timeout: Duration,
+    batch_size: usize,
+    shutdown: CancellationToken,
+) -> (Arc<LeaseTable>, tokio::task::JoinHandle<()>) {
+    let (commands, receiver) = mpsc::unbounded_channel();
+    let watchdog_ms = u64::try_from(watchdog_timeout.as_millis()).unwrap_or(u64::MAX);
+    let table = Arc::new(LeaseTable {
+        entries: Mutex::new(HashMap::new()),
+        commands,
+        next_generation: AtomicU64::new(1),
+        watchdog_ms,
+    });
+    let watchdog = Watchdog {
+        table: Arc::downgrade(&table),
+        redis,
+        watchdog_ms,
+        interval: watchdog_timeout / 3,
+        grid: (watchdog_timeout / 30).max(Duration::from_millis(1)),
+        epoch: Instant::now(),
+        batch_size,
+        queue: DelayQueue::new(),
+        tracked: HashMap::new(),
+    };
+    let task = tokio::spawn(watchdog.run(receiver, shutdown));
+    (table, task)
+}
+
+enum Outcome {
+    Renewed,
+    NotHeld,
+    Failed,
+}
+
+struct Tracked {
+    generation: u64,
+    /// `None` while a renewal of this hold is in flight.
+    queued: Option<delay_queue::Key>,
+}
+
+struct Watchdog {
+    /// Weak, so that the task never keeps the client alive.
+    table: std::sync::Weak<LeaseTable>,
+    redis: Arc<Redis>,
+    watchdog_ms: u64,
+    interval: Duration,
+    grid: Duration,
+    epoch: Instant,
+    batch_size: usize,
+    queue: DelayQueue<(HoldKey, u64)>,
+    tracked: HashMap<HoldKey, Tracked>,
+}
+
+type BatchResult = Vec<(HoldKey, u64, Outcome)>;
+
+impl Watchdog {
+    async fn run(
+        mut self,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        shutdown: CancellationToken,
+    ) {
+        let mut in_flight: FuturesUnordered<futures::future::BoxFuture<'static, BatchResult>> =
+            FuturesUnordered::new();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                command = commands.recv() => match command {
+                    Some(command) => self.apply(command),
+                    None => return, // the client is gone
+                },
+                Some(first) = self.queue.next(), if !self.queue.is_empty() => {
+                    let mut due = vec![first.into_inner()];
+                    // Everything else already due goes into the same batch.
+                    while let Some(Some(more)) = self.queue.next().now_or_never() {
+                        due.push(more.into_inner());
+                    }
+                    for batch in self.batches(due) {
+                        in_flight.push(Box::pin(renew(Arc::clone(&self.redis), self.watchdog_ms, batch)));
+                    }
+                },
+                Some(results) = in_flight.next(), if !in_flight.is_empty() => self.settle(results),
+            }
+        }
+    }
+
+    fn apply(&mut self, command: Command) {
+        match command {
+            Command::Track(key, generation) => {
+                let queued = Some(
+                    self.queue
+                        .insert_at((key.clone(), generation), self.next_deadline(self.interval)),
+                );
+                if let Some(old) = self.tracked.insert(key, Tracked { generation, queued }) {
+                    if let Some(queued) = old.queued {
+                        self.queue.try_remove(&queued);
+                    }
+                }
+            }
+            Command::Untrack(key, generation) => {
+                if self
+                    .tracked
+                    .get(&key)
+                    .is_some_and(|t| t.generation == generation)
+                {
+                    if let Some(Tracked {
+                        queued: Some(queued),
+                        ..
+                    }) = self.tracked.remove(&key)
+                    {
+                        self.queue.try_remove(&queued);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The renewal deadline `after` from now, rounded down onto the batching grid.
+    fn next_deadline(&self, after: Duration) -> Instant {
+        let target = Instant::now() + after - self.epoch;
+        let grid = self.grid.as_nanos().max(1);
+        let rounded = target.as_nanos() / grid * grid;
+        self.epoch + Duration::from_nanos(u64::try_from(rounded).unwrap_or(u64::MAX))
+    }
+
+    /// Splits the due holds into script calls: per hash slot in a cluster, at most `batch_size`
+    /// keys each. Holds untracked meanwhile are skipped.
+    fn batches(&mut self, due: Vec<(HoldKey, u64)>) -> Vec<Vec<(HoldKey, u64)>> {
+        let mut groups: HashMap<u16, Vec<(HoldKey, u64)>> = HashMap::new();
+        for (key, generation) in due {
+            match self.tracked.get_mut(&key) {
+                Some(tracked) if tracked.generation == generation => tracked.queued = None,
+                _ => continue,
+            }
+            let slot = if self.redis.clustered {
+                fred::util::redis_keyslot(key.name.as_bytes())
+            } else {
+                0
+            };
+            groups.entry(slot).or_default().push((key, generation));
+        }
+        let mut batches = Vec::new();
+        for (_, mut group) in groups {
+            while !group.is_empty() {
+                let rest = group.split_off(group.len().min(self.batch_size));
+                batches.push(group);
+                group = rest;
+            }
+        }
+        batches
+    }
+
+    fn settle(&mut self, results: BatchResult) {
+        let table = self.table.upgrade();
+        for (key, generation, outcome) in results {
+            let current = self
+                .tracked
+                .get(&key)
+                .is_some_and(|t| t.generation == generation && t.queued.is_none());
+            if !current {
+                continue;
+            }
+            let after = match outcome {
+                Outcome::Renewed => self.interval,
+                // Retry well before the lease can run out.
+                Outcome::Failed => self.interval / 2,
+                Outcome::NotHeld => Duration::ZERO,
+            };
+            match outcome {
+                Outcome::Renewed | Outcome::Failed => {
+                    let queued = self
+                        .queue
+                        .insert_at((key.clone(), generation), self.next_deadline(after));
+                    if let Some(tracked) = self.tracked.get_mut(&key) {
+                        tracked.queued = Some(queued);
+                    }
+                }
+                Outcome::NotHeld => {
+                    self.tracked.remove(&key);
+                    if let Some(table) = &table {
+                        table.mark_lost(&key, generation);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One batched renewal script call.
+async fn renew(redis: Arc<Redis>, watchdog_ms: u64, batch: Vec<(HoldKey, u64)>) -> BatchResult {
+    let keys: Vec<String> = batch.iter().map(|(key, _)| key.name.to_string()).collect();
+    let mut args = Vec::with_capacity(batch.len() + 1);
+    args.push(watchdog_ms.to_string());
+    args.extend(batch.iter().map(|(key, _)| key.field.to_string()));
+    let reply = script::RENEW
+        .run(&redis.pool, &redis.write_options, keys, args)
+        .await;
+    match reply {
+        Ok(fred::prelude::Value::Array(flags)) if flags.len() == batch.len() => {
+            tracing::debug!(locks = batch.len(), "renewed watchdog leases");
+            batch
+                .into_iter()
+                .zip(flags)
+                .map(|((key, generation), flag)| {
+                    let outcome = if flag.as_i64() == Some(1) {
+                        Outcome::Renewed
+                    } else {
+                        Outcome::NotHeld
+                    };
+                    (key, generation, outcome)
+                })
+                .collect()
+        }
+        other => {
+            match other {
+                Err(err) => {
+                    tracing::warn!(locks = batch.len(), error = %err, "lease renewal failed; retrying")
+                }
+                Ok(reply) => tracing::warn!(?reply, "unexpected reply to lease renewal; retrying"),
+            }
+            batch
+                .into_iter()
+                .map(|(key, generation)| (key, generation, Outcome::Failed))
+                .collect()
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! Reusable real-Redis test fixture.
+//!
+//! Integration tests include it with `mod support;` and then:
+//!
+//! ```ignore
+//! let server = support::RedisServer::start();
+//! let client = support::raw_client(&server.url()).await;
+//! ```
+//!
+//! Every [`RedisServer`] is a private `redis-server` child process on a free
+//! loopback port, with persistence off and its own temporary directory. The
+//! child is killed (SIGKILL) and reaped when the value is dropped, also when
+//! the test panics, so no process is leaked.
+//!
+//! The binary is taken from the `REDIS_SERVER` environment variable if set,
+//! otherwise `redis-server` is looked up on `PATH`.
+#![allow(dead_code)]
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// How long a server may take to answer PING after being spawned.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many fresh ports `start*` tries before giving up (another process may
+/// grab the port between picking it and redis binding it).
+const START_ATTEMPTS: usize = 5;
+
+/// A `redis-server` child process owned by one test.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: TempDir,
+    binary: OsString,
+    extra_args: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a fresh server on a free loopback port. Blocking; fine to call
+    /// from inside `#[tokio::test]`.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with_args(&[])
+    }
+
+    /// Like [`RedisServer::start`], with extra `redis-server` command-line
+    /// arguments appended (e.g. `&["--maxmemory", "10mb"]`). They are kept
+    /// for [`RedisServer::restart`].
+    pub fn start_with_args(extra_args: &[&str]) -> RedisServer {
+        let binary = redis_server_binary();
+        let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+        let mut failures = Vec::new();
+        for attempt in 1..=START_ATTEMPTS {
+            let dir = tempfile::Builder::new()
+                .prefix("ferrisson-redis-")
+                .tempdir()
+                .expect("failed to create a temp dir for redis-server");
+            let port = free_port();
+            let mut server = RedisServer {
+                child: None,
+                port,
+                dir,
+                binary: binary.clone(),
+                extra_args: extra_args.clone(),
+            };
+            match server.spawn_and_wait(STARTUP_TIMEOUT) {
+                Ok(()) => return server,
+                Err(err) => {
+                    failures.push(format!("attempt {attempt} (port {port}): {err}"));
+                    // Drop kills and reaps whatever was spawned.
+                }
+            }
+        }
+        panic!(
+            "redis-server ({}) did not come up after {START_ATTEMPTS} attempts:\n{}",
+            binary.to_string_lossy(),
+            failures.join("\n")
+        );
+    }
+
+    /// The TCP port the server listens on (on 127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's private working directory (its log is `redis.log` there).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Process id of the running server, if it is running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the child process is alive (not killed and not exited).
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Kills the server with SIGKILL and waits for it to exit. The port and
+    /// temp dir are kept so that [`RedisServer::restart`] can reuse them.
+    /// Calling it on a stopped server is a no-op.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Alias for [`RedisServer::kill`].
+    pub fn stop(&mut self) {
+        self.kill();
+    }
+
+    /// Kills the server if it is running and starts a new one on the same
+    /// port (with the same extra arguments), waiting until it answers PING.
+    /// The data set is empty afterwards (persistence is off).
+    pub fn restart(&mut self) {
+        self.kill();
+        // The old listening socket is gone once the process is reaped; redis
+        // uses SO_REUSEADDR, but retry briefly in case the bind still fails.
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        let mut last_err = String::new();
+        while Instant::now() < deadline {
+            match self.spawn_and_wait(deadline.saturating_duration_since(Instant::now())) {
+                Ok(()) => return,
+                Err(err) => {
+                    last_err = err;
+                    self.kill();
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        panic!(
+            "redis-server could not be restarted on port {} within {:?}: {last_err}",
+            self.port, STARTUP_TIMEOUT
+        );
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    fn spawn_and_wait(&mut self, timeout: Duration) -> Result<(), String> {
+        assert!(self.child.is_none(), "redis-server is already running");
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .map_err(|e| format!("cannot open redis log file: {e}"))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| format!("cannot clone redis log file handle: {e}"))?;
+        let port = self.port.to_string();
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("--port")
+            .arg(&port)
+            .args(["--bind", "127.0.0.1"])
+            .args(["--protected-mode", "no"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .args(["--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--logfile", ""])
+            .args(&self.extra_args)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err));
+        let child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) if e.kind() == ErrorKind::NotFound => panic!(
+                "redis-server not found (tried {:?}{}). Run `./dev test`, which installs it, \
+                 or set REDIS_SERVER to the path of a redis-server binary.",
+                self.binary,
+                if std::env::var_os("REDIS_SERVER").is_some() {
+                    " from $REDIS_SERVER"
+                } else {
+                    " on PATH"
+                }
+            ),
+            Err(e) => panic!("failed to spawn redis-server {:?}: {e}", self.binary),
+        };
+        let pid = child.id();
+        self.child = Some(child);
+        self.wait_ready(pid, timeout).map_err(|err| {
+            self.kill();
+            format!("{err}\n--- redis.log ---\n{}", self.read_log_tail())
+        })
+    }
+
+    /// Waits until *our* child answers PING on the port (and INFO reports our
+    /// pid, so another test's server that grabbed the port is not mistaken
+    /// for ours).
+    fn wait_ready(&mut self, pid: u32, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        return Err(format!("redis-server exited during startup ({status})"))
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(format!("cannot poll redis-server: {e}")),
+                }
+            }
+            let last = match probe(self.port, Duration::from_millis(500)) {
+                Ok(Some(server_pid)) if server_pid == pid => return Ok(()),
+                Ok(Some(other)) => {
+                    format!(
+                        "port {} is served by another process (pid {other})",
+                        self.port
+                    )
+                }
+                Ok(None) => "answered PING but INFO had no process_id".to_string(),
+                Err(e) => e,
+            };
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "redis-server did not answer PING on 127.0.0.1:{} within {:?} (last: {last})",
+                    self.port, timeout
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn read_log_tail(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut f) = File::open(self.log_path()) {
+            let _ = f.read_to_string(&mut text);
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Builds and connects a plain fred client for test assertions (HGETALL,
+/// PTTL, PUBSUB NUMSUB, INFO commandstats, ...). Panics on failure.
+pub async fn raw_client(url: &str) -> fred::clients::Client {
+    use fred::prelude::*;
+    let config = Config::from_url(url).unwrap_or_else(|e| panic!("bad redis url {url}: {e}"));
+    let client = Builder::from_config(config)
+        .build()
+        .unwrap_or_else(|e| panic!("cannot build fred client for {url}: {e}"));
+    client
+        .init()
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect fred client to {url}: {e}"));
+    client
+}
+
+/// Sends a raw `PING` to 127.0.0.1:`port` and returns whether it answered
+/// `+PONG` within `timeout`.
+pub fn answers_ping(port: u16, timeout: Duration) -> bool {
+    let addr = loopback(port);
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, timeout) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(timeout));
+    if stream.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    let mut got = Vec::new();
+    while got.len() < 7 {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    got.starts_with(b"+PONG")
+}
+
+/// Picks a currently free loopback port by binding 127.0.0.1:0.
+pub fn free_port() -> u16 {
+    TcpListener::bind(loopback(0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("cannot bind 127.0.0.1:0 to pick a free port")
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))
+}
+
+fn redis_server_binary() -> OsString {
+    match std::env::var_os("REDIS_SERVER") {
+        Some(path) if !path.is_empty() => path,
+        _ => OsString::from("redis-server"),
+    }
+}
+
+/// PINGs the port with raw RESP; on `+PONG` asks `INFO server` and returns
+/// the server's `process_id`.
+fn probe(port: u16, timeout: Duration) -> Result<Option<u32>, String> {
+    let mut stream = TcpStream::connect_timeout(&loopback(port), timeout)
+        .map_err(|e| format!("connect: {e}"))?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .and_then(|_| stream.set_write_timeout(Some(timeout)))
+        .map_err(|e| format!("set timeout: {e}"))?;
+    stream
+        .write_all(b"PING\r\n")
+        .map_err(|e| format!("write PING: {e}"))?;
+    let reply = read_line(&mut stream).map_err(|e| format!("read PING reply: {e}"))?;
+    if !reply.starts_with("+PONG") {
+        return Err(format!("unexpected PING reply {reply:?}"));
+    }
+    stream
+        .write_all(b"INFO server\r\n")
+        .map_err(|e| format!("write INFO: {e}"))?;
+    let header = read_line(&mut stream).map_err(|e| format!("read INFO reply: {e}"))?;
+    let len: usize = header
+        .strip_prefix('$')
+        .and_then(|n| n.trim_end().parse().ok())
+        .ok_or_else(|| format!("unexpected INFO reply {header:?}"))?;
+    let mut body = vec![0u8; len + 2];
+    stream
+        .read_exact(&mut body)
+        .map_err(|e| format!("read INFO body: {e}"))?;
+    let body = String::from_utf8_lossy(&body);
+    Ok(body
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|v| v.trim().parse().ok()))
+}
+
+/// Reads one `\r\n`-terminated line byte by byte (so nothing after it is
+/// consumed).
+fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        let n = stream.read(&mut byte)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                ErrorKind::UnexpectedEof,
+                "connection closed",
+            ));
+        }
+        line.push(byte[0]);
+        if line.ends_with(b"\r\n") {
+            return Ok(String::from_utf8_lossy(&line).into_owned());
+        }
+        if line.len() > 1024 {
+            return Err(std::io::Error::new(ErrorKind::InvalidData, "line too long"));
+        }
+    }
+}
