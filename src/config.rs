@@ -56,7 +56,8 @@ pub enum WhenUnavailable {
     #[default]
     FailFast,
     /// Keep retrying (with back-off) until the acquire's wait bound ends; `lock()` retries until
-    /// Redis is back. Operations other than acquires still fail fast.
+    /// Redis is back. Releases wait for the connection at most `response_timeout`; queries
+    /// (`is_locked`, `hold_count`, ...) still fail fast.
     KeepWaiting,
 }
 

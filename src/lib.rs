@@ -79,3 +79,38 @@ pub use config::{Config, PublishMode, WhenUnavailable};
 pub use error::{Error, Result};
 pub use lock::{Acquisition, Lock, LockGuard, RemainingTtl, WokenBy};
 pub use owner::Owner;
+
+/// Compile-time checks that handles, guards and futures can cross tasks and threads.
+#[cfg(test)]
+mod send_sync {
+    use super::*;
+
+    fn send_sync_static<T: Send + Sync + 'static>() {}
+    fn send<T: Send>(_: &T) {}
+
+    #[test]
+    fn handles_and_guards_are_send_sync_static() {
+        send_sync_static::<Client>();
+        send_sync_static::<Lock>();
+        send_sync_static::<LockGuard>();
+        send_sync_static::<Owner>();
+        send_sync_static::<Error>();
+    }
+
+    #[allow(dead_code)] // only type-checked: the futures are never run
+    fn futures_are_send(client: Client, lock: Lock, guard: LockGuard) {
+        send(&Client::connect("redis://127.0.0.1:1"));
+        send(&lock.lock());
+        send(&lock.lock_with_lease(std::time::Duration::from_secs(1)));
+        send(&lock.try_lock());
+        send(&lock.try_lock_for(std::time::Duration::from_secs(1), None));
+        send(&lock.unlock());
+        send(&lock.force_unlock());
+        send(&lock.is_locked());
+        send(&lock.hold_count());
+        send(&guard.reenter());
+        send(&guard.lost());
+        send(&client.shutdown());
+        send(&guard.unlock());
+    }
+}

@@ -142,12 +142,22 @@ mod tests {
         assert!(format!("{here:?}").contains("thread"));
     }
 
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_task_keeps_its_owner_across_awaits() {
-        let before = Owner::current();
-        tokio::task::yield_now().await;
-        assert_eq!(before, Owner::current());
-        assert!(before.id() < EXPLICIT_SPACE);
+        let (before, after) = tokio::spawn(async {
+            let before = Owner::current();
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            (before, Owner::current())
+        })
+        .await
+        .expect("task");
+        assert_eq!(before, after);
+        assert!(
+            before.id() < EXPLICIT_SPACE,
+            "a task id, not a thread id: {before:?}"
+        );
     }
 
     #[test]

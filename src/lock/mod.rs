@@ -15,6 +15,9 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+/// The longest lease accepted, about 146 million years.
+const MAX_LEASE_MS: u64 = i64::MAX as u64 / 2;
+
 /// Converts a lease to whole milliseconds, rejecting what Redis or Redisson cannot represent:
 /// zero (Redisson ≤ 3.17.0 would read it as "expire now"), sub-millisecond leases, and values
 /// beyond a Java `long`.
@@ -25,9 +28,10 @@ pub(crate) fn lease_millis(lease: Duration, what: &str) -> Result<u64> {
             "{what} must be at least 1 ms, got {lease:?}"
         )));
     }
+    // Redis adds the lease to its clock in a signed 64-bit millisecond count: keep well clear.
     u64::try_from(ms)
         .ok()
-        .filter(|ms| *ms <= i64::MAX as u64)
+        .filter(|ms| *ms <= MAX_LEASE_MS)
         .ok_or_else(|| Error::InvalidArgument(format!("{what} is too large: {lease:?}")))
 }
 

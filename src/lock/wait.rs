@@ -45,7 +45,8 @@ where
     Fut: Future<Output = Result<Attempt<T>>>,
 {
     let start = Instant::now();
-    let deadline = wait.map(|wait| start + wait);
+    // A wait too large for the clock is no bound at all.
+    let deadline = wait.and_then(|wait| start.checked_add(wait));
     let time_left = || deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
     let mut subscription = None;
     let mut woken_by = WokenBy::Immediate;
