@@ -130,7 +130,10 @@ impl Client {
         match tokio::time::timeout(config.connect_timeout, connect).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => {
-                close(&pool, &subscriber).await;
+                // fred already stopped the client whose init failed; close the other one.
+                if pool.is_connected() {
+                    let _ = pool.quit().await;
+                }
                 return Err(map_connect(err));
             }
             Err(_) => {
