@@ -85,6 +85,8 @@ impl Error {
             ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure | ErrorKind::Routing => {
                 Error::Unavailable(err)
             }
+            // fred's own routing failure while its connection is down.
+            _ if err.details().contains("Failed to route") => Error::Unavailable(err),
             _ => Error::Redis(err),
         }
     }

@@ -8,7 +8,6 @@
 use fred::clients::Pool;
 use fred::interfaces::LuaInterface;
 use fred::prelude::Value;
-use fred::types::{MultipleKeys, MultipleValues};
 
 /// One Lua file and its SHA1.
 pub(crate) struct Script {
@@ -32,6 +31,10 @@ impl Script {
 
     /// Runs the script: EVALSHA, then EVAL once on NOSCRIPT.
     ///
+    /// Sent as custom commands because fred's `WithOptions` wrapper does not apply its options
+    /// to the Lua interface; this way `options` (at most one attempt, fail fast, timeout) hold.
+    /// The command is routed to the hash slot of the first key, as Redisson does.
+    ///
     /// # Cancel safety
     /// Not cancel safe on its own: once the command is written, dropping the future does not stop
     /// the script. Callers that change lock state wrap it in [`crate::lock::InFlight`].
@@ -43,19 +46,32 @@ impl Script {
         args: Vec<String>,
     ) -> Result<Value, fred::error::Error> {
         use fred::interfaces::ClientLike;
+        use fred::types::{ClusterHash, CustomCommand};
+
         let client = redis.next().with_options(options);
-        let keys: MultipleKeys = keys.into();
-        let args: MultipleValues = Value::Array(args.into_iter().map(Value::from).collect());
-        match client
-            .evalsha::<Value, _, _, _>(self.sha1(), keys.clone(), args.clone())
-            .await
-        {
+        let route = || match keys.first() {
+            Some(key) => ClusterHash::Custom(fred::util::redis_keyslot(key.as_bytes())),
+            None => ClusterHash::Random,
+        };
+        let mut command: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
+        command.push(self.sha1().into());
+        command.push(Value::Integer(keys.len() as i64));
+        command.extend(keys.iter().map(|key| Value::from(key.as_str())));
+        command.extend(args.into_iter().map(Value::from));
+        // Cheap: the strings are reference counted. Kept for the rare NOSCRIPT fallback.
+        let fallback = command.clone();
+        let evalsha = CustomCommand::new_static("EVALSHA", route(), false);
+        match client.custom::<Value, Value>(evalsha, command).await {
             Err(err) if err.details().starts_with("NOSCRIPT") => {
                 tracing::debug!(
                     script = self.name,
                     "script not cached by the server; sending it in full"
                 );
-                client.eval(self.lua, keys, args).await
+                let mut command = fallback;
+                command[0] = self.lua.into();
+                client
+                    .custom(CustomCommand::new_static("EVAL", route(), false), command)
+                    .await
             }
             other => other,
         }

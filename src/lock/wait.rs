@@ -54,7 +54,19 @@ where
     let mut backoff = Duration::from_millis(50);
     loop {
         attempts += 1;
-        let ttl_ms = match attempt().await {
+        // An attempt may wait for a connection (KeepWaiting) or a slow server: it counts against
+        // the wait bound. A lone try (no time to wait at all) gets the response timeout instead.
+        let outcome = match time_left() {
+            Some(left) if !left.is_zero() => match tokio::time::timeout(left, attempt()).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    tracing::debug!(attempts, "not acquired within the wait bound");
+                    return Ok(None);
+                }
+            },
+            _ => attempt().await,
+        };
+        let ttl_ms = match outcome {
             Ok(Attempt::Acquired(hold)) => {
                 let acquisition = Acquisition {
                     waited: start.elapsed(),
