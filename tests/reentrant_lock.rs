@@ -759,3 +759,70 @@ async fn operations_after_shutdown_fail_with_shutdown() {
     shut("remaining_ttl", lock.remaining_ttl().await.err());
     shut("new lock handle", client.lock("fresh").lock().await.err());
 }
+
+// ---------------------------------------------------------------------------------------------
+// 12. background work stops with the client
+
+async fn connections(raw: &fred::clients::Client) -> usize {
+    let list: String = raw
+        .custom(cmd!("CLIENT"), vec!["LIST"])
+        .await
+        .expect("CLIENT LIST");
+    list.lines().filter(|line| !line.trim().is_empty()).count()
+}
+
+async fn until_connections(raw: &fred::clients::Client, expected: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let now = connections(raw).await;
+        if now == expected || Instant::now() > deadline {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn shutdown_closes_the_clients_connections() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let guard = client.lock("closing").lock().await.expect("lock");
+    assert_eq!(
+        connections(&raw).await,
+        3,
+        "raw + command + subscriber connections"
+    );
+    drop(guard);
+    client.shutdown().await;
+    // The dropped guard's release was finished before the connections closed.
+    assert_eq!(exists(&raw, "closing").await, 0);
+    assert_eq!(
+        until_connections(&raw, 1).await,
+        1,
+        "only the raw client is left"
+    );
+}
+
+#[tokio::test]
+async fn dropping_every_handle_releases_and_closes_connections() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let lock = client.lock("dropped");
+    let guard = lock.lock().await.expect("lock");
+    assert_eq!(exists(&raw, "dropped").await, 1);
+    drop(client);
+    drop(lock);
+    drop(guard); // the last handle: the background task releases, then closes the connections
+    assert_eq!(
+        until_connections(&raw, 1).await,
+        1,
+        "only the raw client is left"
+    );
+    assert_eq!(
+        exists(&raw, "dropped").await,
+        0,
+        "the guard's release ran before closing"
+    );
+}
