@@ -1,5 +1,5 @@
 -- Force-release a reentrant lock whoever holds it (protocol §2.4).
--- KEYS[1] lock name N, KEYS[2] unlock channel; ARGV[1] publish mode (see release.lua).
+-- KEYS[1] lock name N, KEYS[2] unlock channel; ARGV[1] publish mode (lib/publish.lua).
 -- Returns 1 when a lock was deleted (and the unlock message published), 0 when none existed.
 -- Unlike Redisson, a key of another type is refused with WRONGTYPE instead of being deleted.
 local kind = redis.call('type', KEYS[1]).ok
@@ -10,13 +10,5 @@ if kind ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 redis.call('del', KEYS[1])
-local mode = ARGV[1]
-if mode ~= 'SPUBLISH' then
-  redis.call('publish', KEYS[2], 0)
-end
-if mode == 'SPUBLISH' then
-  redis.call('spublish', KEYS[2], 0)
-elseif mode == 'BOTH' then
-  redis.pcall('spublish', KEYS[2], 0)
-end
+publish(KEYS[2], 0, ARGV[1])
 return 1

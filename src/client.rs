@@ -31,6 +31,28 @@ pub(crate) struct Redis {
     pub(crate) response_timeout: Duration,
 }
 
+impl Redis {
+    /// Sends one read-only command about `key` (routed to its hash slot) with the read options:
+    /// `COMMAND key extra...`.
+    pub(crate) async fn query<T: fred::types::FromValue>(
+        &self,
+        command: &'static str,
+        key: &str,
+        extra: &[&str],
+    ) -> Result<T, fred::error::Error> {
+        use fred::types::{ClusterHash, CustomCommand, Value};
+        let route = ClusterHash::Custom(fred::util::redis_keyslot(key.as_bytes()));
+        let mut args = Vec::with_capacity(1 + extra.len());
+        args.push(Value::from(key));
+        args.extend(extra.iter().map(|arg| Value::from(*arg)));
+        self.pool
+            .next()
+            .with_options(&self.read_options)
+            .custom(CustomCommand::new_static(command, route, false), args)
+            .await
+    }
+}
+
 /// A connection to Redis shared by any number of locks: the entry point of the crate.
 ///
 /// A `Client` is cheap to clone (an `Arc` inside); clones share the connections, the client uuid

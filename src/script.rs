@@ -81,10 +81,21 @@ impl Script {
 /// Acquire or re-enter (protocol §2.2).
 pub(crate) static ACQUIRE: Script = Script::new("acquire", include_str!("../lua/acquire.lua"));
 /// Release one hold, publishing on the full release (§2.3).
-pub(crate) static RELEASE: Script = Script::new("release", include_str!("../lua/release.lua"));
+pub(crate) static RELEASE: Script = Script::new(
+    "release",
+    concat!(
+        include_str!("../lua/lib/publish.lua"),
+        include_str!("../lua/release.lua")
+    ),
+);
 /// Delete the lock whoever holds it and publish (§2.4).
-pub(crate) static FORCE_RELEASE: Script =
-    Script::new("force_release", include_str!("../lua/force_release.lua"));
+pub(crate) static FORCE_RELEASE: Script = Script::new(
+    "force_release",
+    concat!(
+        include_str!("../lua/lib/publish.lua"),
+        include_str!("../lua/force_release.lua")
+    ),
+);
 /// Batched watchdog renewal (§3.2).
 pub(crate) static RENEW: Script = Script::new("renew", include_str!("../lua/renew.lua"));
 

@@ -9,11 +9,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::reentrant::Lock;
-use super::InFlight;
 use crate::error::{Error, Result};
 use crate::janitor::{Job, Release};
 use crate::owner::Owner;
-use crate::script;
 use crate::watchdog::{Lease, Ticket};
 
 /// What ended an acquire's wait.
@@ -130,27 +128,7 @@ impl LockGuard {
         if self.ticket.lost.is_cancelled() {
             return Ok(false);
         }
-        let release = self.release(lease_ms);
-        let redis = Arc::clone(&client.redis);
-        let keys = release.release_keys();
-        let args = release.release_args(redis.publish_arg);
-        let reply = InFlight::new(
-            async move {
-                script::RELEASE
-                    .run(&redis.pool, &redis.write_options, keys, args)
-                    .await
-            },
-            None,
-            client.janitor.clone(),
-        )
-        .await
-        .map_err(|err| Error::from_redis(err, self.lock.name(), client.redis.response_timeout))?;
-        tracing::debug!(
-            lock = self.lock.name(),
-            owner = self.owner.id(),
-            ?reply,
-            "released"
-        );
+        let reply = super::send_release(client, &self.release(lease_ms)).await?;
         Ok(!matches!(reply, Value::Null))
     }
 

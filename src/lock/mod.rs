@@ -13,7 +13,11 @@ pub(crate) use in_flight::InFlight;
 
 use std::time::Duration;
 
+use fred::prelude::Value;
+
+use crate::client::ClientInner;
 use crate::error::{Error, Result};
+use crate::janitor::Release;
 
 /// The longest lease accepted, about 146 million years.
 const MAX_LEASE_MS: u64 = i64::MAX as u64 / 2;
@@ -33,6 +37,32 @@ pub(crate) fn lease_millis(lease: Duration, what: &str) -> Result<u64> {
         .ok()
         .filter(|ms| *ms <= MAX_LEASE_MS)
         .ok_or_else(|| Error::InvalidArgument(format!("{what} is too large: {lease:?}")))
+}
+
+/// Runs the release script for `release` now and returns its reply (nil: not held, 0: partial,
+/// 1: full release).
+///
+/// # Cancel safety
+/// Cancel safe: once sent, a dropped call's release is finished by the background task.
+pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Result<Value> {
+    let redis = std::sync::Arc::clone(&client.redis);
+    let (keys, args) = (
+        release.release_keys(),
+        release.release_args(redis.publish_arg),
+    );
+    let reply = InFlight::new(
+        async move {
+            crate::script::RELEASE
+                .run(&redis.pool, &redis.write_options, keys, args)
+                .await
+        },
+        None,
+        client.janitor.clone(),
+    )
+    .await
+    .map_err(|err| Error::from_redis(err, &release.name, client.redis.response_timeout))?;
+    tracing::debug!(lock = %release.name, field = %release.field, ?reply, "released");
+    Ok(reply)
 }
 
 #[cfg(test)]

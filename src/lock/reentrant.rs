@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
 use fred::prelude::Value;
 use tokio::time::Instant;
 
@@ -242,22 +241,7 @@ impl Lock {
             field,
             lease_ms,
         };
-        let redis = Arc::clone(&client.redis);
-        let (keys, args) = (
-            release.release_keys(),
-            release.release_args(redis.publish_arg),
-        );
-        let reply = InFlight::new(
-            async move {
-                script::RELEASE
-                    .run(&redis.pool, &redis.write_options, keys, args)
-                    .await
-            },
-            None,
-            client.janitor.clone(),
-        )
-        .await
-        .map_err(|err| script_error(client, self.name(), err))?;
+        let reply = super::send_release(client, &release).await?;
         match reply {
             Value::Null => Err(self.not_held()),
             _ => Ok(()),
@@ -300,17 +284,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
-        let client = self.client();
-        self.query(async {
-            client
-                .redis
-                .pool
-                .next()
-                .with_options(&client.redis.read_options)
-                .exists(self.name())
-                .await
-        })
-        .await
+        self.query("EXISTS", &[]).await
     }
 
     /// Whether this handle's owner (the current task, or the bound explicit owner) holds the
@@ -323,18 +297,8 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn is_held_by_current_owner(&self) -> Result<bool> {
-        let client = self.client();
-        let field = holder_field(&client.id, self.owner());
-        self.query(async {
-            client
-                .redis
-                .pool
-                .next()
-                .with_options(&client.redis.read_options)
-                .hexists(self.name(), field)
-                .await
-        })
-        .await
+        let field = holder_field(&self.client().id, self.owner());
+        self.query("HEXISTS", &[&field]).await
     }
 
     /// How many holds this handle's owner has on the lock (`HGET`; 0 when it holds none).
@@ -345,19 +309,8 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn hold_count(&self) -> Result<u64> {
-        let client = self.client();
-        let field = holder_field(&client.id, self.owner());
-        let count: Option<u64> = self
-            .query(async {
-                client
-                    .redis
-                    .pool
-                    .next()
-                    .with_options(&client.redis.read_options)
-                    .hget(self.name(), field)
-                    .await
-            })
-            .await?;
+        let field = holder_field(&self.client().id, self.owner());
+        let count: Option<u64> = self.query("HGET", &[&field]).await?;
         Ok(count.unwrap_or(0))
     }
 
@@ -372,18 +325,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn remaining_ttl(&self) -> Result<RemainingTtl> {
-        let client = self.client();
-        let ttl: i64 = self
-            .query(async {
-                client
-                    .redis
-                    .pool
-                    .next()
-                    .with_options(&client.redis.read_options)
-                    .pttl(self.name())
-                    .await
-            })
-            .await?;
+        let ttl: i64 = self.query("PTTL", &[]).await?;
         Ok(match ttl {
             -2 => RemainingTtl::NotLocked,
             ttl if ttl < 0 => RemainingTtl::NoExpiry,
@@ -502,14 +444,18 @@ impl Lock {
         Ok(())
     }
 
-    async fn query<T>(
+    /// A read-only command about this lock: `COMMAND name extra...`.
+    async fn query<T: fred::types::FromValue>(
         &self,
-        query: impl std::future::Future<Output = Result<T, fred::error::Error>>,
+        command: &'static str,
+        extra: &[&str],
     ) -> Result<T> {
         let client = self.client();
         client.ensure_open()?;
         self.check_name()?;
-        query
+        client
+            .redis
+            .query(command, self.name(), extra)
             .await
             .map_err(|err| script_error(client, self.name(), err))
     }
