@@ -66,6 +66,7 @@
 mod client;
 mod config;
 mod error;
+mod inspect;
 mod janitor;
 mod lock;
 mod name;
@@ -77,6 +78,7 @@ mod watchdog;
 pub use client::Client;
 pub use config::{Config, PublishMode, WhenUnavailable};
 pub use error::{Error, Result};
+pub use inspect::{Holder, LockInfo, LockKind};
 pub use lock::{Acquisition, Lock, LockGuard, RemainingTtl, WokenBy};
 pub use owner::Owner;
 

@@ -99,8 +99,11 @@ pub(crate) static FORCE_RELEASE: Script = Script::new(
 /// Batched watchdog renewal (§3.2).
 pub(crate) static RENEW: Script = Script::new("renew", include_str!("../lua/renew.lua"));
 
+/// Read a lock's state for status displays.
+pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
+
 /// Every script, for loading them once at connect time.
-pub(crate) static ALL: [&Script; 4] = [&ACQUIRE, &RELEASE, &FORCE_RELEASE, &RENEW];
+pub(crate) static ALL: [&Script; 5] = [&ACQUIRE, &RELEASE, &FORCE_RELEASE, &RENEW, &INSPECT];
 
 /// Loads every script into the server's cache (on every primary in a cluster), so that the first
 /// lock operations need no fallback. Best effort: EVALSHA's fallback covers any failure.
