@@ -63,6 +63,7 @@
 //! [`PublishMode`] for clusters whose Java peers use sharded pub/sub.
 #![deny(missing_docs)]
 
+pub mod blocking;
 mod client;
 mod config;
 mod error;

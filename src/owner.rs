@@ -63,8 +63,14 @@ impl Owner {
     pub fn current() -> Owner {
         match tokio::task::try_id() {
             Some(task) => Owner(task_number(task)),
-            None => Owner(THREAD_OWNER.with(|id| *id)),
+            None => Owner::current_thread(),
         }
+    }
+
+    /// The current OS thread as owner, even inside a tokio task: the identity of the
+    /// [`blocking`](crate::blocking) API, exactly Java's thread model.
+    pub(crate) fn current_thread() -> Owner {
+        Owner(THREAD_OWNER.with(|id| *id))
     }
 
     /// The numeric id, as it appears after the client uuid in the holder field.

@@ -1,0 +1,492 @@
+//! The same locks for code without an async runtime: every call blocks the calling thread.
+//!
+//! The owner is the calling **OS thread**, exactly as for Java Redisson: nested acquisitions on
+//! one thread re-enter, other threads wait, and a release from another thread fails with
+//! [`Error::NotHeld`]. A guard remembers its owner, so it may be moved to and released on another
+//! thread.
+//!
+//! A blocking [`Client`] wraps an async [`crate::Client`] and a small tokio runtime of its own
+//! (one worker thread) that runs the background work: the watchdog, pub/sub wake-ups and the
+//! releases of dropped guards. Every operation runs the async implementation on the calling
+//! thread; nothing is implemented twice.
+//!
+//! Calling the blocking API from inside an async runtime would block that runtime's worker; it
+//! fails with [`Error::InvalidArgument`] instead. Use the async API there.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! fn main() -> ferrisson::Result<()> {
+//!     let client = ferrisson::blocking::Client::connect("redis://127.0.0.1:6379")?;
+//!     let lock = client.lock("orders:42");
+//!     let guard = lock.lock()?;
+//!     let again = lock.lock()?; // same thread: re-enters
+//!     assert_eq!(lock.hold_count()?, 2);
+//!     again.unlock()?;
+//!     guard.unlock()?;
+//!     if let Some(guard) = lock.try_lock_for(Duration::from_millis(100), None)? {
+//!         guard.unlock()?;
+//!     }
+//!     Ok(())
+//! }
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::lock::{Acquisition, RemainingTtl};
+use crate::{Config, LockInfo, Owner};
+
+/// A blocking client: a [`crate::Client`] plus the runtime that serves it.
+///
+/// Cheap to clone; clones share the connections and the runtime. When the last clone and the
+/// last guard are dropped, the client shuts down (finishing pending releases) and its runtime
+/// stops.
+///
+/// ```no_run
+/// let client = ferrisson::blocking::Client::connect("redis://127.0.0.1:6379")?;
+/// # Ok::<(), ferrisson::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: crate::Client,
+    /// `None` only while dropping.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Inner {
+    fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(Error::InvalidArgument(
+                "the blocking API was called from inside an async runtime; use the async API there"
+                    .into(),
+            ));
+        }
+        let runtime = self.runtime.as_ref().ok_or(Error::Shutdown)?;
+        Ok(runtime.block_on(future))
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // Dropped inside an async context, where a runtime may not block: stop without
+            // waiting (leases of undelivered releases then expire on their own).
+            runtime.shutdown_background();
+        } else {
+            runtime.block_on(self.client.shutdown());
+        }
+    }
+}
+
+impl Client {
+    /// Connects to the Redis at `url` with Redisson's defaults.
+    ///
+    /// ```no_run
+    /// let client = ferrisson::blocking::Client::connect("redis://127.0.0.1:6379")?;
+    /// # Ok::<(), ferrisson::Error>(())
+    /// ```
+    pub fn connect(url: &str) -> Result<Client> {
+        Client::new(Config::new(url))
+    }
+
+    /// Connects with a full [`Config`].
+    ///
+    /// ```no_run
+    /// let mut config = ferrisson::Config::new("redis://127.0.0.1:6379");
+    /// config.watchdog_timeout = std::time::Duration::from_secs(10);
+    /// let client = ferrisson::blocking::Client::new(config)?;
+    /// # Ok::<(), ferrisson::Error>(())
+    /// ```
+    pub fn new(config: Config) -> Result<Client> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(Error::InvalidArgument(
+                "ferrisson::blocking::Client was created inside an async runtime; use ferrisson::Client".into(),
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ferrisson-blocking")
+            .enable_all()
+            .build()
+            .map_err(|err| {
+                Error::InvalidArgument(format!("cannot start the client's runtime: {err}"))
+            })?;
+        let client = runtime.block_on(crate::Client::new(config))?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                client,
+                runtime: Some(runtime),
+            }),
+        })
+    }
+
+    /// A handle to the reentrant lock `name` (Redisson's `getLock`). Sends nothing.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) {
+    /// let lock = client.lock("orders:42");
+    /// # }
+    /// ```
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock {
+            client: Arc::clone(&self.inner),
+            lock: self.inner.client.lock(name),
+            owner: None,
+        }
+    }
+
+    /// Reads a lock's state atomically (see [`crate::Client::inspect`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
+    /// println!("{:?}", client.inspect("orders:42")?.holders);
+    /// # Ok(()) }
+    /// ```
+    pub fn inspect(&self, name: &str) -> Result<LockInfo> {
+        self.inner.block_on(self.inner.client.inspect(name))?
+    }
+
+    /// The client uuid that starts every holder field this client writes.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) {
+    /// assert_eq!(client.id().len(), 36);
+    /// # }
+    /// ```
+    pub fn id(&self) -> &str {
+        self.inner.client.id()
+    }
+
+    /// Shuts the client down now (see [`crate::Client::shutdown`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
+    /// client.shutdown()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn shutdown(&self) -> Result<()> {
+        self.inner.block_on(self.inner.client.shutdown())
+    }
+}
+
+/// A blocking handle to a reentrant lock; see [`crate::Lock`] for the semantics of each method.
+/// The owner is the calling thread, or the explicit owner bound with [`with_owner`](Lock::with_owner).
+///
+/// ```no_run
+/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
+/// let lock = client.lock("orders:42");
+/// let guard = lock.lock()?;
+/// guard.unlock()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    client: Arc<Inner>,
+    lock: crate::Lock,
+    owner: Option<Owner>,
+}
+
+impl Lock {
+    /// The async lock acting for this handle's owner.
+    fn bound(&self) -> crate::Lock {
+        self.lock.with_owner(self.owner())
+    }
+
+    fn guard(&self, guard: crate::LockGuard) -> LockGuard {
+        LockGuard {
+            guard: Some(guard),
+            client: Arc::clone(&self.client),
+        }
+    }
+
+    /// The lock's name (its Redis key).
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) {
+    /// assert_eq!(client.lock("a").name(), "a");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.lock.name()
+    }
+
+    /// The same lock acting for `owner` instead of the calling thread.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) {
+    /// let shared = lock.with_owner(ferrisson::Owner::new());
+    /// # }
+    /// ```
+    pub fn with_owner(&self, owner: Owner) -> Lock {
+        Lock {
+            client: Arc::clone(&self.client),
+            lock: self.lock.clone(),
+            owner: Some(owner),
+        }
+    }
+
+    /// The owner this handle acts for: the bound owner, or the calling thread.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) {
+    /// let me = lock.owner();
+    /// # }
+    /// ```
+    pub fn owner(&self) -> Owner {
+        self.owner.unwrap_or_else(Owner::current_thread)
+    }
+
+    /// Blocks until the lock is acquired; watchdog lease.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self) -> Result<LockGuard> {
+        let lock = self.bound();
+        self.client
+            .block_on(lock.lock())?
+            .map(|guard| self.guard(guard))
+    }
+
+    /// Blocks until the lock is acquired; fixed `lease`, no watchdog.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock_with_lease(std::time::Duration::from_secs(10))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        let lock = self.bound();
+        self.client
+            .block_on(lock.lock_with_lease(lease))?
+            .map(|guard| self.guard(guard))
+    }
+
+    /// One attempt without waiting; watchdog lease.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// if let Some(guard) = lock.try_lock()? { guard.unlock()?; }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+        let lock = self.bound();
+        Ok(self
+            .client
+            .block_on(lock.try_lock())??
+            .map(|guard| self.guard(guard)))
+    }
+
+    /// Waits at most `wait`; `lease` or the watchdog when `None`.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.try_lock_for(std::time::Duration::from_secs(1), None)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let lock = self.bound();
+        Ok(self
+            .client
+            .block_on(lock.try_lock_for(wait, lease))??
+            .map(|guard| self.guard(guard)))
+    }
+
+    /// Releases one hold of this handle's owner without a guard (for detached holds);
+    /// [`Error::NotHeld`] when the owner holds none.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// lock.lock()?.detach();
+    /// lock.unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock(&self) -> Result<()> {
+        let lock = self.bound();
+        self.client.block_on(lock.unlock())?
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters; whether it existed.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// lock.force_unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock(&self) -> Result<bool> {
+        self.client.block_on(self.lock.force_unlock())?
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let locked = lock.is_locked()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn is_locked(&self) -> Result<bool> {
+        self.client.block_on(self.lock.is_locked())?
+    }
+
+    /// Whether this handle's owner (by default the calling thread) holds the lock: Redisson's
+    /// `isHeldByCurrentThread`.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let mine = lock.is_held_by_current_thread()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        let lock = self.bound();
+        self.client.block_on(lock.is_held_by_current_owner())?
+    }
+
+    /// How many holds this handle's owner has.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let holds = lock.hold_count()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_count(&self) -> Result<u64> {
+        let lock = self.bound();
+        self.client.block_on(lock.hold_count())?
+    }
+
+    /// The lock's remaining time to live.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let ttl = lock.remaining_ttl()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn remaining_ttl(&self) -> Result<RemainingTtl> {
+        self.client.block_on(self.lock.remaining_ttl())?
+    }
+}
+
+/// One hold of a lock taken through the blocking API; released when dropped (in the background,
+/// without blocking).
+///
+/// ```no_run
+/// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+/// let guard = lock.lock()?;
+/// std::thread::spawn(move || guard.unlock()).join().expect("thread")?; // the guard keeps its owner
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    /// `None` once released or detached.
+    guard: Option<crate::LockGuard>,
+    /// Keeps the runtime alive for as long as the hold exists.
+    client: Arc<Inner>,
+}
+
+impl LockGuard {
+    /// Releases now: `Ok(true)` if the hold was still ours, `Ok(false)` if the lease was lost.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// assert!(lock.lock()?.unlock()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock(mut self) -> Result<bool> {
+        match self.guard.take() {
+            Some(guard) => self.client.block_on(guard.unlock())?,
+            None => Ok(false),
+        }
+    }
+
+    /// Keeps the hold without a guard; release it later with [`Lock::unlock`] on the same thread.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// lock.lock()?.detach();
+    /// lock.unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn detach(mut self) {
+        if let Some(guard) = self.guard.take() {
+            guard.detach();
+        }
+    }
+
+    /// Whether the lease is known to be lost (see [`crate::LockGuard::lost`]).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock()?;
+    /// if guard.is_lost() { eprintln!("stop: the lock is gone"); }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.guard.as_ref().is_none_or(|guard| guard.is_lost())
+    }
+
+    /// How the acquisition went (wait time, what woke it).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock()?;
+    /// println!("{:?}", guard.acquisition());
+    /// # Ok(()) }
+    /// ```
+    pub fn acquisition(&self) -> Option<&Acquisition> {
+        self.guard.as_ref().map(|guard| guard.acquisition())
+    }
+
+    /// The owner of this hold.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock()?;
+    /// assert_eq!(Some(guard.owner()), Some(lock.owner()));
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> Owner {
+        self.guard
+            .as_ref()
+            .map_or_else(Owner::current_thread, |guard| guard.owner())
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::LockGuard")
+            .field("guard", &self.guard)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::Lock")
+            .field("name", &self.name())
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::Client")
+            .field("client", &self.inner.client)
+            .finish()
+    }
+}

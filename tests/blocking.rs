@@ -1,0 +1,196 @@
+//! The blocking API: the owner is the OS thread, exactly Java's model.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferrisson::blocking::Client;
+use ferrisson::Error;
+use support::RedisServer;
+
+fn connect(server: &RedisServer) -> Client {
+    Client::connect(&server.url()).expect("blocking client connects")
+}
+
+#[test]
+fn threads_contending_for_one_lock_never_overlap() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let inside = Arc::new(AtomicUsize::new(0));
+    let max_inside = Arc::new(AtomicUsize::new(0));
+    let entries = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let lock = client.lock("blocking:shared");
+            let (inside, max_inside, entries) =
+                (inside.clone(), max_inside.clone(), entries.clone());
+            std::thread::spawn(move || {
+                for _ in 0..10 {
+                    let guard = lock.lock().expect("lock");
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_inside.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(1));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    entries.fetch_add(1, Ordering::SeqCst);
+                    assert!(guard.unlock().expect("unlock"), "the hold was still ours");
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("worker thread");
+    }
+    assert_eq!(entries.load(Ordering::SeqCst), 80);
+    assert_eq!(
+        max_inside.load(Ordering::SeqCst),
+        1,
+        "two threads were inside at once"
+    );
+    assert!(!client
+        .lock("blocking:shared")
+        .is_locked()
+        .expect("is_locked"));
+}
+
+#[test]
+fn a_thread_reenters_its_own_hold_and_other_threads_wait() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let lock = client.lock("blocking:reentrant");
+    let outer = lock.lock().expect("outer");
+    let inner = lock.lock().expect("same thread re-enters");
+    assert_eq!(lock.hold_count().expect("hold_count"), 2);
+    assert!(lock.is_held_by_current_thread().expect("held"));
+
+    let other = lock.clone();
+    let (busy, held_there) = std::thread::spawn(move || {
+        let busy = other
+            .try_lock_for(Duration::from_millis(100), None)
+            .expect("try_lock_for")
+            .is_none();
+        (busy, other.is_held_by_current_thread().expect("held"))
+    })
+    .join()
+    .expect("thread");
+    assert!(busy, "another thread must not enter");
+    assert!(!held_there, "another thread is another owner");
+
+    assert!(inner.unlock().expect("inner unlock"));
+    assert_eq!(lock.hold_count().expect("hold_count"), 1);
+    assert!(outer.unlock().expect("outer unlock"));
+    assert!(!lock.is_locked().expect("is_locked"));
+}
+
+#[test]
+fn unlock_by_identity_from_another_thread_is_not_held() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let lock = client.lock("blocking:identity");
+    lock.lock().expect("lock").detach();
+    let other = lock.clone();
+    let result = std::thread::spawn(move || other.unlock())
+        .join()
+        .expect("thread");
+    assert!(
+        matches!(result, Err(Error::NotHeld { .. })),
+        "got {result:?}"
+    );
+    assert_eq!(
+        lock.hold_count().expect("hold_count"),
+        1,
+        "the lock is intact"
+    );
+    lock.unlock().expect("the owning thread releases");
+    assert!(!lock.is_locked().expect("is_locked"));
+}
+
+#[test]
+fn a_guard_moved_to_another_thread_releases_its_owners_hold() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let lock = client.lock("blocking:moved");
+    let guard = lock.lock().expect("lock");
+    let released = std::thread::spawn(move || guard.unlock())
+        .join()
+        .expect("thread");
+    assert!(released.expect("unlock"));
+    assert!(!lock.is_locked().expect("is_locked"));
+}
+
+#[test]
+fn a_waiting_thread_is_woken_by_the_release() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let lock = client.lock("blocking:wake");
+    let guard = lock.lock_with_lease(Duration::from_secs(20)).expect("lock");
+    let waiter = lock.clone();
+    let handle = std::thread::spawn(move || {
+        let guard = waiter.lock().expect("waiter lock");
+        let woken_by = guard.acquisition().map(|a| a.woken_by);
+        (Instant::now(), woken_by, guard.unlock().expect("unlock"))
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let released_at = Instant::now();
+    assert!(guard.unlock().expect("unlock"));
+    let (acquired_at, woken_by, _) = handle.join().expect("waiter thread");
+    assert_eq!(woken_by, Some(ferrisson::WokenBy::Message));
+    assert!(
+        acquired_at.duration_since(released_at) < Duration::from_secs(2),
+        "woken by the message, not the 20 s lease"
+    );
+}
+
+#[test]
+fn dropping_a_guard_releases_without_blocking() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let lock = client.lock("blocking:drop");
+    drop(lock.lock().expect("lock"));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while lock.is_locked().expect("is_locked") {
+        assert!(
+            Instant::now() < deadline,
+            "the dropped guard was not released"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn dropping_the_client_finishes_releases_and_closes() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let lock = client.lock("blocking:last");
+    let guard = lock.lock().expect("lock");
+    drop(client);
+    drop(lock);
+    drop(guard); // the last handle: shuts the client down after the release
+    let check = connect(&server);
+    assert!(!check.lock("blocking:last").is_locked().expect("is_locked"));
+}
+
+#[tokio::test]
+async fn calling_the_blocking_api_inside_a_runtime_is_a_typed_error() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let created = Client::connect(&url);
+    assert!(
+        matches!(created, Err(Error::InvalidArgument(_))),
+        "got {created:?}"
+    );
+    // A client made outside the runtime refuses to block inside it.
+    let client = std::thread::spawn(move || Client::connect(&url))
+        .join()
+        .expect("thread")
+        .expect("connect");
+    let result = client.lock("blocking:async").try_lock();
+    assert!(
+        matches!(result, Err(Error::InvalidArgument(_))),
+        "got {result:?}"
+    );
+    std::thread::spawn(move || drop(client))
+        .join()
+        .expect("drop outside the runtime");
+}
