@@ -5,77 +5,18 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
 use ferrisson::{Client, LockGuard, Owner, WokenBy};
-use fred::{cmd, prelude::*};
-use support::{raw_client, RedisServer};
-use tokio::time::{sleep, timeout, Instant};
+use support::redis_state::{
+    channel_of, holder_fields, poll_until, wait_key_gone, wait_numsub, POLL_INTERVAL,
+};
+use support::{connect, hold_with_lease, raw_client, RedisServer};
+use tokio::time::{sleep, timeout};
 
 const HOLD: Duration = Duration::from_secs(20);
-
-fn channel_of(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
-async fn connect(server: &RedisServer) -> Client {
-    Client::connect(&server.url())
-        .await
-        .expect("ferrisson client connects")
-}
-
-async fn numsub(raw: &fred::clients::Client, channel: &str) -> i64 {
-    let reply: Vec<Value> = raw
-        .custom(cmd!("PUBSUB"), vec!["NUMSUB", channel])
-        .await
-        .expect("PUBSUB NUMSUB");
-    reply
-        .get(1)
-        .and_then(Value::as_i64)
-        .unwrap_or_else(|| panic!("unexpected PUBSUB NUMSUB reply {reply:?}"))
-}
-
-async fn wait_numsub(raw: &fred::clients::Client, channel: &str, expected: i64, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let n = numsub(raw, channel).await;
-        if n == expected {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "PUBSUB NUMSUB {channel} stayed {n}, expected {expected} within {within:?}"
-        );
-        sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Polls `EXISTS name` (raw) until the key is gone, panicking with its contents after `within`.
-async fn wait_key_gone(raw: &fred::clients::Client, name: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let exists: i64 = raw.exists(name).await.expect("EXISTS");
-        if exists == 0 {
-            return;
-        }
-        if Instant::now() >= deadline {
-            let fields: HashMap<String, String> = raw.hgetall(name).await.expect("HGETALL");
-            let pttl: i64 = raw.pttl(name).await.expect("PTTL");
-            panic!("lock {name} still held after {within:?}: {fields:?} (pttl {pttl} ms)");
-        }
-        sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn holder_fields(raw: &fred::clients::Client, name: &str) -> Vec<String> {
-    let fields: HashMap<String, String> = raw.hgetall(name).await.expect("HGETALL");
-    let mut keys: Vec<String> = fields.into_keys().collect();
-    keys.sort();
-    keys
-}
 
 // 8 -------------------------------------------------------------------------------------------
 
@@ -88,12 +29,7 @@ async fn acquire_dropped_while_waiting_leaves_no_hold_and_no_subscription() {
     let name = "cancel:waiting";
     let channel = channel_of(name);
 
-    let holder_guard = holder_client
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock_with_lease(HOLD)
-        .await
-        .expect("holder acquires");
+    let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
     let canceller = canceller_client.lock(name).with_owner(Owner::new());
 
     let cancelled = timeout(Duration::from_millis(100), canceller.lock()).await;
@@ -244,14 +180,18 @@ async fn dropping_a_guard_releases_in_the_background_without_blocking() {
         took < Duration::from_millis(100),
         "drop(guard) blocked for {took:?}"
     );
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while lock.is_locked().await.expect("is_locked") {
-        assert!(
-            Instant::now() < deadline,
+    let released = poll_until(
+        Duration::from_secs(2),
+        POLL_INTERVAL,
+        || async { lock.is_locked().await.expect("is_locked") },
+        |locked| !*locked,
+    )
+    .await;
+    if released.is_err() {
+        panic!(
             "dropped guard's lock still held after 2 s: {:?}",
             holder_fields(&raw, name).await
         );
-        sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -263,12 +203,7 @@ async fn dropping_a_guard_wakes_a_waiter_on_another_client() {
     let raw = raw_client(&server.url()).await;
     let name = "cancel:drop-guard-waiter";
 
-    let guard = holder_client
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock_with_lease(HOLD)
-        .await
-        .expect("holder acquires");
+    let guard = hold_with_lease(&holder_client, name, HOLD).await;
     let waiter_lock = waiter_client.lock(name).with_owner(Owner::new());
     let waiter = tokio::spawn(async move { waiter_lock.lock().await.expect("waiter acquires") });
     wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
@@ -292,17 +227,15 @@ async fn dropping_a_guard_wakes_a_waiter_on_another_client() {
 
 /// Polls `hold_count` of `lock` until it equals `expected` (0 also means the key is gone).
 async fn wait_hold_count(lock: &ferrisson::Lock, expected: u64, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let count = lock.hold_count().await.expect("hold_count");
-        if count == expected {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: hold count stayed {count}, expected {expected}"
-        );
-        sleep(Duration::from_millis(10)).await;
+    let polled = poll_until(
+        Duration::from_secs(2),
+        POLL_INTERVAL,
+        || async { lock.hold_count().await.expect("hold_count") },
+        |count| *count == expected,
+    )
+    .await;
+    if let Err(count) = polled {
+        panic!("{what}: hold count stayed {count}, expected {expected}");
     }
 }
 

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use ferrisson::{Error, Lock, Owner, RemainingTtl, WokenBy};
 use fred::{cmd, prelude::*};
-use support::{raw_client, RedisServer};
+use support::redis_state::{exists, hgetall, poll_until, pttl};
+use support::{connect, raw_client, RedisServer};
 
 const COUNTER: &str = "counter";
 const TASKS: usize = 50;
@@ -19,24 +20,6 @@ const ROUNDS: usize = 20;
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-async fn connect(server: &RedisServer) -> ferrisson::Client {
-    ferrisson::Client::connect(&server.url())
-        .await
-        .expect("ferrisson client connects to the fixture server")
-}
-
-async fn hash(raw: &fred::clients::Client, key: &str) -> HashMap<String, String> {
-    raw.hgetall(key).await.expect("HGETALL")
-}
-
-async fn pttl(raw: &fred::clients::Client, key: &str) -> i64 {
-    raw.pttl(key).await.expect("PTTL")
-}
-
-async fn exists(raw: &fred::clients::Client, key: &str) -> i64 {
-    raw.exists(key).await.expect("EXISTS")
-}
 
 async fn dbsize(raw: &fred::clients::Client) -> i64 {
     raw.custom(cmd!("DBSIZE"), Vec::<String>::new())
@@ -67,6 +50,17 @@ fn assert_single_holder(
     );
     assert_eq!(id, owner.id().to_string(), "owner id in the field");
     assert_eq!(value, count, "hold count of {field:?}");
+}
+
+/// Reads the lock hash `key` and checks it as [`assert_single_holder`] does.
+async fn assert_single_holder_at(
+    raw: &fred::clients::Client,
+    key: &str,
+    client_id: &str,
+    owner: Owner,
+    count: &str,
+) {
+    assert_single_holder(&hgetall(raw, key).await, client_id, owner, count);
 }
 
 /// Runs `TASKS` tasks doing `ROUNDS` non-atomic GET + SET increments of `COUNTER`, each under
@@ -169,14 +163,14 @@ async fn watchdog_lock_writes_redisson_hash_with_30s_ttl_and_counts_reentries() 
         outer.holder_field(),
         format!("{}:{}", client.id(), outer.owner().id())
     );
-    assert_single_holder(&hash(&raw, "layout").await, client.id(), outer.owner(), "1");
+    assert_single_holder_at(&raw, "layout", client.id(), outer.owner(), "1").await;
     let ttl = pttl(&raw, "layout").await;
     assert!((29_000..=30_000).contains(&ttl), "PTTL {ttl}");
 
     let inner = lock.lock().await.expect("reentrant lock");
     assert_eq!(inner.owner(), outer.owner());
     assert_eq!(inner.acquisition().woken_by, WokenBy::Immediate);
-    assert_single_holder(&hash(&raw, "layout").await, client.id(), outer.owner(), "2");
+    assert_single_holder_at(&raw, "layout", client.id(), outer.owner(), "2").await;
     let ttl = pttl(&raw, "layout").await;
     assert!(
         (29_000..=30_000).contains(&ttl),
@@ -184,7 +178,7 @@ async fn watchdog_lock_writes_redisson_hash_with_30s_ttl_and_counts_reentries() 
     );
 
     assert!(inner.unlock().await.expect("inner unlock"));
-    assert_single_holder(&hash(&raw, "layout").await, client.id(), outer.owner(), "1");
+    assert_single_holder_at(&raw, "layout", client.id(), outer.owner(), "1").await;
     let ttl = pttl(&raw, "layout").await;
     assert!(
         (29_000..=30_000).contains(&ttl),
@@ -208,7 +202,7 @@ async fn lease_lock_writes_redisson_hash_with_the_lease_as_ttl() {
     let lease = Duration::from_secs(10);
 
     let outer = lock.lock_with_lease(lease).await.expect("lock_with_lease");
-    assert_single_holder(&hash(&raw, "leased").await, client.id(), outer.owner(), "1");
+    assert_single_holder_at(&raw, "leased", client.id(), outer.owner(), "1").await;
     let ttl = pttl(&raw, "leased").await;
     assert!((9_000..=10_000).contains(&ttl), "PTTL {ttl}");
 
@@ -216,12 +210,12 @@ async fn lease_lock_writes_redisson_hash_with_the_lease_as_ttl() {
         .lock_with_lease(lease)
         .await
         .expect("reentrant lease lock");
-    assert_single_holder(&hash(&raw, "leased").await, client.id(), outer.owner(), "2");
+    assert_single_holder_at(&raw, "leased", client.id(), outer.owner(), "2").await;
     let ttl = pttl(&raw, "leased").await;
     assert!((9_000..=10_000).contains(&ttl), "PTTL after re-entry {ttl}");
 
     assert!(inner.unlock().await.expect("inner unlock"));
-    assert_single_holder(&hash(&raw, "leased").await, client.id(), outer.owner(), "1");
+    assert_single_holder_at(&raw, "leased", client.id(), outer.owner(), "1").await;
     let ttl = pttl(&raw, "leased").await;
     assert!(
         (9_000..=10_000).contains(&ttl),
@@ -244,7 +238,7 @@ async fn unlock_by_another_owner_or_client_is_not_held_and_changes_nothing() {
     let lock = client.lock("guarded");
 
     let guard = lock.lock().await.expect("lock");
-    let before = hash(&raw, "guarded").await;
+    let before = hgetall(&raw, "guarded").await;
     assert_single_holder(&before, client.id(), guard.owner(), "1");
 
     let stranger = lock.with_owner(Owner::new());
@@ -258,7 +252,7 @@ async fn unlock_by_another_owner_or_client_is_not_held_and_changes_nothing() {
     assert!(matches!(foreign.unlock().await, Err(Error::NotHeld { .. })));
 
     assert_eq!(
-        hash(&raw, "guarded").await,
+        hgetall(&raw, "guarded").await,
         before,
         "hash changed by a failed unlock"
     );
@@ -354,39 +348,19 @@ async fn lock_operations_survive_script_flush_between_them() {
 
     script_flush(&raw).await;
     let outer = lock.lock().await.expect("lock after flush");
-    assert_single_holder(
-        &hash(&raw, "flushed").await,
-        client.id(),
-        outer.owner(),
-        "1",
-    );
+    assert_single_holder_at(&raw, "flushed", client.id(), outer.owner(), "1").await;
     script_flush(&raw).await;
     let inner = lock.lock().await.expect("re-entry after flush");
-    assert_single_holder(
-        &hash(&raw, "flushed").await,
-        client.id(),
-        outer.owner(),
-        "2",
-    );
+    assert_single_holder_at(&raw, "flushed", client.id(), outer.owner(), "2").await;
     script_flush(&raw).await;
     assert!(inner.unlock().await.expect("inner unlock after flush"));
-    assert_single_holder(
-        &hash(&raw, "flushed").await,
-        client.id(),
-        outer.owner(),
-        "1",
-    );
+    assert_single_holder_at(&raw, "flushed", client.id(), outer.owner(), "1").await;
     script_flush(&raw).await;
     assert!(outer.unlock().await.expect("outer unlock after flush"));
     assert_eq!(exists(&raw, "flushed").await, 0);
     script_flush(&raw).await;
     let again = lock.lock().await.expect("lock again after flush");
-    assert_single_holder(
-        &hash(&raw, "flushed").await,
-        client.id(),
-        again.owner(),
-        "1",
-    );
+    assert_single_holder_at(&raw, "flushed", client.id(), again.owner(), "1").await;
     script_flush(&raw).await;
     assert!(again.unlock().await.expect("unlock after flush"));
     assert_eq!(exists(&raw, "flushed").await, 0);
@@ -466,7 +440,7 @@ async fn implicit_owner_reenters_within_a_task_and_excludes_other_tasks() {
             let inner = lock.lock().await.expect("nested lock in the same task");
             assert_eq!(outer.owner(), inner.owner());
             assert_eq!(lock.hold_count().await.expect("hold_count"), 2);
-            assert_single_holder(&hash(&raw, "tasks").await, &client_id, outer.owner(), "2");
+            assert_single_holder_at(&raw, "tasks", &client_id, outer.owner(), "2").await;
             held_tx.send(outer.owner()).expect("signal");
             done_rx.await.expect("release signal");
             assert!(inner.unlock().await.expect("inner unlock"));
@@ -590,9 +564,9 @@ async fn guard_reenter_from_a_spawned_task_counts_for_the_original_owner() {
             2
         );
         assert_eq!(lock2.hold_count().await.expect("task's own hold_count"), 0);
-        assert_single_holder(&hash(&raw2, "handoff").await, &client_id, owner, "2");
+        assert_single_holder_at(&raw2, "handoff", &client_id, owner, "2").await;
         assert!(inner.unlock().await.expect("inner unlock"));
-        assert_single_holder(&hash(&raw2, "handoff").await, &client_id, owner, "1");
+        assert_single_holder_at(&raw2, "handoff", &client_id, owner, "1").await;
         assert!(outer.unlock().await.expect("outer unlock"));
     })
     .await
@@ -615,7 +589,7 @@ async fn detached_hold_is_kept_until_lock_unlock_by_the_same_owner() {
     guard.detach();
     // A dropped (non-detached) guard would be released in the background; give it a moment.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_single_holder(&hash(&raw, "detached").await, client.id(), owner, "1");
+    assert_single_holder_at(&raw, "detached", client.id(), owner, "1").await;
 
     lock.unlock().await.expect("unlock by identity");
     assert_eq!(exists(&raw, "detached").await, 0);
@@ -712,7 +686,7 @@ async fn a_foreign_redisson_holder_blocks_try_lock_and_bounded_wait() {
         "try_lock_for(200ms) returned after {waited:?}"
     );
 
-    let fields = hash(&raw, "java-held").await;
+    let fields = hgetall(&raw, "java-held").await;
     assert_eq!(
         fields,
         HashMap::from([(java_field.to_owned(), "1".to_owned())]),
@@ -771,15 +745,16 @@ async fn connections(raw: &fred::clients::Client) -> usize {
     list.lines().filter(|line| !line.trim().is_empty()).count()
 }
 
+/// Polls the connection count until it equals `expected` (or 3 s passed); returns the last count.
 async fn until_connections(raw: &fred::clients::Client, expected: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let now = connections(raw).await;
-        if now == expected || Instant::now() > deadline {
-            return now;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(
+        Duration::from_secs(3),
+        Duration::from_millis(20),
+        || connections(raw),
+        |now| *now == expected,
+    )
+    .await
+    .unwrap_or_else(|last| last)
 }
 
 #[tokio::test]

@@ -4,18 +4,25 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ferrisson::{Config, Error, Owner, WhenUnavailable};
-use fred::prelude::*;
-use support::{free_port, raw_client, RedisServer};
+use support::redis_state::{exists, hgetall};
+use support::{connect, connect_with, free_port, raw_client, RedisServer};
 
 fn assert_transient(err: &Error, what: &str) {
     assert!(
         err.is_transient(),
         "{what} should fail with a transient error, got {err:?}"
     );
+}
+
+/// Connects a ferrisson client that keeps waiting (within the caller's bound) while Redis is
+/// unavailable.
+async fn connect_keep_waiting(server: &RedisServer) -> ferrisson::Client {
+    let mut config = Config::new(server.url());
+    config.when_unavailable = WhenUnavailable::KeepWaiting;
+    connect_with(config).await
 }
 
 /// Kills the server and gives the client a moment to notice: fred queues commands sent before
@@ -83,9 +90,7 @@ async fn connect_to_a_port_without_server_fails_quickly_with_a_transient_error()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_fast_acquires_error_at_once_while_down_and_work_again_after_restart() {
     let mut server = RedisServer::start();
-    let client = ferrisson::Client::connect(&server.url())
-        .await
-        .expect("connect");
+    let client = connect(&server).await;
     let lock = client.lock("down:failfast").with_owner(Owner::new());
 
     take_down(&mut server).await;
@@ -103,23 +108,20 @@ async fn fail_fast_acquires_error_at_once_while_down_and_work_again_after_restar
     server.restart();
     let guard = lock_when_back(&lock, Duration::from_secs(10)).await;
     let raw = raw_client(&server.url()).await;
-    let fields: HashMap<String, String> = raw.hgetall("down:failfast").await.expect("HGETALL");
+    let fields = hgetall(&raw, "down:failfast").await;
     assert_eq!(
         fields.get(guard.holder_field()).map(String::as_str),
         Some("1"),
         "the lock is held on the restarted server: {fields:?}"
     );
     assert!(guard.unlock().await.expect("unlock after the restart"));
-    let exists: i64 = raw.exists("down:failfast").await.expect("EXISTS");
-    assert_eq!(exists, 0);
+    assert_eq!(exists(&raw, "down:failfast").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_waiting_try_lock_for_waits_out_its_bound_while_down() {
     let mut server = RedisServer::start();
-    let mut config = Config::new(server.url());
-    config.when_unavailable = WhenUnavailable::KeepWaiting;
-    let client = ferrisson::Client::new(config).await.expect("connect");
+    let client = connect_keep_waiting(&server).await;
     let lock = client
         .lock("down:keepwaiting:bounded")
         .with_owner(Owner::new());
@@ -152,9 +154,7 @@ async fn keep_waiting_try_lock_for_waits_out_its_bound_while_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_waiting_lock_started_while_down_succeeds_after_restart() {
     let mut server = RedisServer::start();
-    let mut config = Config::new(server.url());
-    config.when_unavailable = WhenUnavailable::KeepWaiting;
-    let client = ferrisson::Client::new(config).await.expect("connect");
+    let client = connect_keep_waiting(&server).await;
     let name = "down:keepwaiting:lock";
     let lock = client.lock(name).with_owner(Owner::new());
 
@@ -184,13 +184,12 @@ async fn keep_waiting_lock_started_while_down_succeeds_after_restart() {
         .expect("lock() started while Redis was down should succeed once it is back");
 
     let raw = raw_client(&server.url()).await;
-    let fields: HashMap<String, String> = raw.hgetall(name).await.expect("HGETALL");
+    let fields = hgetall(&raw, name).await;
     assert_eq!(
         fields.get(&field).map(String::as_str),
         Some("1"),
         "the lock is held on the restarted server: {fields:?}"
     );
     lock.unlock().await.expect("unlock the detached hold");
-    let exists: i64 = raw.exists(name).await.expect("EXISTS");
-    assert_eq!(exists, 0);
+    assert_eq!(exists(&raw, name).await, 0);
 }

@@ -4,72 +4,17 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson::{Client, LockGuard, Owner, RemainingTtl, WokenBy};
-use fred::{cmd, prelude::*};
-use support::{raw_client, RedisServer};
+use fred::prelude::*;
+use support::redis_state::{channel_of, command_calls, hgetall, numsub, reset_stats, wait_numsub};
+use support::{connect, hold_with_lease, raw_client, RedisServer};
 use tokio::time::{sleep, timeout, Instant};
 
 const HOLD: Duration = Duration::from_secs(20);
-
-fn channel_of(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
-async fn connect(server: &RedisServer) -> Client {
-    Client::connect(&server.url())
-        .await
-        .expect("ferrisson client connects")
-}
-
-async fn numsub(raw: &fred::clients::Client, channel: &str) -> i64 {
-    let reply: Vec<Value> = raw
-        .custom(cmd!("PUBSUB"), vec!["NUMSUB", channel])
-        .await
-        .expect("PUBSUB NUMSUB");
-    reply
-        .get(1)
-        .and_then(Value::as_i64)
-        .unwrap_or_else(|| panic!("unexpected PUBSUB NUMSUB reply {reply:?}"))
-}
-
-/// Polls `PUBSUB NUMSUB channel` until it equals `expected`, panicking after `within`.
-async fn wait_numsub(raw: &fred::clients::Client, channel: &str, expected: i64, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let n = numsub(raw, channel).await;
-        if n == expected {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "PUBSUB NUMSUB {channel} stayed {n}, expected {expected} within {within:?}"
-        );
-        sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// How many times the server ran `cmd` (from INFO commandstats), 0 if never.
-async fn command_calls(raw: &fred::clients::Client, cmd_name: &str) -> u64 {
-    let info: String = raw
-        .custom(cmd!("INFO"), vec!["commandstats"])
-        .await
-        .expect("INFO commandstats");
-    let prefix = format!("cmdstat_{cmd_name}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .map(|rest| {
-            rest.split(',')
-                .next()
-                .and_then(|n| n.parse().ok())
-                .expect("calls=N in commandstats")
-        })
-        .unwrap_or(0)
-}
 
 fn message_text(message: fred::types::Message) -> (String, String) {
     let value: String = message
@@ -192,7 +137,7 @@ async fn waiter_is_woken_by_the_unlock_message_not_by_the_lease() {
         "waited {:?}, far less than the 20 s lease expected",
         acquisition.waited
     );
-    let fields: HashMap<String, String> = raw.hgetall(name).await.expect("HGETALL");
+    let fields = hgetall(&raw, name).await;
     assert_eq!(
         fields.keys().collect::<Vec<_>>(),
         vec![waiter_guard.holder_field()]
@@ -208,12 +153,7 @@ async fn try_lock_for_gives_up_after_its_wait_bound() {
     let holder_client = connect(&server).await;
     let waiter_client = connect(&server).await;
     let name = "wake:bounded";
-    let guard = holder_client
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock_with_lease(HOLD)
-        .await
-        .expect("holder acquires");
+    let guard = hold_with_lease(&holder_client, name, HOLD).await;
 
     let waiter = waiter_client.lock(name).with_owner(Owner::new());
     let wait = Duration::from_millis(300);
@@ -247,12 +187,7 @@ async fn waiter_acquires_when_a_short_lease_expires_woken_by_ttl() {
     let holder_client = connect(&server).await;
     let waiter_client = connect(&server).await;
     let name = "wake:ttl";
-    let holder_guard = holder_client
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock_with_lease(Duration::from_millis(200))
-        .await
-        .expect("holder acquires");
+    let holder_guard = hold_with_lease(&holder_client, name, Duration::from_millis(200)).await;
 
     let waiter = waiter_client.lock(name).with_owner(Owner::new());
     let start = Instant::now();
@@ -286,12 +221,7 @@ async fn force_unlock_wakes_a_waiter_and_reports_whether_a_lock_existed() {
     let raw = raw_client(&server.url()).await;
     let name = "wake:force";
 
-    let holder_guard = holder_client
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock_with_lease(HOLD)
-        .await
-        .expect("holder acquires");
+    let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
     let waiter_lock = waiter_client.lock(name).with_owner(Owner::new());
     let waiter = tokio::spawn(async move {
         let guard = waiter_lock.lock().await.expect("waiter acquires");
@@ -367,17 +297,9 @@ async fn twenty_waiters_of_one_client_share_one_subscription() {
     let raw = raw_client(&server.url()).await;
     let name = "wake:shared";
     let channel = channel_of(name);
-    let _: () = raw
-        .custom(cmd!("CONFIG"), vec!["RESETSTAT"])
-        .await
-        .expect("CONFIG RESETSTAT");
+    reset_stats(&raw).await;
 
-    let holder_guard = holder_client
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock_with_lease(HOLD)
-        .await
-        .expect("holder acquires");
+    let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
     let waiters = spawn_waiters(&waiter_client, name, 20);
     wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
     sleep(Duration::from_millis(300)).await;
@@ -409,17 +331,9 @@ async fn two_clients_hold_one_subscription_each() {
     let raw = raw_client(&server.url()).await;
     let name = "wake:two-clients";
     let channel = channel_of(name);
-    let _: () = raw
-        .custom(cmd!("CONFIG"), vec!["RESETSTAT"])
-        .await
-        .expect("CONFIG RESETSTAT");
+    reset_stats(&raw).await;
 
-    let holder_guard = holder_client
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock_with_lease(HOLD)
-        .await
-        .expect("holder acquires");
+    let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
     let mut waiters = spawn_waiters(&client_b, name, 10);
     waiters.extend(spawn_waiters(&client_c, name, 10));
     wait_numsub(&raw, &channel, 2, Duration::from_secs(5)).await;
@@ -527,12 +441,7 @@ async fn waiters_resubscribe_and_acquire_promptly_after_a_server_restart() {
     let name = "wake:restart";
     let channel = channel_of(name);
 
-    let holder_guard = holder_client
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock_with_lease(HOLD)
-        .await
-        .expect("holder acquires");
+    let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
     let waiters: Vec<_> = (0..3)
         .map(|_| {
             let lock = waiter_client.lock(name).with_owner(Owner::new());

@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ferrisson::{Owner, WokenBy};
-use fred::{cmd, prelude::*};
-use support::{raw_client, RedisServer};
+use fred::prelude::*;
+use support::redis_state::{command_stats, hgetall, pttl, reset_stats};
+use support::{connect_with, hold_with_lease, raw_client, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_millis(300);
 const WATCHDOG_MS: i64 = 300;
@@ -25,52 +26,13 @@ fn config(url: &str) -> ferrisson::Config {
 }
 
 async fn connect(server: &RedisServer) -> ferrisson::Client {
-    ferrisson::Client::new(config(&server.url()))
-        .await
-        .expect("ferrisson client should connect")
+    connect_with(config(&server.url())).await
 }
 
 async fn connect_with_batch(server: &RedisServer, batch: usize) -> ferrisson::Client {
     let mut config = config(&server.url());
     config.renewal_batch_size = batch;
-    ferrisson::Client::new(config)
-        .await
-        .expect("ferrisson client should connect")
-}
-
-async fn pttl(raw: &fred::clients::Client, key: &str) -> i64 {
-    raw.pttl(key).await.expect("PTTL")
-}
-
-async fn fields(raw: &fred::clients::Client, key: &str) -> HashMap<String, String> {
-    raw.hgetall(key).await.expect("HGETALL")
-}
-
-async fn reset_stats(raw: &fred::clients::Client) {
-    let _: Value = raw
-        .custom(cmd!("CONFIG"), vec!["RESETSTAT"])
-        .await
-        .expect("CONFIG RESETSTAT");
-}
-
-/// `calls` of every command in INFO commandstats, by lower-case command name
-/// (`cmdstat_evalsha:calls=12,usec=...` gives `"evalsha" => 12`).
-async fn command_calls(raw: &fred::clients::Client) -> HashMap<String, u64> {
-    let info: String = raw
-        .info(Some(fred::types::InfoKind::CommandStats))
-        .await
-        .expect("INFO commandstats");
-    info.lines()
-        .filter_map(|line| {
-            let (name, stats) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats
-                .split(',')
-                .find_map(|kv| kv.strip_prefix("calls="))?
-                .parse()
-                .ok()?;
-            Some((name.to_ascii_lowercase(), calls))
-        })
-        .collect()
+    connect_with(config).await
 }
 
 /// Script runs (EVALSHA plus the EVAL fallback) counted by the server.
@@ -93,7 +55,7 @@ async fn assert_renewals_stopped(raw: &fred::clients::Client, name: &str, field:
     let _: bool = raw.pexpire(name, 10_000, None).await.expect("PEXPIRE");
     reset_stats(raw).await;
     tokio::time::sleep(RENEW_PERIOD * 5).await;
-    let calls = command_calls(raw).await;
+    let calls = command_stats(raw).await;
     let scripts = script_calls(&calls);
     assert!(
         scripts <= 1,
@@ -118,12 +80,8 @@ async fn expired_fixed_lease_lets_a_waiter_in_woken_by_ttl() {
     let name = "wd:expiry";
 
     // The holder never releases: only the 300 ms lease can end its hold.
-    holder
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock_with_lease(Duration::from_millis(300))
+    hold_with_lease(&holder, name, Duration::from_millis(300))
         .await
-        .expect("holder acquires")
         .detach();
     let ttl = pttl(&raw, name).await;
     assert!(
@@ -150,7 +108,7 @@ async fn expired_fixed_lease_lets_a_waiter_in_woken_by_ttl() {
         waited < Duration::from_millis(2500),
         "acquired only after {waited:?}: it should follow the 300 ms lease, not the 3 s bound"
     );
-    let now = fields(&raw, name).await;
+    let now = hgetall(&raw, name).await;
     assert_eq!(
         now.keys().collect::<Vec<_>>(),
         vec![guard.holder_field()],
@@ -225,7 +183,7 @@ async fn measure_renewals(server: &RedisServer, batch: usize, count: usize) -> (
 
     reset_stats(&raw).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let calls = command_calls(&raw).await;
+    let calls = command_stats(&raw).await;
     let scripts = script_calls(&calls);
     // PEXPIRE runs only inside the renewal script (once per renewed key); acquires are over.
     let renewed = calls.get("pexpire").copied().unwrap_or(0);
@@ -312,13 +270,13 @@ async fn renewal_continues_after_a_partial_release_and_stops_at_the_final_one() 
     let inner = lock.lock().await.expect("inner lock (re-entry)");
     let field = outer.holder_field().to_owned();
     assert_eq!(
-        fields(&raw, name).await.get(&field).map(String::as_str),
+        hgetall(&raw, name).await.get(&field).map(String::as_str),
         Some("2")
     );
 
     assert!(inner.unlock().await.expect("inner unlock"));
     assert_eq!(
-        fields(&raw, name).await.get(&field).map(String::as_str),
+        hgetall(&raw, name).await.get(&field).map(String::as_str),
         Some("1")
     );
 
@@ -330,7 +288,7 @@ async fn renewal_continues_after_a_partial_release_and_stops_at_the_final_one() 
         "after a partial release the lock should still be renewed, PTTL {ttl}"
     );
     assert_eq!(
-        fields(&raw, name).await.get(&field).map(String::as_str),
+        hgetall(&raw, name).await.get(&field).map(String::as_str),
         Some("1")
     );
     assert!(!outer.is_lost());
@@ -382,7 +340,7 @@ async fn deleted_key_fires_lost_and_unlock_leaves_the_new_holder_alone() {
         !guard.unlock().await.expect("unlock of a lost guard"),
         "unlock of a lost lease reports false"
     );
-    let now = fields(&raw, name).await;
+    let now = hgetall(&raw, name).await;
     assert_eq!(
         now.get(theirs.holder_field()).map(String::as_str),
         Some("1"),
@@ -422,7 +380,7 @@ async fn force_unlock_by_another_client_fires_lost() {
         .expect("the lock is free after the force unlock");
     assert!(!guard.unlock().await.expect("unlock of a lost guard"));
     assert_eq!(
-        fields(&raw, name)
+        hgetall(&raw, name)
             .await
             .get(theirs.holder_field())
             .map(String::as_str),
@@ -489,7 +447,7 @@ async fn reacquiring_after_a_loss_gives_a_fresh_hold_the_old_guard_cannot_touch(
     );
     assert!(!new.lost_token().is_cancelled());
     assert_eq!(
-        fields(&raw, name).await.get(&field).map(String::as_str),
+        hgetall(&raw, name).await.get(&field).map(String::as_str),
         Some("1"),
         "one hold, not a continuation of the old count"
     );
@@ -498,7 +456,7 @@ async fn reacquiring_after_a_loss_gives_a_fresh_hold_the_old_guard_cannot_touch(
     drop(old);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        fields(&raw, name).await.get(&field).map(String::as_str),
+        hgetall(&raw, name).await.get(&field).map(String::as_str),
         Some("1"),
         "the old guard's drop released the new hold"
     );

@@ -5,6 +5,7 @@
 //! ```ignore
 //! let server = support::RedisServer::start();
 //! let client = support::raw_client(&server.url()).await;
+//! let ferrisson = support::connect(&server).await;
 //! ```
 //!
 //! Every [`RedisServer`] is a private `redis-server` child process on a free
@@ -14,7 +15,12 @@
 //!
 //! The binary is taken from the `REDIS_SERVER` environment variable if set,
 //! otherwise `redis-server` is looked up on `PATH`.
+//!
+//! [`redis_state`] reads server-side state (lock hashes, TTLs, subscriber counts, command
+//! statistics) through a raw client and waits for it to change.
 #![allow(dead_code)]
+
+pub mod redis_state;
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -269,6 +275,35 @@ pub async fn raw_client(url: &str) -> fred::clients::Client {
         .await
         .unwrap_or_else(|e| panic!("cannot connect fred client to {url}: {e}"));
     client
+}
+
+/// Connects a ferrisson client with the default configuration to `server`. Panics on failure.
+pub async fn connect(server: &RedisServer) -> ferrisson::Client {
+    ferrisson::Client::connect(&server.url())
+        .await
+        .expect("ferrisson client connects to the fixture server")
+}
+
+/// Connects a ferrisson client with `config` (whose URL names the server). Panics on failure.
+pub async fn connect_with(config: ferrisson::Config) -> ferrisson::Client {
+    ferrisson::Client::new(config)
+        .await
+        .expect("ferrisson client connects to the fixture server")
+}
+
+/// Takes lock `name` on `client` for a fresh [`ferrisson::Owner`] with a fixed `lease`: the
+/// "holder" that other owners then wait on. Panics if the lock cannot be taken.
+pub async fn hold_with_lease(
+    client: &ferrisson::Client,
+    name: &str,
+    lease: Duration,
+) -> ferrisson::LockGuard {
+    client
+        .lock(name)
+        .with_owner(ferrisson::Owner::new())
+        .lock_with_lease(lease)
+        .await
+        .expect("holder acquires")
 }
 
 /// Sends a raw `PING` to 127.0.0.1:`port` and returns whether it answered

@@ -1,0 +1,144 @@
+//! Reading (and waiting for) server-side state through a raw fred client, as the integration
+//! tests assert it: lock hashes, TTLs, pub/sub subscriber counts and command statistics.
+//!
+//! ```ignore
+//! use support::redis_state::{hgetall, pttl, wait_numsub, channel_of};
+//!
+//! let raw = support::raw_client(&server.url()).await;
+//! assert_eq!(pttl(&raw, "my-lock").await, -2);
+//! wait_numsub(&raw, &channel_of("my-lock"), 1, Duration::from_secs(5)).await;
+//! ```
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use fred::clients::Client as RawClient;
+use fred::{cmd, prelude::*};
+use tokio::time::{sleep, Instant};
+
+/// How often the `wait_*` helpers re-read the server.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Runs `probe` until `done` accepts its value or `within` has passed, sleeping `every` between
+/// probes. The deadline is checked after each probe that was not accepted, so `probe` always
+/// runs at least once. Returns `Ok(value)` once accepted, `Err(last value)` on timeout.
+pub async fn poll_until<T, F, Fut>(
+    within: Duration,
+    every: Duration,
+    mut probe: F,
+    done: impl Fn(&T) -> bool,
+) -> Result<T, T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        let value = probe().await;
+        if done(&value) {
+            return Ok(value);
+        }
+        if Instant::now() >= deadline {
+            return Err(value);
+        }
+        sleep(every).await;
+    }
+}
+
+/// The pub/sub channel Redisson (and ferrisson) publish unlock messages of lock `name` on.
+pub fn channel_of(name: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}")
+}
+
+/// `HGETALL key` (empty when the key does not exist).
+pub async fn hgetall(raw: &RawClient, key: &str) -> HashMap<String, String> {
+    raw.hgetall(key).await.expect("HGETALL")
+}
+
+/// The field names of the lock hash `name`, sorted.
+pub async fn holder_fields(raw: &RawClient, name: &str) -> Vec<String> {
+    let mut keys: Vec<String> = hgetall(raw, name).await.into_keys().collect();
+    keys.sort();
+    keys
+}
+
+/// `PTTL key`: -2 when the key does not exist, -1 when it has no expiry.
+pub async fn pttl(raw: &RawClient, key: &str) -> i64 {
+    raw.pttl(key).await.expect("PTTL")
+}
+
+/// `EXISTS key`: 1 or 0.
+pub async fn exists(raw: &RawClient, key: &str) -> i64 {
+    raw.exists(key).await.expect("EXISTS")
+}
+
+/// Polls `EXISTS name` until the key is gone, panicking with its contents after `within`.
+pub async fn wait_key_gone(raw: &RawClient, name: &str, within: Duration) {
+    let gone = poll_until(within, POLL_INTERVAL, || exists(raw, name), |n| *n == 0).await;
+    if gone.is_err() {
+        let fields = hgetall(raw, name).await;
+        let pttl = pttl(raw, name).await;
+        panic!("lock {name} still held after {within:?}: {fields:?} (pttl {pttl} ms)");
+    }
+}
+
+/// `PUBSUB NUMSUB channel`: how many connections subscribe to `channel`.
+pub async fn numsub(raw: &RawClient, channel: &str) -> i64 {
+    let reply: Vec<Value> = raw
+        .custom(cmd!("PUBSUB"), vec!["NUMSUB", channel])
+        .await
+        .expect("PUBSUB NUMSUB");
+    reply
+        .get(1)
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("unexpected PUBSUB NUMSUB reply {reply:?}"))
+}
+
+/// Polls `PUBSUB NUMSUB channel` until it equals `expected`, panicking after `within`.
+pub async fn wait_numsub(raw: &RawClient, channel: &str, expected: i64, within: Duration) {
+    let polled = poll_until(
+        within,
+        POLL_INTERVAL,
+        || numsub(raw, channel),
+        |n| *n == expected,
+    )
+    .await;
+    if let Err(n) = polled {
+        panic!("PUBSUB NUMSUB {channel} stayed {n}, expected {expected} within {within:?}");
+    }
+}
+
+/// `CONFIG RESETSTAT`: zeroes the server's command statistics.
+pub async fn reset_stats(raw: &RawClient) {
+    let _: Value = raw
+        .custom(cmd!("CONFIG"), vec!["RESETSTAT"])
+        .await
+        .expect("CONFIG RESETSTAT");
+}
+
+/// `calls` of every command in INFO commandstats, by lower-case command name
+/// (`cmdstat_evalsha:calls=12,usec=...` gives `"evalsha" => 12`).
+pub async fn command_stats(raw: &RawClient) -> HashMap<String, u64> {
+    let info: String = raw
+        .info(Some(fred::types::InfoKind::CommandStats))
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_ascii_lowercase(), calls))
+        })
+        .collect()
+}
+
+/// How many times the server ran the (lower-case) command `name` since the last reset, 0 if
+/// never.
+pub async fn command_calls(raw: &RawClient, name: &str) -> u64 {
+    command_stats(raw).await.get(name).copied().unwrap_or(0)
+}
