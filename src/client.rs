@@ -117,7 +117,11 @@ impl Client {
     pub async fn new(config: Config) -> Result<Client> {
         config.validate()?;
         let fred_config = FredConfig::from_url(&config.url).map_err(|err| {
-            Error::InvalidArgument(format!("bad redis url `{}`: {}", config.url, err.details()))
+            Error::InvalidArgument(format!(
+                "bad redis url `{}`: {}",
+                config.redacted_url(),
+                err.details()
+            ))
         })?;
         let clustered = fred_config.server.is_clustered();
         let mut builder = Builder::from_config(fred_config);
@@ -132,15 +136,17 @@ impl Client {
             // Reconnect forever, backing off to 2 s; acquires decide whether to wait for it.
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
 
+        let url = config.redacted_url();
         let map_connect = |err: fred::error::Error| match err.kind() {
             fred::error::ErrorKind::Auth
             | fred::error::ErrorKind::Config
-            | fred::error::ErrorKind::Tls => Error::InvalidArgument(format!(
-                "cannot connect to {}: {}",
-                config.url,
-                err.details()
+            | fred::error::ErrorKind::Tls => {
+                Error::InvalidArgument(format!("cannot connect to {url}: {}", err.details()))
+            }
+            kind => Error::Unavailable(fred::error::Error::new(
+                kind.clone(),
+                format!("cannot connect to {url}: {}", err.details()),
             )),
-            _ => Error::Unavailable(err),
         };
         let pool = builder.build_pool(config.pool_size).map_err(map_connect)?;
         let subscriber = builder.build_subscriber_client().map_err(map_connect)?;
@@ -163,8 +169,8 @@ impl Client {
                 return Err(Error::Unavailable(fred::error::Error::new(
                     fred::error::ErrorKind::Timeout,
                     format!(
-                        "could not connect to {} within {:?}",
-                        config.url, config.connect_timeout
+                        "could not connect to {url} within {:?}",
+                        config.connect_timeout
                     ),
                 )));
             }
@@ -208,7 +214,7 @@ impl Client {
         tasks.push(janitor_task);
 
         let id = uuid::Uuid::new_v4().to_string();
-        tracing::debug!(client = %id, url = %config.url, "ferrisson client connected");
+        tracing::debug!(client = %id, url = %config.redacted_url(), "ferrisson client connected");
         Ok(Client {
             inner: Arc::new(ClientInner {
                 id,
@@ -313,7 +319,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("id", &self.inner.id)
-            .field("url", &self.inner.config.url)
+            .field("url", &self.inner.config.redacted_url())
             .finish()
     }
 }

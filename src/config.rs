@@ -117,6 +117,16 @@ impl Config {
         }
     }
 
+    /// The URL with any password replaced by `***`, for messages and logs.
+    ///
+    /// ```
+    /// let config = ferrisson::Config::new("redis://app:s3cret@cache:6379/0");
+    /// assert_eq!(config.redacted_url(), "redis://app:***@cache:6379/0");
+    /// ```
+    pub fn redacted_url(&self) -> String {
+        redact(&self.url)
+    }
+
     /// Checks every field, so that a bad configuration fails at connect time with a clear error.
     pub(crate) fn validate(&self) -> Result<()> {
         if self.watchdog_timeout < Duration::from_millis(3) {
@@ -140,5 +150,42 @@ impl Config {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
         }
         Ok(())
+    }
+}
+
+/// Replaces the password of `scheme://user:password@host` (or `scheme://:password@host`) with
+/// `***`; other URLs are returned unchanged.
+fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &url[..scheme_end],
+            &rest[..colon],
+            &rest[at..]
+        ),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("redis://u:p@h:1/2"), "redis://u:***@h:1/2");
+        assert_eq!(redact("rediss://:p@h"), "rediss://:***@h");
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(redact("redis://user@h"), "redis://user@h");
+        assert_eq!(redact("not a url"), "not a url");
+        assert_eq!(redact("redis://u:p@ss@h/x@y"), "redis://u:***@h/x@y");
     }
 }

@@ -1,0 +1,353 @@
+//! Command-line arguments (clap derive) and their value parsers.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+const ABOUT: &str = "Inspect and use Redisson-compatible Redis locks from the shell";
+
+const LONG_ABOUT: &str = r#"Inspect and use Redisson-compatible Redis locks from the shell.
+
+A lock is the Redis key of the same name, written exactly as Java Redisson's RLock writes it:
+`ferrisson run orders:42 -- ...` excludes a Java service holding getLock("orders:42")."#;
+
+const EXAMPLES: &str = r#"Examples:
+  ferrisson status orders:42 jobs:nightly
+  ferrisson run --wait 30s nightly-report -- ./make-report.sh --full
+  ferrisson watch orders:42
+  ferrisson unlock --force orders:42
+  REDIS_URL=rediss://app:secret@redis.internal:6380/0 ferrisson status orders:42
+
+Durations are humane: 500ms, 30s, 2m, 1h 30m.
+Exit status: 0 on success, 2 for bad arguments, 69 when Redis cannot be reached;
+`run` exits with its command's status (see `ferrisson run --help`)."#;
+
+/// The `ferrisson` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ferrisson",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = EXAMPLES,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Where Redis is.
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// Print JSON instead of text (formats in each subcommand's --help).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options naming the Redis server, shared by every subcommand.
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// Redis URL, redis://[user:password@]host:port[/db] (rediss:// for TLS)
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379",
+        value_name = "URL",
+        help_heading = "Connection"
+    )]
+    pub url: String,
+
+    /// Give up connecting after this long
+    #[arg(
+        long,
+        global = true,
+        default_value = "5s",
+        value_name = "DUR",
+        value_parser = positive_duration,
+        help_heading = "Connection"
+    )]
+    pub connect_timeout: Duration,
+}
+
+impl Connection {
+    /// A library configuration for this connection with Redisson's defaults.
+    pub fn config(&self) -> ferrisson::Config {
+        let mut config = ferrisson::Config::new(self.url.clone());
+        config.connect_timeout = self.connect_timeout;
+        config
+    }
+
+    /// The URL with its password masked, for messages.
+    pub fn redacted_url(&self) -> String {
+        redact_url(&self.url)
+    }
+
+    /// `text` with every occurrence of the URL replaced by its redacted form: library errors
+    /// quote the URL as given, password included.
+    pub fn redact(&self, text: &str) -> String {
+        if self.url.is_empty() {
+            return text.to_owned();
+        }
+        text.replace(&self.url, &self.redacted_url())
+    }
+}
+
+/// `scheme://user:***@host...`: masks the password (or a lone userinfo, which Redis treats as
+/// a password) of a URL.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest_start = scheme_end + 3;
+    let rest = &url[rest_start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &rest[..at];
+    let masked = match userinfo.split_once(':') {
+        Some((user, _)) => format!("{user}:***"),
+        None => "***".to_owned(),
+    };
+    format!("{}{}{}", &url[..rest_start], masked, &rest[at..])
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show whether locks are held, by whom, and for how long
+    #[command(after_help = STATUS_HELP)]
+    Status(StatusArgs),
+    /// Run a command while holding a lock (like flock(1))
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
+    /// Release a lock whoever holds it, waking its waiters
+    #[command(after_help = UNLOCK_HELP)]
+    Unlock(UnlockArgs),
+    /// Follow a lock live: acquisitions, re-entries, releases, renewals
+    #[command(after_help = WATCH_HELP)]
+    Watch(WatchArgs),
+}
+
+const STATUS_HELP: &str = r#"Columns: NAME; STATE (locked or free); KIND (reentrant, fair, read-write, or the Redis type
+of a key that is not a lock); TTL (time left on the lease); HOLDERS (field=hold count, where a
+field is <client uuid>:<thread or owner id>).
+
+With --json, prints one JSON array with an object per NAME:
+  {"name":..., "locked":bool, "kind":"free"|"reentrant"|"fair"|"read-write"|"other",
+   "mode":"read"|"write"|null, "redis_type":"hash"|...|null, "ttl_ms":int|null,
+   "holders":[{"field":..., "count":int}], "queued":int}
+ttl_ms is null for a free lock and for a key without expiry.
+
+Examples:
+  ferrisson status orders:42
+  ferrisson status --json orders:42 orders:43 | jq -r '.[] | select(.locked) | .name'"#;
+
+const RUN_HELP: &str = r#"Takes the lock NAME, runs CMD with its arguments, releases the lock and exits with CMD's
+status. Without --lease the watchdog renews the lock for as long as CMD runs (lease
+--watchdog-timeout, renewed every third of it); with --lease the lock expires after that time,
+even if CMD is still running.
+
+SIGINT, SIGTERM and SIGHUP sent to ferrisson are forwarded to CMD; ferrisson then waits for CMD
+to exit, releases the lock and exits with CMD's status. (Ctrl-C in a terminal also reaches CMD
+directly: it shares ferrisson's process group.) A signal that arrives while ferrisson is still
+waiting for the lock ends the wait (exit 128+signal) without running CMD.
+
+If the lock is lost while CMD runs (its lease ran out, or someone force-unlocked it), ferrisson
+says so on stderr and lets CMD run on: as with Redisson there is nothing safe to do
+automatically, since another holder may already be inside. --kill-on-lost sends CMD SIGTERM
+instead.
+
+With --json, events are printed on stderr, one JSON object per line:
+  {"event":"acquired","name":...,"field":...,"waited_ms":int,
+   "woken_by":"immediate"|"message"|"ttl"}
+  {"event":"not_acquired","name":...,"waited_ms":int}
+  {"event":"interrupted","name":...,"signal":int}
+  {"event":"lost","name":...}
+  {"event":"exited","name":...,"code":int|null,"signal":int|null}
+  {"event":"released","name":...}
+
+Exit status: CMD's status, or 128+N when CMD was killed by signal N; 75 when the lock was not
+acquired within --wait; 126 when CMD cannot be executed, 127 when it is not found; 69 when
+Redis cannot be reached; 2 for bad arguments.
+
+Examples:
+  ferrisson run nightly-report -- ./make-report.sh --full
+  ferrisson run --wait 0 cron:cleanup -- ./cleanup.sh   # skip if already running (exit 75)
+  ferrisson run --wait 2m --lease 10m deploy -- make deploy
+  ferrisson run --kill-on-lost --json orders:42 -- ./process-orders"#;
+
+const UNLOCK_HELP: &str = r#"Deletes the lock whoever holds it and publishes the unlock message, so that waiters
+(ferrisson or Redisson) wake up and retry at once. Its holders lose the lock; a ferrisson `run`
+holding it reports the loss. --force is required, as a reminder that this breaks someone
+else's lock.
+
+Prints whether each lock was held, and exits 0 either way. A key that is not a lock is left
+alone (exit 1). With --json, prints one JSON array of {"name":..., "released":bool}.
+
+Examples:
+  ferrisson unlock --force orders:42"#;
+
+const WATCH_HELP: &str = r#"Reads the lock every --interval and prints a line per change, with a UTC timestamp: the
+initial state, then acquired by FIELD, re-entered / partially released (hold count n), holder
+changed, released, expired, TTL renewed, waiters queued. Changes that come and go between two
+reads are not seen. Runs until interrupted (Ctrl-C or SIGTERM; exit 0) or until --for elapses.
+
+With --json, prints one JSON object per line on stdout, each with "ts" (RFC 3339, UTC), "name"
+and "event": state, acquired, reentered, partially_released, holder_changed, released,
+expired, renewed, kind_changed, queued, unavailable or reconnected.
+
+Examples:
+  ferrisson watch orders:42
+  ferrisson watch --interval 1s --json orders:42 >> orders-lock.log"#;
+
+/// `ferrisson status`
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Lock names (Redis keys)
+    #[arg(required = true, value_name = "NAME", value_parser = lock_name)]
+    pub names: Vec<String>,
+}
+
+/// `ferrisson run`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Lock name (Redis key)
+    #[arg(value_name = "NAME", value_parser = lock_name)]
+    pub name: String,
+
+    /// Give up after this long with exit 75; 0 tries once [default: wait forever]
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    pub wait: Option<Duration>,
+
+    /// Fixed lease, not renewed [default: renewed by the watchdog]
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub lease: Option<Duration>,
+
+    /// Lease the watchdog renews every third of
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = positive_duration, conflicts_with = "lease")]
+    pub watchdog_timeout: Duration,
+
+    /// Send CMD SIGTERM if the lock is lost while it runs
+    #[arg(long)]
+    pub kill_on_lost: bool,
+
+    /// Report acquisition and release on stderr
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// The command to run, and its arguments (put them after `--`)
+    #[arg(
+        required = true,
+        value_name = "CMD",
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// `ferrisson unlock`
+#[derive(Debug, Args)]
+pub struct UnlockArgs {
+    /// Required: release the lock even though another process holds it
+    #[arg(long, required = true)]
+    pub force: bool,
+
+    /// Lock names (Redis keys)
+    #[arg(required = true, value_name = "NAME", value_parser = lock_name)]
+    pub names: Vec<String>,
+}
+
+/// `ferrisson watch`
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Lock name (Redis key)
+    #[arg(value_name = "NAME", value_parser = lock_name)]
+    pub name: String,
+
+    /// How often to read the lock
+    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = positive_duration)]
+    pub interval: Duration,
+
+    /// Stop after this long [default: until interrupted]
+    #[arg(long = "for", value_name = "DUR", value_parser = duration)]
+    pub duration: Option<Duration>,
+}
+
+/// A lock name: any non-empty string.
+fn lock_name(value: &str) -> Result<String, String> {
+    if value.is_empty() {
+        Err("a lock name must not be empty".to_owned())
+    } else {
+        Ok(value.to_owned())
+    }
+}
+
+/// A humane duration: `500ms`, `30s`, `2m`, `1h 30m`, or `0`.
+pub fn duration(value: &str) -> Result<Duration, String> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Err("expected a duration such as 500ms, 30s or 2m".to_owned());
+    }
+    if trimmed.chars().all(|c| c.is_ascii_digit()) {
+        if trimmed.bytes().all(|b| b == b'0') {
+            return Ok(Duration::ZERO);
+        }
+        return Err(format!(
+            "`{trimmed}` has no unit; write e.g. {trimmed}s or {trimmed}ms"
+        ));
+    }
+    humantime::parse_duration(trimmed)
+        .map_err(|err| format!("not a duration ({err}); write e.g. 500ms, 30s, 2m or 1h 30m"))
+}
+
+/// A humane duration that must not be zero.
+fn positive_duration(value: &str) -> Result<Duration, String> {
+    let parsed = duration(value)?;
+    if parsed.is_zero() {
+        Err("must be longer than zero".to_owned())
+    } else {
+        Ok(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_are_humane() {
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+        assert!(duration("5").unwrap_err().contains("no unit"));
+        assert!(duration("5parsecs").unwrap_err().contains("not a duration"));
+        assert!(positive_duration("0s").is_err());
+    }
+
+    #[test]
+    fn passwords_are_masked_in_urls() {
+        assert_eq!(
+            redact_url("rediss://app:s3cret@redis:6380/0"),
+            "rediss://app:***@redis:6380/0"
+        );
+        assert_eq!(redact_url("redis://:pw@h"), "redis://:***@h");
+        assert_eq!(redact_url("redis://pw@h"), "redis://***@h");
+        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+        assert_eq!(redact_url("nonsense"), "nonsense");
+    }
+}

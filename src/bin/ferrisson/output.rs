@@ -1,0 +1,247 @@
+//! Text and JSON rendering shared by the subcommands.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime};
+
+use ferrisson::{LockInfo, LockKind, RemainingTtl, WokenBy};
+use serde::Serialize;
+
+/// Writes `line` and a newline to stderr in one `write` call, so that it does not interleave
+/// with output of the command `run` runs, which shares the stream.
+pub fn stderr_line(line: &str) {
+    let mut buf = String::with_capacity(line.len() + 1);
+    buf.push_str(line);
+    buf.push('\n');
+    let _ = std::io::stderr().lock().write_all(buf.as_bytes());
+}
+
+/// Writes `line` and a newline to stdout and flushes (stdout may be a pipe read live). Errors
+/// (a closed pipe: `ferrisson status x | head -1`) are ignored rather than panicking.
+pub fn stdout_line(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// `value` as one line of JSON.
+pub fn json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|err| format!("{{\"error\":\"{err}\"}}"))
+}
+
+/// A duration for people: `812ms`, `29.8s`, `2m 05s`, `1h 02m`, `3d 04h`.
+pub fn humane(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        let tenths = ms / 100;
+        format!("{}.{}s", tenths / 10, tenths % 10)
+    } else if ms < 3_600_000 {
+        let s = ms / 1_000;
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else if ms < 86_400_000 {
+        let m = ms / 60_000;
+        format!("{}h {:02}m", m / 60, m % 60)
+    } else {
+        let h = ms / 3_600_000;
+        format!("{}d {:02}h", h / 24, h % 24)
+    }
+}
+
+/// The TTL column: humane time left, `no expiry`, or `-` for a free lock.
+pub fn ttl_text(ttl: &RemainingTtl) -> String {
+    match ttl {
+        RemainingTtl::Expires(left) => humane(*left),
+        RemainingTtl::NoExpiry => "no expiry".to_owned(),
+        _ => "-".to_owned(),
+    }
+}
+
+/// Milliseconds left, or `None` for a free lock or a key without expiry.
+pub fn ttl_ms(ttl: &RemainingTtl) -> Option<u64> {
+    match ttl {
+        RemainingTtl::Expires(left) => Some(u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+        _ => None,
+    }
+}
+
+/// Milliseconds of a duration, saturating.
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The KIND column: `-` (free), `reentrant`, `fair, 3 queued`, `read-write (read)`,
+/// `not a lock (string)`.
+pub fn kind_text(kind: &LockKind, queued: u64) -> String {
+    match kind {
+        LockKind::Free => "-".to_owned(),
+        LockKind::Reentrant => "reentrant".to_owned(),
+        LockKind::Fair => format!("fair, {queued} queued"),
+        LockKind::ReadWrite { mode } => format!("read-write ({mode})"),
+        LockKind::Other { redis_type } => format!("not a lock ({redis_type})"),
+        _ => "unknown".to_owned(),
+    }
+}
+
+/// A kind as JSON fields: (`kind`, `mode`, `redis_type`).
+pub fn kind_parts(kind: &LockKind) -> (&'static str, Option<String>, Option<String>) {
+    let hash = || Some("hash".to_owned());
+    match kind {
+        LockKind::Free => ("free", None, None),
+        LockKind::Reentrant => ("reentrant", None, hash()),
+        LockKind::Fair => ("fair", None, hash()),
+        LockKind::ReadWrite { mode } => ("read-write", Some(mode.clone()), hash()),
+        LockKind::Other { redis_type } => ("other", None, Some(redis_type.clone())),
+        _ => ("unknown", None, None),
+    }
+}
+
+/// `field=count, field=count`, or `-`.
+pub fn holders_text(info: &LockInfo) -> String {
+    if info.holders.is_empty() {
+        return "-".to_owned();
+    }
+    info.holders
+        .iter()
+        .map(|holder| format!("{}={}", holder.field, holder.count))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `immediate`, `message` or `ttl`.
+pub fn woken_by(woken_by: WokenBy) -> &'static str {
+    match woken_by {
+        WokenBy::Immediate => "immediate",
+        WokenBy::Message => "message",
+        WokenBy::Ttl => "ttl",
+        _ => "unknown",
+    }
+}
+
+/// Now, as RFC 3339 with milliseconds, UTC: `2024-05-01T12:00:00.123Z`.
+pub fn timestamp() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// The time of day part of a [`timestamp`]: `12:00:00.123`.
+pub fn time_of_day(timestamp: &str) -> &str {
+    timestamp.get(11..23).unwrap_or(timestamp)
+}
+
+/// One holder in JSON.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct HolderJson {
+    /// `<client uuid>:<owner id>`
+    pub field: String,
+    /// Hold count.
+    pub count: i64,
+}
+
+/// A lock's state in JSON (`status --json`, `watch --json`).
+#[derive(Serialize, Debug)]
+pub struct LockJson {
+    /// Lock name.
+    pub name: String,
+    /// Whether the key exists.
+    pub locked: bool,
+    /// `free`, `reentrant`, `fair`, `read-write`, `other`.
+    pub kind: &'static str,
+    /// `read` / `write` for a read-write lock.
+    pub mode: Option<String>,
+    /// The Redis type of the key (`hash` for locks), null when free.
+    pub redis_type: Option<String>,
+    /// Time left, null when free or without expiry.
+    pub ttl_ms: Option<u64>,
+    /// Holder fields and counts.
+    pub holders: Vec<HolderJson>,
+    /// Waiters in a fair lock's queue.
+    pub queued: u64,
+}
+
+impl LockJson {
+    /// The JSON view of `info`.
+    pub fn new(info: &LockInfo) -> LockJson {
+        let (kind, mode, redis_type) = kind_parts(&info.kind);
+        LockJson {
+            name: info.name.clone(),
+            locked: info.is_locked(),
+            kind,
+            mode,
+            redis_type,
+            ttl_ms: ttl_ms(&info.ttl),
+            holders: info
+                .holders
+                .iter()
+                .map(|holder| HolderJson {
+                    field: holder.field.clone(),
+                    count: holder.count,
+                })
+                .collect(),
+            queued: info.queued,
+        }
+    }
+}
+
+/// Renders rows as left-aligned columns separated by two spaces (the last column unpadded).
+pub fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0; columns];
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                let pad = widths[i] - cell.chars().count() + 2;
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(humane(Duration::from_millis(812)), "812ms");
+        assert_eq!(humane(Duration::from_millis(29_849)), "29.8s");
+        assert_eq!(humane(Duration::from_millis(59_999)), "59.9s");
+        assert_eq!(humane(Duration::from_secs(125)), "2m 05s");
+        assert_eq!(humane(Duration::from_secs(3_720)), "1h 02m");
+        assert_eq!(
+            humane(Duration::from_secs(3 * 86_400 + 4 * 3_600)),
+            "3d 04h"
+        );
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let rows = vec![
+            vec!["NAME".to_owned(), "STATE".to_owned(), "X".to_owned()],
+            vec!["a-long-name".to_owned(), "free".to_owned(), "-".to_owned()],
+        ];
+        assert_eq!(
+            table(&rows),
+            "NAME         STATE  X\na-long-name  free   -\n"
+        );
+    }
+
+    #[test]
+    fn timestamps_have_a_time_of_day() {
+        let ts = "2024-05-01T12:00:00.123Z";
+        assert_eq!(time_of_day(ts), "12:00:00.123");
+        assert_eq!(timestamp().len(), ts.len());
+    }
+}

@@ -1,0 +1,343 @@
+//! `ferrisson run NAME -- CMD [ARGS...]`: flock(1) on a Redisson lock.
+
+use std::io::ErrorKind;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use ferrisson::{LockGuard, Owner};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde::Serialize;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::time::Instant;
+
+use crate::args::{Connection, RunArgs};
+use crate::output::{self, humane, millis};
+use crate::{connect, exit, Failure, Outcome};
+
+/// Events printed on stderr with `--json`.
+#[derive(Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum Event<'a> {
+    Acquired {
+        name: &'a str,
+        field: &'a str,
+        waited_ms: u64,
+        woken_by: &'static str,
+    },
+    NotAcquired {
+        name: &'a str,
+        waited_ms: u64,
+    },
+    Interrupted {
+        name: &'a str,
+        signal: i32,
+    },
+    Lost {
+        name: &'a str,
+    },
+    Exited {
+        name: &'a str,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    Released {
+        name: &'a str,
+    },
+}
+
+/// Prints events as JSON lines or as `ferrisson: ...` messages on stderr.
+struct Reporter<'a> {
+    name: &'a str,
+    json: bool,
+    verbose: bool,
+}
+
+impl Reporter<'_> {
+    fn json(&self, event: &Event<'_>) {
+        output::stderr_line(&output::json(event));
+    }
+
+    fn say(&self, message: &str) {
+        output::stderr_line(&format!("ferrisson: {message}"));
+    }
+
+    fn acquired(&self, guard: &LockGuard) {
+        let acquisition = guard.acquisition();
+        if self.json {
+            self.json(&Event::Acquired {
+                name: self.name,
+                field: guard.holder_field(),
+                waited_ms: millis(acquisition.waited),
+                woken_by: output::woken_by(acquisition.woken_by),
+            });
+        } else if self.verbose {
+            let how = match acquisition.woken_by {
+                ferrisson::WokenBy::Immediate => "at once".to_owned(),
+                ferrisson::WokenBy::Message => format!(
+                    "after {}, woken by the holder's unlock message",
+                    humane(acquisition.waited)
+                ),
+                _ => format!(
+                    "after {}, when the holder's lease ran out",
+                    humane(acquisition.waited)
+                ),
+            };
+            self.say(&format!(
+                "acquired `{}` {how} (holder field {})",
+                self.name,
+                guard.holder_field()
+            ));
+        }
+    }
+
+    fn not_acquired(&self, wait: Duration, waited: Duration, holders: Option<String>) {
+        if self.json {
+            self.json(&Event::NotAcquired {
+                name: self.name,
+                waited_ms: millis(waited),
+            });
+        } else {
+            let by = holders.map(|h| format!(" by {h}")).unwrap_or_default();
+            let within = if wait.is_zero() {
+                "(--wait 0 tries once)".to_owned()
+            } else {
+                format!("within --wait {}", humane(wait))
+            };
+            self.say(&format!(
+                "`{}` is locked{by}; not acquired {within}",
+                self.name
+            ));
+        }
+    }
+
+    fn interrupted(&self, signal: Signal) {
+        if self.json {
+            self.json(&Event::Interrupted {
+                name: self.name,
+                signal: signal as i32,
+            });
+        } else {
+            self.say(&format!(
+                "{} while waiting for `{}`; not running the command",
+                signal.as_str(),
+                self.name
+            ));
+        }
+    }
+
+    fn lost(&self, kill_on_lost: bool) {
+        if self.json {
+            self.json(&Event::Lost { name: self.name });
+        } else if kill_on_lost {
+            self.say(&format!(
+                "lost the lock `{}` (its lease ran out or it was force-unlocked); \
+                 sending the command SIGTERM (--kill-on-lost)",
+                self.name
+            ));
+        } else {
+            self.say(&format!(
+                "warning: lost the lock `{}` (its lease ran out or it was force-unlocked); \
+                 the command keeps running without it",
+                self.name
+            ));
+        }
+    }
+
+    fn forwarding(&self, signal: Signal, pid: Pid) {
+        if self.verbose && !self.json {
+            self.say(&format!(
+                "forwarding {} to the command (pid {pid})",
+                signal.as_str()
+            ));
+        }
+    }
+
+    fn exited(&self, status: ExitStatus) {
+        if self.json {
+            self.json(&Event::Exited {
+                name: self.name,
+                code: status.code(),
+                signal: status.signal(),
+            });
+        }
+    }
+
+    fn released(&self) {
+        if self.json {
+            self.json(&Event::Released { name: self.name });
+        } else if self.verbose {
+            self.say(&format!("released `{}`", self.name));
+        }
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP, as one stream. Installing it replaces their default action
+/// (terminate), so every path from here on must end the program itself.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            Some(()) = self.interrupt.recv() => Signal::SIGINT,
+            Some(()) = self.terminate.recv() => Signal::SIGTERM,
+            Some(()) = self.hangup.recv() => Signal::SIGHUP,
+            else => std::future::pending().await,
+        }
+    }
+}
+
+/// Takes the lock, runs the command, releases, and returns the command's exit status.
+pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
+    let mut signals = Signals::install()
+        .map_err(|err| Failure::new(exit::FAILURE, format!("cannot handle signals: {err}")))?;
+    let mut config = conn.config();
+    config.watchdog_timeout = args.watchdog_timeout;
+    let client = connect(conn, config).await?;
+    let name = args.name.as_str();
+    let report = Reporter {
+        name,
+        json,
+        verbose: args.verbose,
+    };
+
+    // An owner of its own: the holder field is `<client uuid>:<fresh id>`.
+    let lock = client.lock(name).with_owner(Owner::new());
+    let started = Instant::now();
+    let acquire = async {
+        match (args.wait, args.lease) {
+            (Some(wait), lease) => lock.try_lock_for(wait, lease).await,
+            (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
+            (None, None) => lock.lock().await.map(Some),
+        }
+    };
+    let acquired = tokio::select! {
+        acquired = acquire => acquired,
+        signal = signals.recv() => {
+            // Acquires are cancel safe: a lock taken as the signal arrived is released.
+            report.interrupted(signal);
+            client.shutdown().await;
+            return Ok(128 + signal as u8);
+        }
+    };
+    let guard = match acquired {
+        Ok(Some(guard)) => guard,
+        Ok(None) => {
+            let holders = client
+                .inspect(name)
+                .await
+                .ok()
+                .filter(|info| !info.holders.is_empty())
+                .map(|info| output::holders_text(&info));
+            report.not_acquired(args.wait.unwrap_or_default(), started.elapsed(), holders);
+            client.shutdown().await;
+            return Ok(exit::TEMPFAIL);
+        }
+        Err(err) => {
+            client.shutdown().await;
+            return Err(Failure::from_lib(
+                &format!("cannot acquire `{name}`"),
+                &err,
+                conn,
+            ));
+        }
+    };
+    report.acquired(&guard);
+
+    let program = &args.command[0];
+    let spawned = tokio::process::Command::new(program)
+        .args(&args.command[1..])
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            release(&report, guard, false).await;
+            client.shutdown().await;
+            let code = if err.kind() == ErrorKind::NotFound {
+                exit::NOT_FOUND
+            } else {
+                exit::CANNOT_EXECUTE
+            };
+            return Err(Failure::new(
+                code,
+                format!("cannot run `{}`: {err}", program.to_string_lossy()),
+            ));
+        }
+    };
+    // Some until the child has been reaped, which happens only in `wait` below.
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let mut lost_reported = false;
+    let waited = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            signal = signals.recv() => {
+                if let Some(pid) = pid {
+                    report.forwarding(signal, pid);
+                    let _ = kill(pid, signal);
+                }
+            }
+            () = &mut lost, if !lost_reported => {
+                lost_reported = true;
+                report.lost(args.kill_on_lost);
+                if args.kill_on_lost {
+                    if let Some(pid) = pid {
+                        let _ = kill(pid, Signal::SIGTERM);
+                    }
+                }
+            }
+        }
+    };
+
+    if let Ok(status) = &waited {
+        report.exited(*status);
+    }
+    release(&report, guard, lost_reported).await;
+    client.shutdown().await;
+    let status = waited
+        .map_err(|err| Failure::new(exit::FAILURE, format!("lost track of the command: {err}")))?;
+    Ok(exit_code(status))
+}
+
+/// Releases the hold, reporting the release, or the loss if it was not reported yet.
+async fn release(report: &Reporter<'_>, guard: LockGuard, lost_reported: bool) {
+    match guard.unlock().await {
+        Ok(true) => report.released(),
+        Ok(false) => {
+            if !lost_reported {
+                report.lost(false);
+            }
+        }
+        Err(err) => report.say(&format!(
+            "warning: could not release `{}`: {err}; it is freed when its lease runs out",
+            report.name
+        )),
+    }
+}
+
+/// The shell's convention: the exit code, or 128 + the signal that killed the command.
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (code & 0xff) as u8,
+        (None, Some(signal)) => 128u8.saturating_add((signal & 0x7f) as u8),
+        (None, None) => exit::FAILURE,
+    }
+}

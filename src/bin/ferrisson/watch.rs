@@ -1,0 +1,537 @@
+//! `ferrisson watch NAME`: a live view of one lock, by polling `Client::inspect`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ferrisson::{LockInfo, LockKind, RemainingTtl};
+use serde::Serialize;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::args::{Connection, WatchArgs};
+use crate::output::{self, humane, LockJson};
+use crate::{connect, exit, Failure, Outcome};
+
+/// One observed change of the lock.
+#[derive(Serialize, Debug)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum Change {
+    /// The state when watching starts.
+    State {
+        #[serde(flatten)]
+        lock: LockJson,
+    },
+    Acquired {
+        name: String,
+        field: String,
+        count: i64,
+        ttl_ms: Option<u64>,
+    },
+    Reentered {
+        name: String,
+        field: String,
+        count: i64,
+    },
+    PartiallyReleased {
+        name: String,
+        field: String,
+        count: i64,
+    },
+    HolderChanged {
+        name: String,
+        from: String,
+        to: String,
+        count: i64,
+    },
+    Released {
+        name: String,
+        field: String,
+    },
+    /// Gone, and its last seen TTL had run out by the time it was found gone.
+    Expired {
+        name: String,
+        field: String,
+    },
+    Renewed {
+        name: String,
+        ttl_ms: u64,
+        previous_ttl_ms: u64,
+    },
+    KindChanged {
+        name: String,
+        #[serde(skip)]
+        text: String,
+        kind: &'static str,
+        mode: Option<String>,
+        redis_type: Option<String>,
+    },
+    Queued {
+        name: String,
+        queued: u64,
+    },
+    Unavailable {
+        name: String,
+        error: String,
+    },
+    Reconnected {
+        name: String,
+    },
+}
+
+impl Change {
+    /// The human line (without the timestamp).
+    fn text(&self) -> String {
+        match self {
+            Change::State { lock } => state_text(lock),
+            Change::Acquired {
+                field,
+                count,
+                ttl_ms,
+                ..
+            } => {
+                let ttl = match ttl_ms {
+                    Some(ms) => format!("TTL {}", humane(Duration::from_millis(*ms))),
+                    None => "no expiry".to_owned(),
+                };
+                format!("acquired by {field} (hold count {count}), {ttl}")
+            }
+            Change::Reentered { field, count, .. } => {
+                format!("re-entered by {field} (hold count {count})")
+            }
+            Change::PartiallyReleased { field, count, .. } => {
+                format!("partially released by {field} (hold count {count})")
+            }
+            Change::HolderChanged {
+                from, to, count, ..
+            } => format!("holder changed: {from} → {to} (hold count {count})"),
+            Change::Released { field, .. } => format!("released by {field}"),
+            Change::Expired { field, .. } => format!("expired: the lease of {field} ran out"),
+            Change::Renewed {
+                ttl_ms,
+                previous_ttl_ms,
+                ..
+            } => format!(
+                "TTL renewed: {} → {}",
+                humane(Duration::from_millis(*previous_ttl_ms)),
+                humane(Duration::from_millis(*ttl_ms))
+            ),
+            Change::KindChanged { text, .. } => text.clone(),
+            Change::Queued { queued, .. } => match queued {
+                0 => "no waiters queued".to_owned(),
+                1 => "1 waiter queued".to_owned(),
+                n => format!("{n} waiters queued"),
+            },
+            Change::Unavailable { error, .. } => format!("Redis unavailable ({error}); retrying"),
+            Change::Reconnected { .. } => "Redis reachable again".to_owned(),
+        }
+    }
+}
+
+fn state_text(lock: &LockJson) -> String {
+    if !lock.locked {
+        return "free".to_owned();
+    }
+    let ttl = match lock.ttl_ms {
+        Some(ms) => format!("TTL {}", humane(Duration::from_millis(ms))),
+        None => "no expiry".to_owned(),
+    };
+    let kind = match (lock.kind, &lock.mode, &lock.redis_type) {
+        ("read-write", Some(mode), _) => format!("read-write lock in {mode} mode"),
+        ("other", _, Some(redis_type)) => return format!("not a lock (a {redis_type}), {ttl}"),
+        (kind, _, _) => format!("{kind} lock"),
+    };
+    let holders = lock
+        .holders
+        .iter()
+        .map(|h| format!("{} (hold count {})", h.field, h.count))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let queued = if lock.queued > 0 {
+        format!(", {} queued", lock.queued)
+    } else {
+        String::new()
+    };
+    if holders.is_empty() {
+        format!("locked ({kind}, {ttl}{queued})")
+    } else {
+        format!("locked by {holders} ({kind}, {ttl}{queued})")
+    }
+}
+
+/// What `diff` compares: the parts of a [`LockInfo`] that changes are read from.
+#[derive(Clone, Debug)]
+struct Snapshot {
+    name: String,
+    kind: LockKind,
+    holders: Vec<(String, i64)>,
+    ttl: RemainingTtl,
+    queued: u64,
+}
+
+impl From<&LockInfo> for Snapshot {
+    fn from(info: &LockInfo) -> Snapshot {
+        Snapshot {
+            name: info.name.clone(),
+            kind: info.kind.clone(),
+            holders: info
+                .holders
+                .iter()
+                .map(|h| (h.field.clone(), h.count))
+                .collect(),
+            ttl: info.ttl,
+            queued: info.queued,
+        }
+    }
+}
+
+impl Snapshot {
+    fn is_locked(&self) -> bool {
+        self.kind != LockKind::Free
+    }
+
+    /// A lock kind ferrisson or Redisson writes holders into.
+    fn is_lock(&self) -> bool {
+        matches!(
+            self.kind,
+            LockKind::Reentrant | LockKind::Fair | LockKind::ReadWrite { .. }
+        )
+    }
+}
+
+fn kind_changed(cur: &Snapshot) -> Change {
+    let (kind, mode, redis_type) = output::kind_parts(&cur.kind);
+    let text = match &cur.kind {
+        LockKind::Free => "deleted: now free".to_owned(),
+        other => format!("now {}", output::kind_text(other, cur.queued)),
+    };
+    Change::KindChanged {
+        name: cur.name.clone(),
+        text,
+        kind,
+        mode,
+        redis_type,
+    }
+}
+
+/// The changes between two snapshots; `elapsed` is the time between them.
+fn diff(prev: &Snapshot, cur: &Snapshot, elapsed: Duration) -> Vec<Change> {
+    let name = || cur.name.clone();
+    let mut changes = Vec::new();
+    let is_locked = cur.is_locked();
+
+    // Kind changes that holder events do not tell: a read-write lock switching mode, a key of
+    // another type appearing or going away. (A lock becoming fair shows as waiters queued.)
+    let acquired_or_released =
+        (prev.is_lock() && !is_locked) || (!prev.is_locked() && cur.is_lock());
+    let plain_or_fair = |s: &Snapshot| matches!(s.kind, LockKind::Reentrant | LockKind::Fair);
+    if prev.kind != cur.kind
+        && !acquired_or_released
+        && !(plain_or_fair(prev) && plain_or_fair(cur))
+    {
+        changes.push(kind_changed(cur));
+    }
+
+    let before: BTreeMap<&str, i64> = prev.holders.iter().map(|(f, c)| (f.as_str(), *c)).collect();
+    let after: BTreeMap<&str, i64> = cur.holders.iter().map(|(f, c)| (f.as_str(), *c)).collect();
+    let removed: Vec<&str> = before
+        .keys()
+        .filter(|f| !after.contains_key(*f))
+        .copied()
+        .collect();
+    let added: Vec<(&str, i64)> = after
+        .iter()
+        .filter(|(f, _)| !before.contains_key(*f))
+        .map(|(f, c)| (*f, *c))
+        .collect();
+    let holders_changed = !removed.is_empty() || !added.is_empty();
+
+    if let ([from], [(to, count)]) = (removed.as_slice(), added.as_slice()) {
+        changes.push(Change::HolderChanged {
+            name: name(),
+            from: (*from).to_owned(),
+            to: (*to).to_owned(),
+            count: *count,
+        });
+    } else {
+        let ran_out = match prev.ttl {
+            RemainingTtl::Expires(left) => elapsed >= left,
+            _ => false,
+        };
+        for field in &removed {
+            let field = (*field).to_owned();
+            changes.push(if !is_locked && ran_out {
+                Change::Expired {
+                    name: name(),
+                    field,
+                }
+            } else {
+                Change::Released {
+                    name: name(),
+                    field,
+                }
+            });
+        }
+        for (field, count) in &added {
+            changes.push(Change::Acquired {
+                name: name(),
+                field: (*field).to_owned(),
+                count: *count,
+                ttl_ms: output::ttl_ms(&cur.ttl),
+            });
+        }
+    }
+
+    let mut counts_changed = false;
+    for (field, count) in &after {
+        let Some(old) = before.get(field) else {
+            continue;
+        };
+        let (field, count) = ((*field).to_owned(), *count);
+        if count > *old {
+            counts_changed = true;
+            changes.push(Change::Reentered {
+                name: name(),
+                field,
+                count,
+            });
+        } else if count < *old {
+            counts_changed = true;
+            changes.push(Change::PartiallyReleased {
+                name: name(),
+                field,
+                count,
+            });
+        }
+    }
+
+    // Without a write the TTL only goes down; a higher one was set again (a renewal).
+    if !holders_changed && !counts_changed {
+        if let (RemainingTtl::Expires(old), RemainingTtl::Expires(new)) = (&prev.ttl, &cur.ttl) {
+            if new > old {
+                changes.push(Change::Renewed {
+                    name: name(),
+                    ttl_ms: output::millis(*new),
+                    previous_ttl_ms: output::millis(*old),
+                });
+            }
+        }
+    }
+
+    if prev.queued != cur.queued {
+        changes.push(Change::Queued {
+            name: name(),
+            queued: cur.queued,
+        });
+    }
+    changes
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    ts: &'a str,
+    #[serde(flatten)]
+    change: &'a Change,
+}
+
+fn print(json: bool, change: &Change) {
+    let ts = output::timestamp();
+    if json {
+        output::stdout_line(&output::json(&Line { ts: &ts, change }));
+    } else {
+        output::stdout_line(&format!("{}  {}", output::time_of_day(&ts), change.text()));
+    }
+}
+
+/// Polls the lock and prints its changes until interrupted or `--for` elapses.
+pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
+    let signal_error =
+        |err: std::io::Error| Failure::new(exit::FAILURE, format!("cannot handle signals: {err}"));
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
+    let client = connect(conn, conn.config()).await?;
+    let name = args.name.as_str();
+    if !json {
+        let until = match args.duration {
+            Some(d) => format!("for {}", humane(d)),
+            None => "until interrupted".to_owned(),
+        };
+        output::stderr_line(&format!(
+            "ferrisson: watching `{name}` on {} every {}, {until} (times are UTC)",
+            conn.redacted_url(),
+            humane(args.interval)
+        ));
+    }
+
+    let deadline = args.duration.map(|d| Instant::now() + d);
+    let until_deadline = async {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(until_deadline);
+    let mut ticker = tokio::time::interval(args.interval);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last: Option<(Snapshot, Instant)> = None;
+    let mut unavailable = false;
+
+    let outcome = loop {
+        let poll = async {
+            ticker.tick().await;
+            client.inspect(name).await
+        };
+        let polled = tokio::select! {
+            polled = poll => polled,
+            _ = interrupt.recv() => break Ok(exit::OK),
+            _ = terminate.recv() => break Ok(exit::OK),
+            () = &mut until_deadline => break Ok(exit::OK),
+        };
+        match polled {
+            Ok(info) => {
+                let now = Instant::now();
+                if unavailable {
+                    unavailable = false;
+                    print(
+                        json,
+                        &Change::Reconnected {
+                            name: name.to_owned(),
+                        },
+                    );
+                }
+                let changes = match &last {
+                    None => vec![Change::State {
+                        lock: LockJson::new(&info),
+                    }],
+                    Some((prev, at)) => diff(prev, &Snapshot::from(&info), now - *at),
+                };
+                for change in &changes {
+                    print(json, change);
+                }
+                last = Some((Snapshot::from(&info), now));
+            }
+            Err(err) if err.is_transient() => {
+                if !unavailable {
+                    unavailable = true;
+                    print(
+                        json,
+                        &Change::Unavailable {
+                            name: name.to_owned(),
+                            error: conn.redact(&err.to_string()),
+                        },
+                    );
+                }
+            }
+            Err(err) => {
+                break Err(Failure::from_lib(
+                    &format!("cannot read `{name}`"),
+                    &err,
+                    conn,
+                ))
+            }
+        }
+    };
+    client.shutdown().await;
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(kind: LockKind, holders: &[(&str, i64)], ttl_ms: Option<u64>) -> Snapshot {
+        Snapshot {
+            name: "x".to_owned(),
+            ttl: match (&kind, ttl_ms) {
+                (LockKind::Free, _) => RemainingTtl::NotLocked,
+                (_, Some(ms)) => RemainingTtl::Expires(Duration::from_millis(ms)),
+                (_, None) => RemainingTtl::NoExpiry,
+            },
+            kind,
+            holders: holders.iter().map(|(f, c)| ((*f).to_owned(), *c)).collect(),
+            queued: 0,
+        }
+    }
+
+    fn texts(prev: &Snapshot, cur: &Snapshot, elapsed_ms: u64) -> Vec<String> {
+        diff(prev, cur, Duration::from_millis(elapsed_ms))
+            .iter()
+            .map(Change::text)
+            .collect()
+    }
+
+    #[test]
+    fn acquisitions_reentries_and_releases_are_told_apart() {
+        let free = snap(LockKind::Free, &[], None);
+        let once = snap(LockKind::Reentrant, &[("a:1", 1)], Some(30_000));
+        let twice = snap(LockKind::Reentrant, &[("a:1", 2)], Some(30_000));
+        assert_eq!(
+            texts(&free, &once, 100),
+            ["acquired by a:1 (hold count 1), TTL 30.0s"]
+        );
+        assert_eq!(
+            texts(&once, &twice, 100),
+            ["re-entered by a:1 (hold count 2)"]
+        );
+        assert_eq!(
+            texts(&twice, &once, 100),
+            ["partially released by a:1 (hold count 1)"]
+        );
+        assert_eq!(texts(&once, &free, 100), ["released by a:1"]);
+        assert_eq!(
+            texts(&once, &free, 30_000),
+            ["expired: the lease of a:1 ran out"]
+        );
+        assert!(texts(&once, &once, 100).is_empty());
+    }
+
+    #[test]
+    fn a_new_holder_between_polls_is_a_holder_change() {
+        let a = snap(LockKind::Reentrant, &[("a:1", 1)], Some(1_000));
+        let b = snap(LockKind::Reentrant, &[("b:7", 1)], Some(30_000));
+        assert_eq!(
+            texts(&a, &b, 100),
+            ["holder changed: a:1 → b:7 (hold count 1)"]
+        );
+    }
+
+    #[test]
+    fn a_longer_ttl_is_a_renewal() {
+        let before = snap(LockKind::Reentrant, &[("a:1", 1)], Some(20_000));
+        let after = snap(LockKind::Reentrant, &[("a:1", 1)], Some(30_000));
+        assert_eq!(texts(&before, &after, 100), ["TTL renewed: 20.0s → 30.0s"]);
+        assert!(texts(&after, &before, 100).is_empty());
+    }
+
+    #[test]
+    fn kind_changes_and_queues_are_reported() {
+        let read = snap(
+            LockKind::ReadWrite {
+                mode: "read".into(),
+            },
+            &[("a:1", 1)],
+            Some(1_000),
+        );
+        let write = snap(
+            LockKind::ReadWrite {
+                mode: "write".into(),
+            },
+            &[("a:1", 1)],
+            Some(1_000),
+        );
+        assert_eq!(texts(&read, &write, 10), ["now read-write (write)"]);
+        let string = snap(
+            LockKind::Other {
+                redis_type: "string".into(),
+            },
+            &[],
+            None,
+        );
+        let free = snap(LockKind::Free, &[], None);
+        assert_eq!(texts(&free, &string, 10), ["now not a lock (string)"]);
+        assert_eq!(texts(&string, &free, 10), ["deleted: now free"]);
+        let mut fair = snap(LockKind::Fair, &[("a:1", 1)], Some(800));
+        fair.queued = 2;
+        let plain = snap(LockKind::Reentrant, &[("a:1", 1)], Some(900));
+        assert_eq!(texts(&plain, &fair, 10), ["2 waiters queued"]);
+    }
+}
