@@ -21,6 +21,7 @@ use ferrisson::{Client, Config, Error, LockGuard, Owner, RemainingTtl, WokenBy};
 use fred::clients::Client as RawClient;
 use fred::{cmd, prelude::*};
 use node_peer::NodePeer;
+use support::redis_state::numsub;
 use support::{connect, connect_with, raw_client, RedisServer};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout, Instant};
@@ -692,17 +693,6 @@ async fn pttl(raw: &RawClient, key: &str) -> i64 {
     raw.pttl(key).await.expect("PTTL")
 }
 
-/// `PUBSUB NUMSUB channel`.
-async fn numsub(raw: &RawClient, channel: &str) -> i64 {
-    let reply: Vec<Value> = raw
-        .custom(cmd!("PUBSUB"), vec!["NUMSUB", channel])
-        .await
-        .expect("PUBSUB NUMSUB");
-    reply
-        .get(1)
-        .and_then(Value::as_i64)
-        .unwrap_or_else(|| panic!("unexpected PUBSUB NUMSUB reply {reply:?}"))
-}
 
 /// Waits until at least `at_least` connections subscribe to `channel`: the waiter is parked on
 /// the unlock message. Panics after 10 s.
