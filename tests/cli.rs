@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use assert_cmd::Command as AssertCommand;
 use ferrisson::Owner;
-use fred::prelude::*;
+use fred::{cmd, prelude::*};
 use predicates::prelude::*;
 use serde_json::Value as Json;
 use support::redis_state::{channel_of, exists, hgetall, poll_until, pttl, wait_numsub};
@@ -859,4 +859,35 @@ fn an_unreachable_server_exits_69_without_revealing_the_password() {
         !Path::new(&marker).exists(),
         "the command ran without a lock"
     );
+}
+
+#[tokio::test]
+async fn credentials_in_the_url_authenticate_and_a_wrong_password_exits_2() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let _: () = raw
+        .custom(cmd!("CONFIG"), vec!["SET", "requirepass", "s3cret"])
+        .await
+        .expect("CONFIG SET requirepass");
+    let anonymous = format!("redis://127.0.0.1:{}", server.port());
+    cli_offline()
+        .args(["--url", &anonymous, "status", "auth:lock"])
+        .assert()
+        .code(2); // the server now refuses unauthenticated clients
+    let good = format!("redis://:s3cret@127.0.0.1:{}", server.port());
+    let bad = format!("redis://:wrong@127.0.0.1:{}", server.port());
+    cli_offline()
+        .args(["--url", &good, "--json", "status", "auth:lock"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"locked\":false"));
+    cli_offline()
+        .args(["--url", &good, "run", "auth:lock", "--", "true"])
+        .assert()
+        .success();
+    cli_offline()
+        .args(["--url", &bad, "status", "auth:lock"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("wrong").not());
 }

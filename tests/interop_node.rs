@@ -693,7 +693,6 @@ async fn pttl(raw: &RawClient, key: &str) -> i64 {
     raw.pttl(key).await.expect("PTTL")
 }
 
-
 /// Waits until at least `at_least` connections subscribe to `channel`: the waiter is parked on
 /// the unlock message. Panics after 10 s.
 async fn wait_subscribed(raw: &RawClient, channel: &str, at_least: i64) {
