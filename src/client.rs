@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, WhenUnavailable};
 use crate::error::{Error, Result};
 use crate::janitor::Janitor;
+use crate::lock::handoff::Handoffs;
 use crate::lock::Lock;
 use crate::pubsub::PubSub;
 use crate::watchdog::{self, LeaseTable};
@@ -85,6 +86,7 @@ pub(crate) struct ClientInner {
     pub(crate) pubsub: PubSub,
     pub(crate) leases: Arc<LeaseTable>,
     pub(crate) janitor: Janitor,
+    pub(crate) handoffs: Arc<Handoffs>,
     shut_down: AtomicBool,
     stop: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -209,7 +211,12 @@ impl Client {
             config.renewal_batch_size,
             stop.clone(),
         );
-        let (janitor, janitor_task) = Janitor::start(Arc::clone(&redis), subscriber.clone());
+        let handoffs = Arc::new(Handoffs::new(config.max_local_handoffs));
+        let (janitor, janitor_task) = Janitor::start(
+            Arc::clone(&redis),
+            Arc::clone(&handoffs),
+            subscriber.clone(),
+        );
         tasks.push(watchdog_task);
         tasks.push(janitor_task);
 
@@ -224,6 +231,7 @@ impl Client {
                 pubsub,
                 leases,
                 janitor,
+                handoffs,
                 shut_down: AtomicBool::new(false),
                 stop,
                 tasks: Mutex::new(tasks),

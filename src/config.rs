@@ -95,6 +95,12 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// Number of multiplexed command connections. Default 1.
     pub pool_size: usize,
+    /// Local hand-off: when this client releases a lock that other tasks of this client wait
+    /// for, the release hands the lock to the longest-waiting one in the same script, instead of
+    /// freeing it for a race. At most this many hand-offs follow each other; then one plain
+    /// release (with its unlock message) gives waiters of other clients their chance. Default
+    /// 16; 0 turns hand-offs off (every release frees the lock, exactly as Redisson does).
+    pub max_local_handoffs: u32,
 }
 
 impl Config {
@@ -114,6 +120,7 @@ impl Config {
             response_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             pool_size: 1,
+            max_local_handoffs: 16,
         }
     }
 

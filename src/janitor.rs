@@ -14,7 +14,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::client::Redis;
-use crate::script;
+use crate::lock::handoff::Handoffs;
 
 /// A release to perform: one hold of `field` on lock `name`.
 #[derive(Clone, Debug)]
@@ -46,10 +46,11 @@ pub(crate) struct Janitor {
 impl Janitor {
     pub(crate) fn start(
         redis: Arc<Redis>,
+        handoffs: Arc<Handoffs>,
         subscriber: fred::clients::SubscriberClient,
     ) -> (Janitor, tokio::task::JoinHandle<()>) {
         let (jobs, receiver) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(redis, subscriber, receiver));
+        let task = tokio::spawn(run(redis, handoffs, subscriber, receiver));
         (Janitor { jobs }, task)
     }
 
@@ -71,6 +72,7 @@ impl Janitor {
 
 async fn run(
     redis: Arc<Redis>,
+    handoffs: Arc<Handoffs>,
     subscriber: fred::clients::SubscriberClient,
     mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
@@ -80,14 +82,16 @@ async fn run(
     while open || !running.is_empty() {
         tokio::select! {
             job = jobs.recv(), if open => match job {
-                Some(Job::Release(release)) => running.push(Box::pin(release_hold(Arc::clone(&redis), release))),
+                Some(Job::Release(release)) => {
+                    running.push(Box::pin(release_hold(Arc::clone(&redis), Arc::clone(&handoffs), release)));
+                }
                 Some(Job::Settle { reply, undo }) => {
-                    let redis = Arc::clone(&redis);
+                    let (redis, handoffs) = (Arc::clone(&redis), Arc::clone(&handoffs));
                     running.push(Box::pin(async move {
                         let acquired = matches!(reply.await, Ok(Value::Null));
                         if let (true, Some(undo)) = (acquired, undo) {
                             tracing::debug!(lock = %undo.name, "releasing a lock whose acquire was cancelled");
-                            release_hold(redis, undo).await;
+                            release_hold(redis, handoffs, undo).await;
                         }
                     }));
                 }
@@ -107,22 +111,15 @@ async fn run(
     let _ = subscriber.quit().await;
 }
 
-async fn release_hold(redis: Arc<Redis>, release: Release) {
-    match script::RELEASE
-        .run(
-            &redis.pool,
-            &redis.write_options,
-            release.release_keys(),
-            release.release_args(redis.publish_arg),
-        )
-        .await
-    {
+async fn release_hold(redis: Arc<Redis>, handoffs: Arc<Handoffs>, release: Release) {
+    let name = Arc::clone(&release.name);
+    match crate::lock::release_or_hand_off(redis, handoffs, release).await {
         Ok(Value::Null) => {
-            tracing::debug!(lock = %release.name, "dropped guard's lock was no longer held")
+            tracing::debug!(lock = %name, "dropped guard's lock was no longer held")
         }
-        Ok(_) => tracing::debug!(lock = %release.name, "released dropped guard"),
+        Ok(_) => tracing::debug!(lock = %name, "released dropped guard"),
         Err(err) => {
-            tracing::warn!(lock = %release.name, error = %err, "background release failed; the lock expires with its lease")
+            tracing::warn!(lock = %name, error = %err, "background release failed; the lock expires with its lease")
         }
     }
 }

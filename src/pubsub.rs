@@ -50,6 +50,9 @@ struct Entry {
     /// Waiters currently parked on the semaphore.
     parked: AtomicUsize,
     permits: Semaphore,
+    /// Mirrors `ServerState::confirmed` for [`PubSub::join_active`]; written under the `entries`
+    /// lock so that a join and the last share's unsubscribe cannot cross.
+    confirmed: std::sync::atomic::AtomicBool,
     /// Serialises SUBSCRIBE/UNSUBSCRIBE of this channel and records where the server stands.
     state: tokio::sync::Mutex<ServerState>,
 }
@@ -92,6 +95,21 @@ impl PubSub {
         (PubSub { shared }, tasks)
     }
 
+    /// Takes a share of `channel`'s subscription if this client already has one confirmed by
+    /// the server; never waits.
+    pub(crate) fn join_active(&self, channel: &Arc<str>) -> Option<Subscription> {
+        let entries = self.shared.entries.lock();
+        let entry = entries.get(channel)?;
+        if !entry.confirmed.load(Ordering::Acquire) {
+            return None;
+        }
+        entry.refs.fetch_add(1, Ordering::Relaxed);
+        Some(Subscription {
+            shared: Arc::clone(&self.shared),
+            entry: Arc::clone(entry),
+        })
+    }
+
     /// Takes a share of `channel`'s subscription and returns once the server has confirmed it.
     ///
     /// # Cancel safety
@@ -106,6 +124,7 @@ impl PubSub {
                     refs: AtomicUsize::new(0),
                     parked: AtomicUsize::new(0),
                     permits: Semaphore::new(0),
+                    confirmed: std::sync::atomic::AtomicBool::new(false),
                     state: tokio::sync::Mutex::new(ServerState::default()),
                 })
             });
@@ -121,6 +140,8 @@ impl PubSub {
             state.maybe_subscribed = true;
             self.shared.send_subscribe(channel).await?;
             state.confirmed = true;
+            let _entries = self.shared.entries.lock();
+            subscription.entry.confirmed.store(true, Ordering::Release);
         }
         drop(state);
         Ok(subscription)
@@ -220,8 +241,12 @@ impl Shared {
         let entry = Arc::clone(entry);
         runtime.spawn(async move {
             let mut state = entry.state.lock().await;
-            if entry.refs.load(Ordering::Relaxed) > 0 {
-                return; // a waiter came back; it keeps the subscription
+            {
+                let _entries = shared.entries.lock();
+                if entry.refs.load(Ordering::Relaxed) > 0 {
+                    return; // a waiter came back; it keeps the subscription
+                }
+                entry.confirmed.store(false, Ordering::Release);
             }
             if state.maybe_subscribed {
                 shared.send_unsubscribe(&entry.channel).await;

@@ -99,11 +99,20 @@ pub(crate) static FORCE_RELEASE: Script = Script::new(
 /// Batched watchdog renewal (§3.2).
 pub(crate) static RENEW: Script = Script::new("renew", include_str!("../lua/renew.lua"));
 
+/// Release the last hold and hand the lock to a local waiter in the same step.
+pub(crate) static TRANSFER: Script = Script::new("transfer", include_str!("../lua/transfer.lua"));
 /// Read a lock's state for status displays.
 pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
 
 /// Every script, for loading them once at connect time.
-pub(crate) static ALL: [&Script; 5] = [&ACQUIRE, &RELEASE, &FORCE_RELEASE, &RENEW, &INSPECT];
+pub(crate) static ALL: [&Script; 6] = [
+    &ACQUIRE,
+    &RELEASE,
+    &FORCE_RELEASE,
+    &RENEW,
+    &INSPECT,
+    &TRANSFER,
+];
 
 /// Loads every script into the server's cache (on every primary in a cluster), so that the first
 /// lock operations need no fallback. Best effort: EVALSHA's fallback covers any failure.

@@ -2,6 +2,7 @@
 //! uses ([`wait`]), guards, and the in-flight script wrapper that makes acquires cancel safe.
 
 mod guard;
+pub(crate) mod handoff;
 mod in_flight;
 mod reentrant;
 mod wait;
@@ -39,23 +40,18 @@ pub(crate) fn lease_millis(lease: Duration, what: &str) -> Result<u64> {
         .ok_or_else(|| Error::InvalidArgument(format!("{what} is too large: {lease:?}")))
 }
 
-/// Runs the release script for `release` now and returns its reply (nil: not held, 0: partial,
-/// 1: full release).
+/// Releases one hold now and returns the script's reply (nil: not held, 0: partial, 1: full
+/// release).
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, a dropped call's release is finished by the background task.
 pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Result<Value> {
-    let redis = std::sync::Arc::clone(&client.redis);
-    let (keys, args) = (
-        release.release_keys(),
-        release.release_args(redis.publish_arg),
-    );
     let reply = InFlight::new(
-        async move {
-            crate::script::RELEASE
-                .run(&redis.pool, &redis.write_options, keys, args)
-                .await
-        },
+        release_or_hand_off(
+            std::sync::Arc::clone(&client.redis),
+            std::sync::Arc::clone(&client.handoffs),
+            release.clone(),
+        ),
         None,
         client.janitor.clone(),
     )
@@ -63,6 +59,57 @@ pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Res
     .map_err(|err| Error::from_redis(err, &release.name, client.redis.response_timeout))?;
     tracing::debug!(lock = %release.name, field = %release.field, ?reply, "released");
     Ok(reply)
+}
+
+/// The one release path (guards, `Lock::unlock`, dropped guards, undone acquires): when a local
+/// waiter is queued for the lock, the release hands the lock to it in the same script
+/// (`TRANSFER`, see `handoff.rs`); otherwise it is a plain `RELEASE`. A hand-off is reported as
+/// a full release (1).
+pub(crate) async fn release_or_hand_off(
+    redis: std::sync::Arc<crate::client::Redis>,
+    handoffs: std::sync::Arc<handoff::Handoffs>,
+    mut release: Release,
+) -> Result<Value, fred::error::Error> {
+    // Set once the caller's own hold was handed over: later rounds only clean up after a waiter
+    // that left, and do not change the caller's outcome.
+    let mut handed_over = false;
+    loop {
+        let Some((claim, to_field, to_lease_ms)) = handoffs.claim(&release.name) else {
+            let (keys, args) = (
+                release.release_keys(),
+                release.release_args(redis.publish_arg),
+            );
+            let reply = crate::script::RELEASE
+                .run(&redis.pool, &redis.write_options, keys, args)
+                .await;
+            return if handed_over {
+                Ok(Value::Integer(1))
+            } else {
+                reply
+            };
+        };
+        let keys = release.release_keys();
+        let mut args = release.release_args(redis.publish_arg);
+        args.push(to_field.to_string());
+        args.push(to_lease_ms.to_string());
+        let reply = crate::script::TRANSFER
+            .run(&redis.pool, &redis.write_options, keys, args)
+            .await;
+        let handed = matches!(reply, Ok(Value::Integer(2)));
+        match claim.settle(handed) {
+            // The waiter left while the lock was being handed to it: release its hold too.
+            Some(lease_ms) => {
+                handed_over = true;
+                release = Release {
+                    field: to_field,
+                    lease_ms,
+                    ..release
+                };
+            }
+            None if handed || handed_over => return Ok(Value::Integer(1)),
+            None => return reply,
+        }
+    }
 }
 
 #[cfg(test)]

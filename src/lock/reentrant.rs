@@ -7,7 +7,7 @@ use fred::prelude::Value;
 use tokio::time::Instant;
 
 use super::guard::LockGuard;
-use super::wait::{acquire_with_wait, script_error, Attempt};
+use super::wait::{acquire_with_wait, script_error, Attempt, Waiter};
 use super::{lease_millis, InFlight};
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
@@ -364,8 +364,15 @@ impl Lock {
         let span =
             tracing::debug_span!("ferrisson.acquire", lock = self.name(), owner = owner.id());
         let attempt = || self.attempt(owner, Arc::clone(&field), lease_kind, lease_ms);
+        let adopt = |sent_at| self.adopt(owner, Arc::clone(&field), lease_kind, sent_at);
+        let waiter = Waiter {
+            name: self.name_arc(),
+            channel: self.channel_arc(),
+            field: Arc::clone(&field),
+            lease_ms,
+        };
         let acquired = tracing::Instrument::instrument(
-            acquire_with_wait(client, &self.shared.channel, wait, attempt),
+            acquire_with_wait(client, &waiter, wait, attempt, adopt),
             span,
         )
         .await?;
@@ -407,32 +414,36 @@ impl Lock {
         .await
         .map_err(|err| script_error(client, self.name(), err))?;
         match reply {
-            Value::Null => {
-                let key = HoldKey {
-                    name: self.name_arc(),
-                    field: Arc::clone(&field),
-                };
-                let ticket = client.leases.acquired(&key, lease);
-                let placeholder = super::Acquisition {
-                    waited: Duration::ZERO,
-                    woken_by: super::WokenBy::Immediate,
-                    attempts: 1,
-                };
-                Ok(Attempt::Acquired(LockGuard::new(
-                    self.with_owner(owner),
-                    owner,
-                    field,
-                    ticket,
-                    sent_at,
-                    placeholder,
-                )))
-            }
+            Value::Null => Ok(Attempt::Acquired(self.adopt(owner, field, lease, sent_at))),
             Value::Integer(ttl) => Ok(Attempt::Busy(ttl)),
             other => Err(Error::Redis(fred::error::Error::new(
                 fred::error::ErrorKind::Protocol,
                 format!("unexpected reply to the acquire script: {other:?}"),
             ))),
         }
+    }
+
+    /// Registers a hold this owner just got (by its own acquire, or handed over by a local
+    /// releaser) and builds its guard. Synchronous, so nothing can drop the hold unseen.
+    fn adopt(&self, owner: Owner, field: Arc<str>, lease: Lease, sent_at: Instant) -> LockGuard {
+        let key = HoldKey {
+            name: self.name_arc(),
+            field: Arc::clone(&field),
+        };
+        let ticket = self.client().leases.acquired(&key, lease);
+        let placeholder = super::Acquisition {
+            waited: Duration::ZERO,
+            woken_by: super::WokenBy::Immediate,
+            attempts: 1,
+        };
+        LockGuard::new(
+            self.with_owner(owner),
+            owner,
+            field,
+            ticket,
+            sent_at,
+            placeholder,
+        )
     }
 
     fn check_name(&self) -> Result<()> {

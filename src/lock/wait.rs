@@ -1,12 +1,14 @@
-//! The wait loop shared by every pub/sub lock (protocol §1.6).
+//! The wait loop shared by every pub/sub lock (protocol §1.6), with local hand-off.
 //!
-//! 1. Try once. Acquired: done.
+//! 1. Try once. Acquired: done. (If this client already holds a confirmed subscription of the
+//!    lock's channel, a share of it is taken *before* this try, so step 3 is not needed.)
 //! 2. Take a share of the lock channel's subscription and wait for the server's confirmation.
 //! 3. Try again: a release between step 1 and the subscription is caught here, so no wake-up is
 //!    ever lost.
-//! 4. Park on the channel's semaphore for at most min(the lock's TTL, the time left), then go to
-//!    3. An unlock message lets one local waiter retry; a TTL that runs out means the holder's
-//!    lease expired (or its message was lost), so retrying then is right too.
+//! 4. Join this client's local queue for the lock (see `handoff.rs`) and park until an unlock
+//!    message, a hand-off from a local releaser, or min(the lock's TTL, the time left). A
+//!    hand-off means the lock is already ours; anything else means: try again (step 3), keeping
+//!    the place in the queue.
 //!
 //! There is no fixed-interval polling: every retry follows a message, a TTL, or a reconnect.
 
@@ -17,6 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::guard::{Acquisition, WokenBy};
+use super::handoff::Turn;
 use crate::client::ClientInner;
 use crate::config::WhenUnavailable;
 use crate::error::{Error, Result};
@@ -30,15 +33,27 @@ pub(crate) enum Attempt<T> {
     Busy(i64),
 }
 
-/// Runs `attempt` until it acquires or `wait` (None: no limit) runs out (`Ok(None)`).
+/// Who waits: what a local releaser needs to hand the lock over.
+pub(crate) struct Waiter {
+    pub(crate) name: Arc<str>,
+    pub(crate) channel: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) lease_ms: u64,
+}
+
+/// Runs `attempt` until it acquires, a local releaser hands the lock over (then `adopt` builds
+/// the hold from the instant the hand-off was sent), or `wait` (None: no limit) runs out
+/// (`Ok(None)`).
 ///
 /// # Cancel safety
-/// Cancel safe as long as `attempt` is: the subscription share is released on drop.
+/// Cancel safe as long as `attempt` is: the subscription share and the queue place are released
+/// on drop, and a hand-off that arrives for a dropped waiter is released again.
 pub(crate) async fn acquire_with_wait<T, F, Fut>(
     client: &ClientInner,
-    channel: &Arc<str>,
+    waiter: &Waiter,
     wait: Option<Duration>,
     mut attempt: F,
+    mut adopt: impl FnMut(Instant) -> T,
 ) -> Result<Option<(T, Acquisition)>>
 where
     F: FnMut() -> Fut,
@@ -48,7 +63,24 @@ where
     // A wait too large for the clock is no bound at all.
     let deadline = wait.and_then(|wait| start.checked_add(wait));
     let time_left = || deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
-    let mut subscription = None;
+    let acquired = |woken_by, attempts| {
+        let acquisition = Acquisition {
+            waited: start.elapsed(),
+            woken_by,
+            attempts,
+        };
+        tracing::debug!(
+            waited_ms = acquisition.waited.as_millis() as u64,
+            ?woken_by,
+            attempts,
+            "acquired"
+        );
+        acquisition
+    };
+    // Waiting already (a live subscription): join it first, so that no retry is needed after
+    // the first attempt. Only when nobody waits does the uncontended path stay subscription-free.
+    let mut subscription = client.pubsub.join_active(&waiter.channel);
+    let mut place = None;
     let mut woken_by = WokenBy::Immediate;
     let mut attempts = 0u32;
     let mut backoff = Duration::from_millis(50);
@@ -68,18 +100,10 @@ where
         };
         let ttl_ms = match outcome {
             Ok(Attempt::Acquired(hold)) => {
-                let acquisition = Acquisition {
-                    waited: start.elapsed(),
-                    woken_by,
-                    attempts,
-                };
-                tracing::debug!(
-                    waited_ms = acquisition.waited.as_millis() as u64,
-                    ?woken_by,
-                    attempts,
-                    "acquired"
-                );
-                return Ok(Some((hold, acquisition)));
+                if let Some(place) = place.take() {
+                    super::handoff::Place::done(place);
+                }
+                return Ok(Some((hold, acquired(woken_by, attempts))));
             }
             Ok(Attempt::Busy(ttl_ms)) => ttl_ms,
             Err(err)
@@ -107,7 +131,7 @@ where
         }
         let Some(share) = subscription.as_ref() else {
             // Subscribe (bounded by the time left), then retry at once (step 3).
-            let subscribe = client.pubsub.subscribe(channel);
+            let subscribe = client.pubsub.subscribe(&waiter.channel);
             let share = match time_left() {
                 Some(left) => match tokio::time::timeout(left, subscribe).await {
                     Ok(share) => share,
@@ -136,10 +160,41 @@ where
             }
             (_, left) => left,
         };
-        woken_by = match share.wait(bound).await {
-            Wake::Message => WokenBy::Message,
-            Wake::Timeout => WokenBy::Ttl,
+        // Step 4: in line for a local hand-off, keeping the place across retries. Only now, with
+        // no attempt of ours running, may a releaser hand the lock to this place.
+        match &place {
+            Some(place) => place.requeue(),
+            None => {
+                place = client.handoffs.join(
+                    &waiter.name,
+                    &waiter.channel,
+                    &waiter.field,
+                    waiter.lease_ms,
+                    &client.janitor,
+                )
+            }
+        }
+        let handed = async {
+            match &place {
+                Some(place) => place.notified().await,
+                None => std::future::pending().await,
+            }
         };
+        woken_by = tokio::select! {
+            wake = share.wait(bound) => match wake {
+                Wake::Message => WokenBy::Message,
+                Wake::Timeout => WokenBy::Ttl,
+            },
+            () = handed => WokenBy::Message,
+        };
+        if let Some(current) = &place {
+            if let Turn::Owned(sent_at) = current.turn().await {
+                if let Some(place) = place.take() {
+                    place.done();
+                }
+                return Ok(Some((adopt(sent_at), acquired(WokenBy::Message, attempts))));
+            }
+        }
     }
 }
 

@@ -1,0 +1,267 @@
+//! Local hand-off: a full release by this client hands the lock to its longest-waiting local
+//! waiter in the same script, bounded by `max_local_handoffs` so that other clients get turns.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson::{Config, Owner, WokenBy};
+use support::redis_state::{command_calls, hgetall, pttl, reset_stats, wait_key_gone};
+use support::{connect_with, hold_with_lease, raw_client, RedisServer};
+use tokio::time::{timeout, Instant};
+
+fn config(server: &RedisServer, max_local_handoffs: u32) -> Config {
+    let mut config = Config::new(server.url());
+    config.max_local_handoffs = max_local_handoffs;
+    config
+}
+
+/// `tasks` spawned tasks of one client each take and release `name` `rounds` times. Returns, at
+/// the moment the first task finished, how many rounds the slowest task had done, and the total
+/// acquisitions woken by a message or hand-off.
+async fn round_robin(
+    client: &ferrisson::Client,
+    name: &str,
+    tasks: usize,
+    rounds: usize,
+) -> (usize, usize) {
+    let done: Arc<Vec<AtomicUsize>> = Arc::new((0..tasks).map(|_| AtomicUsize::new(0)).collect());
+    let slowest_when_first_finished = Arc::new(AtomicUsize::new(usize::MAX));
+    let woken = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..tasks)
+        .map(|i| {
+            let lock = client.lock(name).with_owner(Owner::new());
+            let (done, slowest, woken) = (
+                done.clone(),
+                slowest_when_first_finished.clone(),
+                woken.clone(),
+            );
+            tokio::spawn(async move {
+                for _ in 0..rounds {
+                    let guard = lock
+                        .lock_with_lease(Duration::from_secs(20))
+                        .await
+                        .expect("lock");
+                    if guard.acquisition().woken_by == WokenBy::Message {
+                        woken.fetch_add(1, Ordering::Relaxed);
+                    }
+                    done[i].fetch_add(1, Ordering::SeqCst);
+                    assert!(guard.unlock().await.expect("unlock"), "the hold was ours");
+                }
+                let min = done
+                    .iter()
+                    .map(|n| n.load(Ordering::SeqCst))
+                    .min()
+                    .unwrap_or(0);
+                let _ =
+                    slowest.compare_exchange(usize::MAX, min, Ordering::SeqCst, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for handle in handles {
+        timeout(Duration::from_secs(20), handle)
+            .await
+            .expect("no stall")
+            .expect("task");
+    }
+    (
+        slowest_when_first_finished.load(Ordering::SeqCst),
+        woken.load(Ordering::Relaxed),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_waiters_take_turns_instead_of_the_releaser_barging_back_in() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(config(&server, 1_000_000)).await;
+    reset_stats(&raw).await;
+    let (slowest, woken) = round_robin(&client, "handoff:turns", 6, 40).await;
+    // Strict FIFO hand-offs: when the first task is done, every other is at most a round behind.
+    assert!(
+        slowest >= 38,
+        "a task lagged behind: {slowest} of 40 rounds when the first finished"
+    );
+    assert!(
+        woken > 150,
+        "most acquisitions were handed over, got {woken} of 240"
+    );
+    // A hand-off replaces a release + a successful acquire with one script, and there are no
+    // lost races: far fewer acquire scripts than with barging.
+    let scripts = command_calls(&raw, "evalsha").await + command_calls(&raw, "eval").await;
+    assert!(scripts < 240 * 4, "{scripts} scripts for 240 acquisitions");
+    wait_key_gone(&raw, "handoff:turns", Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_handoffs_the_releaser_barges_back_in() {
+    // The control for the test above: the same loop with hand-offs off is visibly unfair, so the
+    // assertion above can fail.
+    let server = RedisServer::start();
+    let client = connect_with(config(&server, 0)).await;
+    let (slowest, _) = round_robin(&client, "handoff:barging", 6, 40).await;
+    assert!(
+        slowest < 38,
+        "plain releases let the releaser re-acquire first (slowest {slowest})"
+    );
+}
+
+#[tokio::test]
+async fn a_handed_over_lock_carries_the_new_holders_field_and_lease() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(config(&server, 16)).await;
+    let holder = hold_with_lease(&client, "handoff:layout", Duration::from_secs(30)).await;
+    let waiter_lock = client.lock("handoff:layout").with_owner(Owner::new());
+    let waiter =
+        tokio::spawn(async move { waiter_lock.lock_with_lease(Duration::from_secs(7)).await });
+    support::redis_state::wait_numsub(
+        &raw,
+        "redisson_lock__channel:{handoff:layout}",
+        1,
+        Duration::from_secs(5),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await; // let the waiter park in line
+    assert!(holder.unlock().await.expect("unlock"));
+    let guard = timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("handed over")
+        .expect("task")
+        .expect("lock");
+    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
+    let fields = hgetall(&raw, "handoff:layout").await;
+    assert_eq!(fields.len(), 1, "exactly one holder: {fields:?}");
+    assert_eq!(
+        fields.get(guard.holder_field()).map(String::as_str),
+        Some("1")
+    );
+    let ttl = pttl(&raw, "handoff:layout").await;
+    assert!(
+        (6_000..=7_000).contains(&ttl),
+        "the new holder's 7 s lease, got {ttl} ms"
+    );
+    assert!(guard.unlock().await.expect("unlock"));
+    wait_key_gone(&raw, "handoff:layout", Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
+async fn a_handed_over_watchdog_lock_is_renewed() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let mut cfg = config(&server, 16);
+    cfg.watchdog_timeout = Duration::from_millis(300);
+    let client = connect_with(cfg).await;
+    let holder = hold_with_lease(&client, "handoff:watchdog", Duration::from_secs(30)).await;
+    let waiter_lock = client.lock("handoff:watchdog").with_owner(Owner::new());
+    let waiter = tokio::spawn(async move { waiter_lock.lock().await });
+    support::redis_state::wait_numsub(
+        &raw,
+        "redisson_lock__channel:{handoff:watchdog}",
+        1,
+        Duration::from_secs(5),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(holder.unlock().await.expect("unlock"));
+    let guard = timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("handed over")
+        .expect("task")
+        .expect("lock");
+    // Held well beyond the 300 ms watchdog lease: the new holder's watchdog renews it.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let fields = hgetall(&raw, "handoff:watchdog").await;
+    assert_eq!(
+        fields.get(guard.holder_field()).map(String::as_str),
+        Some("1"),
+        "{fields:?}"
+    );
+    assert!(!guard.is_lost());
+    assert!(guard.unlock().await.expect("unlock"));
+    wait_key_gone(&raw, "handoff:watchdog", Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_waiter_gets_a_turn_despite_local_handoffs() {
+    let server = RedisServer::start();
+    let local = connect_with(config(&server, 4)).await;
+    let remote = connect_with(config(&server, 4)).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let loops: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = local.lock("handoff:remote").with_owner(Owner::new());
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let guard = lock
+                        .lock_with_lease(Duration::from_secs(20))
+                        .await
+                        .expect("lock");
+                    guard.unlock().await.expect("unlock");
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // With a 20 s lease and constant local hand-offs, only the periodic plain release (and its
+    // unlock message) can let the other client in.
+    let started = Instant::now();
+    let got = timeout(
+        Duration::from_secs(5),
+        remote
+            .lock("handoff:remote")
+            .lock_with_lease(Duration::from_secs(20)),
+    )
+    .await
+    .expect("the other client got a turn")
+    .expect("lock");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    got.unlock().await.expect("unlock");
+    stop.store(true, Ordering::Relaxed);
+    for handle in loops {
+        timeout(Duration::from_secs(10), handle)
+            .await
+            .expect("loop ends")
+            .expect("task");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_dropped_around_handoffs_leave_no_hold() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(config(&server, 16)).await;
+    for round in 0..40u64 {
+        let holder = hold_with_lease(&client, "handoff:drop", Duration::from_secs(20)).await;
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let lock = client.lock("handoff:drop").with_owner(Owner::new());
+                tokio::spawn(async move {
+                    // Some waiters give up around the moment the lock is handed to them.
+                    let _ = timeout(
+                        Duration::from_millis(5 + round % 7),
+                        lock.lock_with_lease(Duration::from_secs(20)),
+                    )
+                    .await;
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(2 + round % 5)).await;
+        drop(holder); // released (or handed over) in the background
+        for waiter in waiters {
+            waiter.await.expect("waiter task");
+        }
+        // Whoever got the lock dropped its guard; a hold handed to a waiter that left is released.
+        wait_key_gone(&raw, "handoff:drop", Duration::from_secs(3)).await;
+    }
+    let other = connect_with(config(&server, 16)).await;
+    assert!(other
+        .lock("handoff:drop")
+        .try_lock()
+        .await
+        .expect("try_lock")
+        .is_some());
+}
