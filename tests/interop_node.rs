@@ -3,7 +3,7 @@
 //! same `redis-server` as the ferrisson client. Both directions are covered: Rust holds while Node
 //! waits, and Node holds while Rust waits.
 //!
-//! The peer is installed once per test run with `npm ci` in `tests/interop` (skipped when
+//! The peer is installed once per test run with `npm ci` in `tests/interop` (`support::node`; skipped when
 //! `node_modules` already matches `package-lock.json`). Node.js and npm must be on `PATH`; the
 //! tests fail with a clear message when they are not.
 //!
@@ -44,9 +44,7 @@ mod node_peer {
     //! reply per stdout line, matched by request id (replies may come out of order).
 
     use std::collections::HashMap;
-    use std::io::ErrorKind;
-    use std::path::{Path, PathBuf};
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex, OnceLock};
     use std::time::Duration;
@@ -56,11 +54,12 @@ mod node_peer {
     use tokio::sync::oneshot;
     use tokio::time::{timeout, Instant};
 
+    use crate::support::node::{ensure_installed, node_binary};
+
     /// How long the peer may take to start and connect.
     const STARTUP: Duration = Duration::from_secs(20);
     /// Default bound for a reply that should come promptly.
     const REPLY: Duration = Duration::from_secs(10);
-    const STAMP: &str = ".ferrisson-npm-ci.stamp";
 
     /// A value in the peer's flat JSON replies.
     #[derive(Clone, Debug, PartialEq)]
@@ -406,88 +405,6 @@ mod node_peer {
         pub fn is_running(&mut self) -> bool {
             matches!(self.child.try_wait(), Ok(None))
         }
-    }
-
-    // -- installation ----------------------------------------------------------------------
-
-    fn node_binary() -> &'static str {
-        "node"
-    }
-
-    fn interop_dir() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests")
-            .join("interop")
-    }
-
-    /// Runs `npm ci` in `tests/interop` once per test process, unless `node_modules` was already
-    /// installed from the current `package-lock.json`. Panics with a clear message when Node.js or
-    /// npm is missing or the install fails.
-    pub fn ensure_installed() -> PathBuf {
-        static INSTALLED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-        match INSTALLED.get_or_init(install) {
-            Ok(dir) => dir.clone(),
-            Err(e) => panic!("{e}"),
-        }
-    }
-
-    fn install() -> Result<PathBuf, String> {
-        let dir = interop_dir();
-        match Command::new(node_binary()).arg("--version").output() {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => {
-                return Err(format!(
-                    "`node --version` failed ({}): {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr)
-                ))
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(
-                    "Node.js (`node`) was not found on PATH. tests/interop_node.rs runs \
-                     the node-redisson peer in tests/interop and needs Node.js >= 18 with npm; \
-                     install them (e.g. `apt-get install nodejs npm`)."
-                        .to_string(),
-                )
-            }
-            Err(e) => return Err(format!("cannot run `node --version`: {e}")),
-        }
-        let lockfile = std::fs::read(dir.join("package-lock.json"))
-            .map_err(|e| format!("cannot read tests/interop/package-lock.json: {e}"))?;
-        let modules = dir.join("node_modules");
-        let stamp = modules.join(STAMP);
-        let up_to_date = std::fs::read(&stamp).is_ok_and(|s| s == lockfile)
-            && modules.join("node-redisson/package.json").is_file()
-            && modules.join("ioredis/package.json").is_file();
-        if up_to_date {
-            return Ok(dir);
-        }
-        let out = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| {
-                if e.kind() == ErrorKind::NotFound {
-                    "npm was not found on PATH; tests/interop_node.rs needs it to install the \
-                     node-redisson peer (`npm ci` in tests/interop)."
-                        .to_string()
-                } else {
-                    format!("cannot run `npm ci`: {e}")
-                }
-            })?;
-        if !out.status.success() {
-            return Err(format!(
-                "`npm ci` in {} failed ({}):\n{}\n{}",
-                dir.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        std::fs::write(&stamp, &lockfile)
-            .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
-        Ok(dir)
     }
 
     // -- minimal JSON for flat objects -----------------------------------------------------

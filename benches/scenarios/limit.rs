@@ -1,16 +1,213 @@
 //! The physical limit, measured in the same run: the acquire script run by `redis-benchmark`
 //! at the same concurrency (with and without pipelining), and single-connection PING latency.
-//! (Owned by the peers work; stubs for now.)
+//!
+//! `redis-benchmark` (Redis 7.0 flags: `-c`, `-P`, `-n`, `-r`, `--csv`) runs
+//! `EVALSHA <sha of lua/acquire.lua> 1 bench:limit:<run id>:__rand_int__ 30000 <uuid>:1`, where
+//! `-r 1000000` replaces `__rand_int__` with a random 12-digit number on every call: nearly every
+//! call creates a fresh lock (HINCRBY + PEXPIRE), an occasional repeat re-enters it; both are
+//! the acquire path. It has no duration flag, so a calibration run (a few thousand requests)
+//! measures the rate and the request count of the real run is set from it to last about
+//! `duration`; when the calibration alone already lasted that long, it is the measurement. The
+//! keys are deleted afterwards by SCAN MATCH + UNLINK of this run's own prefix (never FLUSHDB:
+//! the server may be a user's).
 
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fred::prelude::*;
+
+use crate::measure;
+
+/// The acquire script under test, exactly as ferrisson sends it.
+const ACQUIRE_LUA: &str = include_str!("../../lua/acquire.lua");
+/// The lease argument of the benchmarked acquire (ms).
+const LEASE_MS: &str = "30000";
+/// Random key space of `-r`.
+const KEYSPACE: &str = "1000000";
+/// Bounds of the calibration run's request count.
+const CALIBRATION_MIN: usize = 2_000;
+const CALIBRATION_MAX: usize = 20_000;
 
 /// Acquire-script executions per second by `redis-benchmark` with `clients` connections and
 /// `pipeline` commands in flight per connection, for about `duration`.
-pub fn redis_benchmark_acquire(_port: u16, _clients: usize, _pipeline: usize, _duration: Duration) -> Result<f64, String> {
-    Err("not implemented yet".into())
+pub fn redis_benchmark_acquire(
+    port: u16,
+    clients: usize,
+    pipeline: usize,
+    duration: Duration,
+) -> Result<f64, String> {
+    let clients = clients.max(1);
+    let pipeline = pipeline.max(1);
+    let url = format!("redis://127.0.0.1:{port}");
+    let prefix = format!("bench:limit:{}", uuid::Uuid::new_v4().simple());
+    let sha = on_own_runtime(async {
+        let client = fred_client(&url).await?;
+        let sha: Result<String, String> = client
+            .script_load(ACQUIRE_LUA)
+            .await
+            .map_err(|e| format!("SCRIPT LOAD of lua/acquire.lua on {url}: {e}"));
+        let _ = client.quit().await;
+        sha
+    })?;
+    let field = format!("{}:1", uuid::Uuid::new_v4());
+    let key = format!("{prefix}:__rand_int__");
+    let run = |requests: usize| -> Result<(f64, Duration), String> {
+        run_redis_benchmark(port, clients, pipeline, requests, &sha, &key, &field)
+    };
+
+    let measured = (|| {
+        let calibration_requests = (clients * pipeline * 4).clamp(CALIBRATION_MIN, CALIBRATION_MAX);
+        let (rate, took) = run(calibration_requests)?;
+        if took >= duration.mul_f64(0.8) || rate <= 0.0 {
+            return Ok(rate);
+        }
+        let requests = (rate * duration.as_secs_f64()).ceil() as usize;
+        let requests = requests.max(clients * pipeline * 4);
+        run(requests).map(|(rate, _)| rate)
+    })();
+
+    let cleaned = on_own_runtime(async {
+        let client = fred_client(&url).await?;
+        let deleted = delete_by_prefix(&client, &prefix).await;
+        let _ = client.quit().await;
+        deleted
+    });
+    let rate = measured?;
+    cleaned.map_err(|e| {
+        format!("redis-benchmark ran, but deleting its keys {prefix}:* failed: {e}")
+    })?;
+    Ok(rate)
 }
 
 /// p50 of sequential PINGs on one connection, in microseconds.
-pub async fn ping_p50_us(_url: &str, _samples: usize) -> Result<f64, String> {
-    Err("not implemented yet".into())
+pub async fn ping_p50_us(url: &str, samples: usize) -> Result<f64, String> {
+    let client = fred_client(url).await?;
+    let result = async {
+        // Warm up the connection (and the allocator, and the server's client buffers).
+        for _ in 0..samples.clamp(10, 1_000) / 10 {
+            let _: String = client.ping(None).await.map_err(|e| format!("PING: {e}"))?;
+        }
+        let mut latency = measure::histogram();
+        for _ in 0..samples.max(1) {
+            let t0 = Instant::now();
+            let _: String = client.ping(None).await.map_err(|e| format!("PING: {e}"))?;
+            measure::record(&mut latency, t0.elapsed());
+        }
+        Ok(measure::percentiles(&latency).0)
+    }
+    .await;
+    let _ = client.quit().await;
+    result
+}
+
+/// One `redis-benchmark` run of `requests` acquires: (requests/s it reports, wall time).
+fn run_redis_benchmark(
+    port: u16,
+    clients: usize,
+    pipeline: usize,
+    requests: usize,
+    sha: &str,
+    key: &str,
+    field: &str,
+) -> Result<(f64, Duration), String> {
+    let started = Instant::now();
+    let output = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
+        .args(["-n", &requests.to_string(), "-r", KEYSPACE, "--csv"])
+        .args(["EVALSHA", sha, "1", key, LEASE_MS, field])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                "redis-benchmark was not found on PATH (it ships with redis-server, e.g. the \
+                 Debian package redis-tools)"
+                    .to_string()
+            } else {
+                format!("cannot run redis-benchmark: {e}")
+            }
+        })?;
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        return Err(format!(
+            "redis-benchmark failed ({}): {} {}",
+            output.status,
+            stdout.trim(),
+            stderr.trim()
+        ));
+    }
+    let rate = parse_csv_rps(&stdout).ok_or_else(|| {
+        format!("cannot find the requests/s in redis-benchmark's output: {stdout:?} {stderr:?}")
+    })?;
+    Ok((rate, took))
+}
+
+/// The `rps` column of the data row of `redis-benchmark --csv`:
+/// `"test","rps",...` then `"EVALSHA ...","44247.79",...`.
+fn parse_csv_rps(csv: &str) -> Option<f64> {
+    csv.lines()
+        .map(str::trim)
+        .find(|line| line.starts_with('"') && !line.starts_with("\"test\""))
+        .and_then(|line| {
+            // The test name may contain commas only inside its quotes; split on `","`.
+            line.split("\",\"").nth(1)
+        })
+        .and_then(|rps| rps.trim_matches('"').parse::<f64>().ok())
+}
+
+/// SCAN MATCH `<prefix>:*` + UNLINK, page by page.
+async fn delete_by_prefix(client: &fred::clients::Client, prefix: &str) -> Result<(), String> {
+    let pattern = format!("{prefix}:*");
+    let mut cursor = "0".to_string();
+    loop {
+        let (next, keys): (String, Vec<String>) = client
+            .scan_page(cursor.as_str(), pattern.as_str(), Some(1_000), None)
+            .await
+            .map_err(|e| format!("SCAN: {e}"))?;
+        if !keys.is_empty() {
+            let _: i64 = client
+                .unlink(keys)
+                .await
+                .map_err(|e| format!("UNLINK: {e}"))?;
+        }
+        if next == "0" {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// Runs `future` to completion on a private current-thread runtime in a helper thread, so that
+/// this synchronous function works whether or not its caller is inside a tokio runtime.
+fn on_own_runtime<T: Send>(
+    future: impl std::future::Future<Output = Result<T, String>> + Send,
+) -> Result<T, String> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("cannot start a tokio runtime: {e}"))?
+                    .block_on(future)
+            })
+            .join()
+            .map_err(|_| "the redis helper thread panicked".to_string())?
+    })
+}
+
+/// A connected fred client (one connection).
+async fn fred_client(url: &str) -> Result<fred::clients::Client, String> {
+    let config = fred::types::config::Config::from_url(url)
+        .map_err(|e| format!("bad redis url {url}: {e}"))?;
+    let client = fred::types::Builder::from_config(config)
+        .build()
+        .map_err(|e| format!("cannot build a fred client for {url}: {e}"))?;
+    tokio::time::timeout(Duration::from_secs(10), client.init())
+        .await
+        .map_err(|_| format!("cannot connect to {url} within 10 s"))?
+        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    Ok(client)
 }

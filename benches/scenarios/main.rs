@@ -1,12 +1,521 @@
-//! The measuring instrument: `cargo bench --bench scenarios -- [--quick] [--url URL]`.
-//! (Skeleton; the scenarios are being written.)
+//! The measuring instrument (issue 4):
+//!
+//! ```text
+//! cargo bench --bench scenarios -- [--quick] [--url URL] [--only SCENARIO,...]
+//! ```
+//!
+//! Starts a private `redis-server` (persistence off), or uses the one at `--url`, and runs the
+//! scenarios `limit`, `uncontended`, `hot`, `waiters`, `held` and `peers` against it. Prints a
+//! table with every target as a ratio against the baselines of the same run, and writes
+//! `target/bench/<scenario>.json`, `target/bench/summary.json` (complete runs only),
+//! `target/bench/run.json` (machine and settings) and charts `target/bench/*.svg`.
+//!
+//! * `--quick`: every scenario at small sizes, well under a minute.
+//! * `--only uncontended,limit`: a subset (no `summary.json` is written).
+//! * `--url redis://host:port`: an existing server. The run uses its own key names, but it does
+//!   reset the server's command statistics (`CONFIG RESETSTAT`) for the held scenario, and other
+//!   clients of that server distort the numbers.
+//!
+//! `cargo bench` passes `--bench` to this harness-less target. Without it (as under
+//! `cargo test --all-targets`) it runs a tiny smoke configuration in a few seconds that writes
+//! to `target/bench-smoke/` and fails only when one of ferrisson's own scenarios fails.
 
 #[path = "../../tests/support/mod.rs"]
 #[allow(dead_code)]
 mod support;
 
+mod ferrisson;
 mod limit;
 mod measure;
 mod peers;
+mod report;
 
-fn main() {}
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use report::{HotRow, LimitRow, Run, UncontendedRow};
+
+/// Which configuration runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `cargo bench --bench scenarios`: the full sizes.
+    Full,
+    /// `-- --quick`: small sizes, under a minute.
+    Quick,
+    /// Run without `--bench` (by `cargo test`): tiny sizes, a few seconds, even in debug.
+    Smoke,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Quick => "quick",
+            Mode::Smoke => "smoke",
+        }
+    }
+}
+
+/// Sizes and durations of one mode.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub mode: Mode,
+    pub uncontended_tasks: Vec<usize>,
+    /// The T of `summary.json` (and of the peers' uncontended runs).
+    pub uncontended_summary: usize,
+    pub hot_tasks: Vec<usize>,
+    pub hot_summary: usize,
+    pub waiters: Vec<usize>,
+    pub held_locks: Vec<usize>,
+    pub held_watchdog: Duration,
+    pub held_periods: u32,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub limit_duration: Duration,
+    pub limit_pipeline: usize,
+    pub ping_samples: usize,
+}
+
+impl Plan {
+    fn new(mode: Mode) -> Plan {
+        let ms = Duration::from_millis;
+        match mode {
+            Mode::Full => Plan {
+                mode,
+                uncontended_tasks: vec![1, 16, 64, 256],
+                uncontended_summary: 64,
+                hot_tasks: vec![2, 16, 64],
+                hot_summary: 16,
+                waiters: vec![10, 1_000, 10_000],
+                held_locks: vec![1_000, 100_000],
+                held_watchdog: Duration::from_secs(3),
+                held_periods: 3,
+                warmup: ms(500),
+                duration: Duration::from_secs(5),
+                limit_duration: Duration::from_secs(3),
+                limit_pipeline: 16,
+                ping_samples: 20_000,
+            },
+            Mode::Quick => Plan {
+                mode,
+                uncontended_tasks: vec![1, 16, 64],
+                uncontended_summary: 64,
+                hot_tasks: vec![2, 16],
+                hot_summary: 16,
+                waiters: vec![10, 100, 1_000],
+                held_locks: vec![1_000, 10_000],
+                held_watchdog: Duration::from_secs(3),
+                held_periods: 2,
+                warmup: ms(200),
+                duration: Duration::from_secs(1),
+                limit_duration: ms(700),
+                limit_pipeline: 16,
+                ping_samples: 2_000,
+            },
+            Mode::Smoke => Plan {
+                mode,
+                uncontended_tasks: vec![1, 4],
+                uncontended_summary: 4,
+                hot_tasks: vec![2],
+                hot_summary: 2,
+                waiters: vec![10],
+                held_locks: vec![100],
+                held_watchdog: ms(300),
+                held_periods: 2,
+                warmup: ms(30),
+                duration: ms(150),
+                limit_duration: ms(150),
+                limit_pipeline: 16,
+                ping_samples: 100,
+            },
+        }
+    }
+
+    /// How long one ferrisson scenario may take before it counts as failed (a hang must not
+    /// stall the run, least of all under `cargo test`).
+    fn scenario_timeout(&self) -> Duration {
+        match self.mode {
+            Mode::Smoke => Duration::from_secs(30),
+            _ => Duration::from_secs(300),
+        }
+    }
+
+    /// The same for one peer or limit measurement.
+    fn baseline_timeout(&self) -> Duration {
+        self.duration * 4 + Duration::from_secs(60)
+    }
+}
+
+pub const SCENARIOS: [&str; 6] = ["limit", "uncontended", "hot", "waiters", "held", "peers"];
+
+struct Options {
+    mode: Mode,
+    url: Option<String>,
+    only: Option<Vec<String>>,
+}
+
+impl Options {
+    fn parse() -> Result<Options, String> {
+        let mut bench = false;
+        let mut quick = false;
+        let mut url = None;
+        let mut only = None;
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| match arg.split_once('=') {
+                Some((_, v)) => Ok(v.to_owned()),
+                None => args.next().ok_or(format!("{name} needs a value")),
+            };
+            match arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag) {
+                "--bench" => bench = true,
+                "--quick" => quick = true,
+                "--url" => url = Some(value("--url")?),
+                "--only" => {
+                    let list: Vec<String> = value("--only")?
+                        .split(',')
+                        .map(|s| s.trim().to_ascii_lowercase())
+                        .filter(|s| !s.is_empty())
+                        .collect();
+                    if let Some(bad) = list.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
+                        return Err(format!(
+                            "unknown scenario {bad:?}; known: {}",
+                            SCENARIOS.join(", ")
+                        ));
+                    }
+                    only = Some(list);
+                }
+                "--help" | "-h" => {
+                    println!(
+                        "cargo bench --bench scenarios -- [--quick] [--url URL] [--only {}]",
+                        SCENARIOS.join(",")
+                    );
+                    std::process::exit(0);
+                }
+                // libtest-style flags (`--nocapture`, filters) passed by `cargo test`: ignored.
+                _ => {}
+            }
+        }
+        let mode = match (bench, quick) {
+            (false, _) => Mode::Smoke,
+            (true, true) => Mode::Quick,
+            (true, false) => Mode::Full,
+        };
+        Ok(Options { mode, url, only })
+    }
+
+    fn runs(&self, scenario: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|s| s == scenario))
+    }
+}
+
+/// `$CARGO_TARGET_DIR` or the package's `target/`.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
+    }
+}
+
+fn port_of(url: &str) -> u16 {
+    url.rsplit_once(':')
+        .and_then(|(_, rest)| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .unwrap_or(6379)
+}
+
+/// Logs progress to stderr (the table goes to stdout at the end).
+macro_rules! progress {
+    ($($arg:tt)*) => { eprintln!("[bench {:>6.1}s] {}", crate::started().elapsed().as_secs_f64(), format!($($arg)*)) };
+}
+pub(crate) use progress;
+
+fn started() -> Instant {
+    static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(Instant::now)
+}
+
+/// Runs `future` with a time limit; a timeout is a failure.
+async fn bounded<T>(
+    limit: Duration,
+    future: impl Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(limit, future)
+        .await
+        .unwrap_or_else(|_| Err(format!("did not finish within {limit:?}")))
+}
+
+/// A blocking baseline measurement on the blocking pool, with a time limit.
+async fn bounded_blocking<T: Send + 'static>(
+    limit: Duration,
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    bounded(limit, async {
+        tokio::task::spawn_blocking(work)
+            .await
+            .unwrap_or_else(|e| Err(format!("panicked: {e}")))
+    })
+    .await
+}
+
+fn show<T>(result: &Result<T, String>, ok: impl Fn(&T) -> String) -> String {
+    match result {
+        Ok(value) => ok(value),
+        Err(e) => format!("n/a ({e})"),
+    }
+}
+
+fn main() {
+    started();
+    let options = match Options::parse() {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let plan = Plan::new(options.mode);
+    let out_dir = target_dir().join(match plan.mode {
+        Mode::Smoke => "bench-smoke",
+        _ => "bench",
+    });
+
+    let server = match &options.url {
+        Some(_) => None,
+        None => Some(support::RedisServer::start()),
+    };
+    let url = options
+        .url
+        .clone()
+        .unwrap_or_else(|| server.as_ref().map(|s| s.url()).unwrap_or_default());
+    let port = server
+        .as_ref()
+        .map_or_else(|| port_of(&url), support::RedisServer::port);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let raw = runtime.block_on(support::raw_client(&url));
+    let machine = runtime.block_on(report::Machine::detect(&raw, &url));
+    progress!(
+        "{} run against redis {} at {} ({} CPUs, {}); results go to {}",
+        plan.mode.name(),
+        machine.redis_version,
+        support_redacted(&url),
+        machine.cpus,
+        machine.cpu_model,
+        out_dir.display()
+    );
+
+    let mut run = Run::new(plan.clone(), machine);
+    run.complete = options.only.is_none();
+    runtime.block_on(async {
+        if options.runs("limit") {
+            run.limit = Some(run_limit(&plan, &url, port).await);
+        }
+        if options.runs("uncontended") {
+            run.uncontended = Some(run_uncontended(&plan, &url, options.runs("peers")).await);
+        }
+        if options.runs("hot") {
+            run.hot = Some(run_hot(&plan, &url, options.runs("peers")).await);
+        }
+        if options.runs("waiters") {
+            run.waiters = Some(run_waiters(&plan, &url, &raw).await);
+        }
+        if options.runs("held") {
+            run.held = Some(run_held(&plan, &url, &raw).await);
+        }
+    });
+
+    report::print(&run);
+    if let Err(e) = report::write(&run, &out_dir) {
+        eprintln!("error: writing results to {}: {e}", out_dir.display());
+        std::process::exit(1);
+    }
+    drop(server);
+    let failures = run.ferrisson_failures();
+    if !failures.is_empty() {
+        eprintln!("error: ferrisson scenarios failed:");
+        for failure in &failures {
+            eprintln!("  {failure}");
+        }
+        std::process::exit(1);
+    }
+}
+
+fn support_redacted(url: &str) -> String {
+    ::ferrisson::Config::new(url).redacted_url()
+}
+
+async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
+    let ping = bounded(
+        plan.baseline_timeout(),
+        limit::ping_p50_us(url, plan.ping_samples),
+    )
+    .await;
+    progress!(
+        "limit: PING p50 {}",
+        show(&ping, |us| format!("{us:.0} µs"))
+    );
+    let mut rows = Vec::new();
+    for &clients in &plan.uncontended_tasks {
+        let (duration, pipeline) = (plan.limit_duration, plan.limit_pipeline);
+        let plain = bounded_blocking(plan.baseline_timeout(), move || {
+            limit::redis_benchmark_acquire(port, clients, 1, duration)
+        })
+        .await;
+        let pipelined = bounded_blocking(plan.baseline_timeout(), move || {
+            limit::redis_benchmark_acquire(port, clients, pipeline, duration)
+        })
+        .await;
+        progress!(
+            "limit: redis-benchmark acquire script, {clients} clients: {} /s, pipelined ×{pipeline}: {} /s",
+            show(&plain, |r| report::rate(*r)),
+            show(&pipelined, |r| report::rate(*r)),
+        );
+        rows.push(LimitRow {
+            clients,
+            plain_per_s: plain,
+            pipelined_per_s: pipelined,
+        });
+    }
+    report::Limit {
+        ping_p50_us: ping,
+        pipeline: plan.limit_pipeline,
+        rows,
+    }
+}
+
+async fn run_uncontended(plan: &Plan, url: &str, with_peers: bool) -> Vec<UncontendedRow> {
+    let mut rows = Vec::new();
+    for &tasks in &plan.uncontended_tasks {
+        let ferrisson = bounded(
+            plan.scenario_timeout(),
+            ferrisson::uncontended(url, tasks, plan.warmup, plan.duration),
+        )
+        .await;
+        progress!(
+            "uncontended T={tasks}: ferrisson {}",
+            show(&ferrisson, report::throughput)
+        );
+        let mut row = UncontendedRow {
+            tasks,
+            ferrisson,
+            rslock: None,
+            spin: None,
+            node: None,
+        };
+        if with_peers && tasks == plan.uncontended_summary {
+            let limit = plan.baseline_timeout();
+            let rslock = bounded(limit, peers::rslock_uncontended(url, tasks, plan.duration)).await;
+            progress!(
+                "uncontended T={tasks}: rslock {}",
+                show(&rslock, report::throughput)
+            );
+            let spin = bounded(limit, peers::spin_uncontended(url, tasks, plan.duration)).await;
+            progress!(
+                "uncontended T={tasks}: spin {}",
+                show(&spin, report::throughput)
+            );
+            let node = bounded(limit, peers::node_uncontended(url, tasks, plan.duration)).await;
+            progress!(
+                "uncontended T={tasks}: node-redisson {}",
+                show(&node, report::throughput)
+            );
+            (row.rslock, row.spin, row.node) = (Some(rslock), Some(spin), Some(node));
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+async fn run_hot(plan: &Plan, url: &str, with_peers: bool) -> Vec<HotRow> {
+    let mut rows = Vec::new();
+    for &tasks in &plan.hot_tasks {
+        let ferrisson = bounded(
+            plan.scenario_timeout(),
+            ferrisson::hot(url, tasks, plan.warmup, plan.duration),
+        )
+        .await;
+        progress!(
+            "hot T={tasks}: ferrisson {}",
+            show(&ferrisson, |(hot, _)| report::hot(hot))
+        );
+        let mut row = HotRow {
+            tasks,
+            ferrisson,
+            spin: None,
+            rslock: None,
+        };
+        if with_peers {
+            let limit = plan.baseline_timeout();
+            let spin = bounded(limit, peers::spin_hot(url, tasks, plan.duration)).await;
+            progress!("hot T={tasks}: spin {}", show(&spin, report::hot));
+            let rslock = bounded(limit, peers::rslock_hot(url, tasks, plan.duration)).await;
+            progress!("hot T={tasks}: rslock {}", show(&rslock, report::hot));
+            (row.spin, row.rslock) = (Some(spin), Some(rslock));
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+async fn run_waiters(
+    plan: &Plan,
+    url: &str,
+    raw: &fred::clients::Client,
+) -> Vec<Result<measure::Waiters, String>> {
+    let mut rows = Vec::new();
+    for &waiters in &plan.waiters {
+        let result = bounded(
+            plan.scenario_timeout(),
+            ferrisson::waiters(url, raw, waiters, plan.warmup, plan.duration),
+        )
+        .await
+        .map_err(|e| format!("W={waiters}: {e}"));
+        progress!(
+            "waiters W={waiters}: {}",
+            show(&result, |w| format!(
+                "{} hand-offs/s, {:.0} B heap / {:.0} B RSS per parked waiter (parked in {:.2} s)",
+                report::rate(w.handoffs_per_s),
+                w.heap_bytes_per_waiter,
+                w.rss_bytes_per_waiter,
+                w.park_s
+            ))
+        );
+        rows.push(result);
+    }
+    rows
+}
+
+async fn run_held(
+    plan: &Plan,
+    url: &str,
+    raw: &fred::clients::Client,
+) -> Vec<Result<measure::Held, String>> {
+    let mut rows = Vec::new();
+    for &locks in &plan.held_locks {
+        let result = bounded(
+            plan.scenario_timeout(),
+            ferrisson::held(url, raw, locks, plan.held_watchdog, plan.held_periods),
+        )
+        .await
+        .map_err(|e| format!("L={locks}: {e}"));
+        progress!(
+            "held L={locks}: {}",
+            show(&result, |h| {
+                format!(
+                "{:.1} renewal calls/period, CPU {:.2} %, {:.0} B heap / {:.0} B RSS per lock (acquired in {:.2} s)",
+                h.renewal_calls_per_period, h.cpu_pct, h.heap_bytes_per_lock, h.rss_bytes_per_lock, h.acquire_s
+            )
+            })
+        );
+        rows.push(result);
+    }
+    rows
+}

@@ -36,7 +36,9 @@ pub fn histogram() -> Histogram<u64> {
 
 /// Records `elapsed` (saturating at the histogram's bounds).
 pub fn record(histogram: &mut Histogram<u64>, elapsed: Duration) {
-    let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX).clamp(1, 60_000_000);
+    let us = u64::try_from(elapsed.as_micros())
+        .unwrap_or(u64::MAX)
+        .clamp(1, 60_000_000);
     histogram.saturating_record(us);
 }
 
@@ -57,7 +59,12 @@ pub fn rss_bytes() -> u64 {
     let page = 4096u64;
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|statm| statm.split_whitespace().nth(1).and_then(|rss| rss.parse::<u64>().ok()))
+        .and_then(|statm| {
+            statm
+                .split_whitespace()
+                .nth(1)
+                .and_then(|rss| rss.parse::<u64>().ok())
+        })
         .map_or(0, |pages| pages * page)
 }
 
@@ -67,7 +74,126 @@ pub fn cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // after the name, field 3 (state) is index 0, so utime (14) is index 11 and stime (15) 12.
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+/// The waiters scenario at one size: W owners parked on one lock.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Waiters {
+    /// Parked waiters (W).
+    pub waiters: usize,
+    /// Lock hand-offs per second while all W loop lock → unlock on the one lock.
+    pub handoffs_per_s: f64,
+    /// Live heap bytes (counting allocator) per parked waiter: task, future, subscription share.
+    pub heap_bytes_per_waiter: f64,
+    /// Resident set size growth per parked waiter (page granular; the allocator may reuse memory
+    /// freed by earlier scenarios, so this can read low).
+    pub rss_bytes_per_waiter: f64,
+    /// Seconds until all W were parked (every waiter had run its two acquire attempts).
+    pub park_s: f64,
+}
+
+/// The held scenario at one size: L locks held under the watchdog.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Held {
+    /// Locks held (L).
+    pub locks: usize,
+    /// The watchdog timeout used; the renewal period is a third of it.
+    pub watchdog_timeout_ms: u64,
+    /// Renewal script calls (EVALSHA + EVAL in INFO commandstats) per renewal period.
+    pub renewal_calls_per_period: f64,
+    /// Client CPU time over the measured periods / wall time, in % of one core.
+    pub cpu_pct: f64,
+    /// Live heap bytes (counting allocator) per held lock, guard included.
+    pub heap_bytes_per_lock: f64,
+    /// Resident set size growth per held lock.
+    pub rss_bytes_per_lock: f64,
+    /// Seconds to acquire all L locks (concurrently, in chunks).
+    pub acquire_s: f64,
+    /// Locks acquired per second while taking them.
+    pub acquire_per_s: f64,
+}
+
+/// A counting global allocator: [`heap_bytes`] is the number of bytes currently allocated by
+/// this process through Rust's allocator. The count is kept in per-thread shards (each on its own
+/// cache line), so that counting costs an uncontended atomic add per allocation.
+pub struct CountingAlloc;
+
+const SHARDS: usize = 64;
+
+#[repr(align(128))]
+struct Shard(std::sync::atomic::AtomicIsize);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO_SHARD: Shard = Shard(std::sync::atomic::AtomicIsize::new(0));
+static SHARD_COUNTS: [Shard; SHARDS] = [ZERO_SHARD; SHARDS];
+static NEXT_SHARD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+thread_local! {
+    static MY_SHARD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+fn shard() -> &'static std::sync::atomic::AtomicIsize {
+    use std::sync::atomic::Ordering;
+    let index = MY_SHARD
+        .try_with(|cell| {
+            if cell.get() == usize::MAX {
+                cell.set(NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS);
+            }
+            cell.get()
+        })
+        .unwrap_or(0);
+    &SHARD_COUNTS[index].0
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only counters are updated.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let ptr = std::alloc::System.alloc(layout);
+        if !ptr.is_null() {
+            shard().fetch_add(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let ptr = std::alloc::System.alloc_zeroed(layout);
+        if !ptr.is_null() {
+            shard().fetch_add(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        std::alloc::System.dealloc(ptr, layout);
+        shard().fetch_sub(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        let new = std::alloc::System.realloc(ptr, layout, new_size);
+        if !new.is_null() {
+            let delta = new_size as isize - layout.size() as isize;
+            shard().fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+        }
+        new
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// Bytes currently allocated on the heap by this process (see [`CountingAlloc`]).
+pub fn heap_bytes() -> u64 {
+    let total: isize = SHARD_COUNTS
+        .iter()
+        .map(|shard| shard.0.load(std::sync::atomic::Ordering::Relaxed))
+        .sum();
+    total.max(0) as u64
 }

@@ -20,6 +20,7 @@
 //! statistics) through a raw client and waits for it to change.
 #![allow(dead_code)]
 
+pub mod node;
 pub mod redis_state;
 
 use std::ffi::OsString;
