@@ -131,7 +131,9 @@ where
         }
         let Some(share) = subscription.as_ref() else {
             // Subscribe (bounded by the time left), then retry at once (step 3).
-            let subscribe = client.pubsub.subscribe(&waiter.channel);
+            // Boxed: the subscribe future is large and runs once per acquire at most, while a
+            // parked waiter's future should stay small (it is what a waiting task costs).
+            let subscribe = Box::pin(client.pubsub.subscribe(&waiter.channel));
             let share = match time_left() {
                 Some(left) => match tokio::time::timeout(left, subscribe).await {
                     Ok(share) => share,
