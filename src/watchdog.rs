@@ -5,11 +5,13 @@
 //! on a partial release, and the lost-lease signal shared by those holds: Redisson's
 //! `ExpirationEntry`.
 //!
-//! The watchdog is one background task per client. Every watchdog-leased hold has a deadline in a
-//! hashed timing wheel (`tokio_util::time::DelayQueue`) a third of the watchdog timeout ahead.
-//! Deadlines are rounded down onto a grid of a tenth of that interval, so that holds taken at
-//! about the same time fall due in the same tick and are renewed by one script call per batch
-//! (per hash slot in a cluster) instead of one per lock. Renewing a little early is always safe.
+//! The watchdog is one background task per client. Every watchdog-leased hold waits in a bucket
+//! of a grid of ticks (a tenth of the renewal interval) about a third of the watchdog timeout
+//! ahead; each non-empty bucket has one timer in a hashed timing wheel
+//! (`tokio_util::time::DelayQueue`). When a bucket is due, its holds are renewed by one script
+//! call per `renewal_batch_size` holds (per hash slot in a cluster), and a partial last batch is
+//! topped up with holds of the next buckets, so that batches are full and L held locks cost about
+//! L / batch size calls per period. Renewing a little early is always safe.
 //! A renewal that finds the field gone marks the lease lost and stops renewing it.
 //!
 //! Acquires and releases never wake the watchdog: they append track/untrack requests to a list
@@ -17,13 +19,12 @@
 //! nothing but two list entries, and a tracked hold is renewed at most a third plus a thirtieth
 //! of the timeout after it was taken, well before it could expire.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -213,6 +214,7 @@ pub(crate) fn start(
         epoch: Instant::now(),
         batch_size,
         queue: DelayQueue::new(),
+        buckets: BTreeMap::new(),
         tracked: HashMap::new(),
     };
     let task = tokio::spawn(watchdog.run(shutdown));
@@ -227,8 +229,15 @@ enum Outcome {
 
 struct Tracked {
     generation: u64,
-    /// `None` while a renewal of this hold is in flight.
-    queued: Option<delay_queue::Key>,
+    /// The tick of the bucket the hold waits in; `None` while a renewal of it is in flight.
+    tick: Option<u64>,
+}
+
+/// The holds due at one tick of the grid, and that tick's timer in the wheel.
+struct Bucket {
+    /// May hold stale entries (untracked or rescheduled holds); they are skipped when due.
+    holds: Vec<(HoldKey, u64)>,
+    timer: delay_queue::Key,
 }
 
 struct Watchdog {
@@ -240,7 +249,10 @@ struct Watchdog {
     grid: Duration,
     epoch: Instant,
     batch_size: usize,
-    queue: DelayQueue<(HoldKey, u64)>,
+    /// The hashed timing wheel: one timer per non-empty bucket, valued by its tick.
+    queue: DelayQueue<u64>,
+    /// Buckets by tick, ordered, so that a partial batch can be topped up from the next ones.
+    buckets: BTreeMap<u64, Bucket>,
     tracked: HashMap<HoldKey, Tracked>,
 }
 
@@ -265,12 +277,8 @@ impl Watchdog {
                         self.apply(command);
                     }
                 },
-                Some(first) = self.queue.next(), if !self.queue.is_empty() => {
-                    let mut due = vec![first.into_inner()];
-                    // Everything else already due goes into the same batch.
-                    while let Some(Some(more)) = self.queue.next().now_or_never() {
-                        due.push(more.into_inner());
-                    }
+                Some(expired) = self.queue.next(), if !self.queue.is_empty() => {
+                    let due = self.take_due(expired.into_inner());
                     for batch in self.batches(due) {
                         in_flight.push(Box::pin(renew(Arc::clone(&self.redis), self.watchdog_ms, batch)));
                     }
@@ -282,52 +290,114 @@ impl Watchdog {
 
     fn apply(&mut self, command: Command) {
         match command {
-            Command::Track(key, generation) => {
-                let queued = Some(
-                    self.queue
-                        .insert_at((key.clone(), generation), self.next_deadline(self.interval)),
-                );
-                if let Some(old) = self.tracked.insert(key, Tracked { generation, queued }) {
-                    if let Some(queued) = old.queued {
-                        self.queue.try_remove(&queued);
-                    }
-                }
-            }
+            // An older generation's bucket entry becomes stale by the overwrite.
+            Command::Track(key, generation) => self.schedule(key, generation, self.interval),
             Command::Untrack(key, generation) => {
                 if self
                     .tracked
                     .get(&key)
                     .is_some_and(|t| t.generation == generation)
                 {
-                    if let Some(Tracked {
-                        queued: Some(queued),
-                        ..
-                    }) = self.tracked.remove(&key)
-                    {
-                        self.queue.try_remove(&queued);
-                    }
+                    self.tracked.remove(&key);
                 }
             }
         }
     }
 
-    /// The renewal deadline `after` from now, rounded down onto the batching grid.
-    fn next_deadline(&self, after: Duration) -> Instant {
-        let target = Instant::now() + after - self.epoch;
-        let grid = self.grid.as_nanos().max(1);
-        let rounded = target.as_nanos() / grid * grid;
-        self.epoch + Duration::from_nanos(u64::try_from(rounded).unwrap_or(u64::MAX))
+    /// The grid tick at or just before `after` from now: renewing a little early is safe.
+    fn tick_after(&self, after: Duration) -> u64 {
+        let target = (Instant::now() + after - self.epoch).as_nanos();
+        u64::try_from(target / self.grid.as_nanos().max(1)).unwrap_or(u64::MAX)
+    }
+
+    fn schedule(&mut self, key: HoldKey, generation: u64, after: Duration) {
+        let tick = self.tick_after(after);
+        match self.buckets.entry(tick) {
+            std::collections::btree_map::Entry::Occupied(mut bucket) => {
+                bucket.get_mut().holds.push((key.clone(), generation));
+            }
+            std::collections::btree_map::Entry::Vacant(vacant) => {
+                let nanos = u64::try_from(self.grid.as_nanos())
+                    .unwrap_or(u64::MAX)
+                    .saturating_mul(tick);
+                let at = self.epoch + Duration::from_nanos(nanos);
+                let timer = self.queue.insert_at(tick, at);
+                vacant.insert(Bucket {
+                    holds: vec![(key.clone(), generation)],
+                    timer,
+                });
+            }
+        }
+        self.tracked.insert(
+            key,
+            Tracked {
+                generation,
+                tick: Some(tick),
+            },
+        );
+    }
+
+    /// Takes the live holds of bucket `tick` (marking them in flight), topped up from the next
+    /// buckets within half an interval so that the last batch is full: with every batch full,
+    /// L held locks cost about L / batch_size calls per period, and the holds renewed early
+    /// join this bucket's phase for good.
+    fn take_due(&mut self, tick: u64) -> Vec<(HoldKey, u64)> {
+        let mut due = Vec::new();
+        if let Some(bucket) = self.buckets.remove(&tick) {
+            self.take_live(tick, bucket.holds, &mut due, usize::MAX);
+        }
+        if self.redis.clustered {
+            return due; // batches are per hash slot there; topping up one would not help
+        }
+        let horizon = self.tick_after(self.interval / 2);
+        while due.len() % self.batch_size != 0 {
+            let Some((&next, _)) = self.buckets.range(..=horizon).next() else {
+                break;
+            };
+            let Some(mut bucket) = self.buckets.remove(&next) else {
+                break;
+            };
+            let wanted = self.batch_size - due.len() % self.batch_size;
+            let split = bucket.holds.len().saturating_sub(wanted);
+            let taken = bucket.holds.split_off(split);
+            self.take_live(next, taken, &mut due, wanted);
+            if bucket.holds.is_empty() {
+                self.queue.try_remove(&bucket.timer);
+            } else {
+                self.buckets.insert(next, bucket);
+            }
+        }
+        due
+    }
+
+    /// Moves the live entries of `holds` (due at `tick`) into `due`, marking them in flight.
+    fn take_live(
+        &mut self,
+        tick: u64,
+        holds: Vec<(HoldKey, u64)>,
+        due: &mut Vec<(HoldKey, u64)>,
+        limit: usize,
+    ) {
+        let mut taken = 0;
+        for (key, generation) in holds {
+            if taken == limit {
+                break;
+            }
+            if let Some(tracked) = self.tracked.get_mut(&key) {
+                if tracked.generation == generation && tracked.tick == Some(tick) {
+                    tracked.tick = None;
+                    due.push((key, generation));
+                    taken += 1;
+                }
+            }
+        }
     }
 
     /// Splits the due holds into script calls: per hash slot in a cluster, at most `batch_size`
-    /// keys each. Holds untracked meanwhile are skipped.
-    fn batches(&mut self, due: Vec<(HoldKey, u64)>) -> Vec<Vec<(HoldKey, u64)>> {
+    /// keys each.
+    fn batches(&self, due: Vec<(HoldKey, u64)>) -> Vec<Vec<(HoldKey, u64)>> {
         let mut groups: HashMap<u16, Vec<(HoldKey, u64)>> = HashMap::new();
         for (key, generation) in due {
-            match self.tracked.get_mut(&key) {
-                Some(tracked) if tracked.generation == generation => tracked.queued = None,
-                _ => continue,
-            }
             let slot = if self.redis.clustered {
                 fred::util::redis_keyslot(key.name.as_bytes())
             } else {
@@ -352,25 +422,14 @@ impl Watchdog {
             let current = self
                 .tracked
                 .get(&key)
-                .is_some_and(|t| t.generation == generation && t.queued.is_none());
+                .is_some_and(|t| t.generation == generation && t.tick.is_none());
             if !current {
                 continue;
             }
-            let after = match outcome {
-                Outcome::Renewed => self.interval,
-                // Retry well before the lease can run out.
-                Outcome::Failed => self.interval / 2,
-                Outcome::NotHeld => Duration::ZERO,
-            };
             match outcome {
-                Outcome::Renewed | Outcome::Failed => {
-                    let queued = self
-                        .queue
-                        .insert_at((key.clone(), generation), self.next_deadline(after));
-                    if let Some(tracked) = self.tracked.get_mut(&key) {
-                        tracked.queued = Some(queued);
-                    }
-                }
+                Outcome::Renewed => self.schedule(key, generation, self.interval),
+                // Retry well before the lease can run out.
+                Outcome::Failed => self.schedule(key, generation, self.interval / 2),
                 Outcome::NotHeld => {
                     self.tracked.remove(&key);
                     if let Some(table) = &table {
