@@ -5,9 +5,10 @@
 //! `EVALSHA <sha of lua/acquire.lua> 1 bench:limit:<run id>:__rand_int__ 30000 <uuid>:1`, where
 //! `-r 1000000` replaces `__rand_int__` with a random 12-digit number on every call: nearly every
 //! call creates a fresh lock (HINCRBY + PEXPIRE), an occasional repeat re-enters it; both are
-//! the acquire path. It has no duration flag, so a calibration run (a few thousand requests)
-//! measures the rate and the request count of the real run is set from it to last about
-//! `duration`; when the calibration alone already lasted that long, it is the measurement. The
+//! the acquire path. It has no duration flag, so calibration runs (a few thousand requests, then
+//! about a tenth of `duration` if that was much shorter) measure the rate and the request count
+//! of the real run is set from it to last about `duration`; a run that already lasted that long
+//! is the measurement. The
 //! keys are deleted afterwards by SCAN MATCH + UNLINK of this run's own prefix (never FLUSHDB:
 //! the server may be a user's).
 
@@ -56,13 +57,24 @@ pub fn redis_benchmark_acquire(
     };
 
     let measured = (|| {
-        let calibration_requests = (clients * pipeline * 4).clamp(CALIBRATION_MIN, CALIBRATION_MAX);
-        let (rate, took) = run(calibration_requests)?;
-        if took >= duration.mul_f64(0.8) || rate <= 0.0 {
+        let long_enough = |took: Duration| took >= duration.mul_f64(0.8);
+        // Calibration: a short run, then (if that was much shorter than a tenth of `duration`,
+        // where connection setup still weighs) one sized to about a tenth; then the real run.
+        let first = (clients * pipeline * 4).clamp(CALIBRATION_MIN, CALIBRATION_MAX);
+        let (mut rate, took) = run(first)?;
+        if long_enough(took) || rate <= 0.0 {
             return Ok(rate);
         }
-        let requests = (rate * duration.as_secs_f64()).ceil() as usize;
-        let requests = requests.max(clients * pipeline * 4);
+        let tenth = (rate * duration.as_secs_f64() / 10.0).ceil() as usize;
+        if took < duration / 20 && tenth > 2 * first {
+            let took;
+            (rate, took) = run(tenth)?;
+            if long_enough(took) || rate <= 0.0 {
+                return Ok(rate);
+            }
+        }
+        let requests =
+            ((rate * duration.as_secs_f64()).ceil() as usize).max(clients * pipeline * 4);
         run(requests).map(|(rate, _)| rate)
     })();
 

@@ -21,7 +21,6 @@
 //! to `target/bench-smoke/` and fails only when one of ferrisson's own scenarios fails.
 
 #[path = "../../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 mod ferrisson;
@@ -394,11 +393,17 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
 async fn run_uncontended(plan: &Plan, url: &str, with_peers: bool) -> Vec<UncontendedRow> {
     let mut rows = Vec::new();
     for &tasks in &plan.uncontended_tasks {
+        let cpu = Cpu::start();
         let ferrisson = bounded(
             plan.scenario_timeout(),
             ferrisson::uncontended(url, tasks, plan.warmup, plan.duration),
         )
         .await;
+        let mut cpu_us_per_pair = std::collections::BTreeMap::new();
+        if let Ok(t) = &ferrisson {
+            let pairs = t.pairs_per_s * (plan.warmup + plan.duration).as_secs_f64();
+            cpu_us_per_pair.insert("ferrisson", cpu.us_per(pairs, false));
+        }
         progress!(
             "uncontended T={tasks}: ferrisson {}",
             show(&ferrisson, report::throughput)
@@ -409,20 +414,37 @@ async fn run_uncontended(plan: &Plan, url: &str, with_peers: bool) -> Vec<Uncont
             rslock: None,
             spin: None,
             node: None,
+            cpu_us_per_pair,
         };
         if with_peers && tasks == plan.uncontended_summary {
             let limit = plan.baseline_timeout();
+            let pairs = |t: &measure::Throughput| t.pairs_per_s * plan.duration.as_secs_f64();
+            let cpu = Cpu::start();
             let rslock = bounded(limit, peers::rslock_uncontended(url, tasks, plan.duration)).await;
+            if let Ok(t) = &rslock {
+                row.cpu_us_per_pair
+                    .insert("rslock", cpu.us_per(pairs(t), false));
+            }
             progress!(
                 "uncontended T={tasks}: rslock {}",
                 show(&rslock, report::throughput)
             );
+            let cpu = Cpu::start();
             let spin = bounded(limit, peers::spin_uncontended(url, tasks, plan.duration)).await;
+            if let Ok(t) = &spin {
+                row.cpu_us_per_pair
+                    .insert("spin", cpu.us_per(pairs(t), false));
+            }
             progress!(
                 "uncontended T={tasks}: spin {}",
                 show(&spin, report::throughput)
             );
+            let cpu = Cpu::start();
             let node = bounded(limit, peers::node_uncontended(url, tasks, plan.duration)).await;
+            if let Ok(t) = &node {
+                row.cpu_us_per_pair
+                    .insert("node-redisson", cpu.us_per(pairs(t), true));
+            }
             progress!(
                 "uncontended T={tasks}: node-redisson {}",
                 show(&node, report::throughput)
@@ -432,6 +454,36 @@ async fn run_uncontended(plan: &Plan, url: &str, with_peers: bool) -> Vec<Uncont
         rows.push(row);
     }
     rows
+}
+
+/// Client CPU used by one measurement: this process's, or its finished children's (the Node
+/// process of node-redisson).
+struct Cpu {
+    own: Duration,
+    children: Duration,
+}
+
+impl Cpu {
+    fn start() -> Cpu {
+        Cpu {
+            own: measure::cpu_time(),
+            children: measure::children_cpu_time(),
+        }
+    }
+
+    /// CPU µs per unit of work since `start`.
+    fn us_per(&self, units: f64, children: bool) -> f64 {
+        let used = if children {
+            measure::children_cpu_time().saturating_sub(self.children)
+        } else {
+            measure::cpu_time().saturating_sub(self.own)
+        };
+        if units > 0.0 {
+            used.as_secs_f64() * 1e6 / units
+        } else {
+            0.0
+        }
+    }
 }
 
 async fn run_hot(plan: &Plan, url: &str, with_peers: bool) -> Vec<HotRow> {

@@ -54,6 +54,22 @@ pub fn percentiles(histogram: &Histogram<u64>) -> (f64, f64, f64) {
     )
 }
 
+/// Returns memory that the allocator holds free to the OS where it can (glibc `malloc_trim`),
+/// so that a following [`rss_bytes`] counts live memory rather than the high-water mark of
+/// earlier transient allocations.
+pub fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::os::raw::c_int;
+        }
+        // SAFETY: glibc's malloc_trim only releases free memory; any argument is valid.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
 /// This process's resident set size in bytes (from /proc/self/statm).
 pub fn rss_bytes() -> u64 {
     let page = 4096u64;
@@ -66,6 +82,22 @@ pub fn rss_bytes() -> u64 {
                 .and_then(|rss| rss.parse::<u64>().ok())
         })
         .map_or(0, |pages| pages * page)
+}
+
+/// CPU time (user + system) of this process's children that have been waited for (such as a
+/// finished `node` or `redis-benchmark` run; not the still running `redis-server`).
+pub fn children_cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // cutime (16) and cstime (17): indices 13 and 14 after the name.
+    Duration::from_millis((ticks(13) + ticks(14)) * 10)
 }
 
 /// CPU time (user + system) this process has used so far.
@@ -89,14 +121,17 @@ pub fn cpu_time() -> Duration {
 pub struct Waiters {
     /// Parked waiters (W).
     pub waiters: usize,
-    /// Lock hand-offs per second while all W loop lock → unlock on the one lock.
+    /// Hand-offs per second (acquisitions by another owner than the previous holder) while all
+    /// W loop lock → unlock on the one lock.
     pub handoffs_per_s: f64,
+    /// All acquisitions per second (including an owner re-taking the lock it just released).
+    pub acq_per_s: f64,
     /// Live heap bytes (counting allocator) per parked waiter: task, future, subscription share.
     pub heap_bytes_per_waiter: f64,
-    /// Resident set size growth per parked waiter (page granular; the allocator may reuse memory
-    /// freed by earlier scenarios, so this can read low).
+    /// Resident set size growth per parked waiter, both readings taken after `malloc_trim` (page
+    /// granular; noisy at small W).
     pub rss_bytes_per_waiter: f64,
-    /// Seconds until all W were parked (every waiter had run its two acquire attempts).
+    /// Seconds until all W were parked (each had run its attempts and the server saw no more).
     pub park_s: f64,
 }
 
@@ -113,12 +148,14 @@ pub struct Held {
     pub cpu_pct: f64,
     /// Live heap bytes (counting allocator) per held lock, guard included.
     pub heap_bytes_per_lock: f64,
-    /// Resident set size growth per held lock.
+    /// Resident set size growth per held lock (after `malloc_trim`, as for waiters).
     pub rss_bytes_per_lock: f64,
     /// Seconds to acquire all L locks (concurrently, in chunks).
     pub acquire_s: f64,
     /// Locks acquired per second while taking them.
     pub acquire_per_s: f64,
+    /// `size_of::<LockGuard>()`: the part of the per-lock memory that the caller's `Vec` holds.
+    pub guard_bytes: usize,
 }
 
 /// A counting global allocator: [`heap_bytes`] is the number of bytes currently allocated by

@@ -7,36 +7,44 @@
 //! * **rslock 0.10**: one `LockManager::new(vec![url])`, cloned into every task. Its clones share
 //!   one lazily opened redis-rs `MultiplexedConnection` per server (behind a `tokio::sync::Mutex`
 //!   that each call takes briefly to clone the handle), so all tasks use one multiplexed
-//!   connection, opened by a warm-up pair before the clock starts. `lock()` is one `SET NX PX`
-//!   (plus, on failure, an `EVALSHA` of its compare-and-delete script on the same key, then a
-//!   random sleep in `0..retry_delay`); `unlock()` is that script. Retry is set to
-//!   `set_retry(u32::MAX, 10 ms)`: an acquire polls until it gets the lock, sleeping a uniformly
-//!   random 0–10 ms between attempts. Lease 30 s (the locks are released long before).
+//!   connection, opened by a warm-up pair before the clock starts. One `lock()` attempt is a
+//!   `SET NX PX` plus, when refused, an `EVALSHA` of its compare-and-delete script on the key;
+//!   `unlock()` is that script. Retry polling: rslock retries inside `lock()` with a uniformly
+//!   random sleep in `0..retry_delay` between attempts; the bench runs exactly that loop itself
+//!   (`set_retry(1, ..)`, i.e. one attempt per `lock()` call, then a random 0–10 ms sleep and
+//!   again, without limit), which is what `set_retry(u32::MAX, 10 ms)` does, but lets it count
+//!   attempts. Lease 30 s.
 //! * **spin lock**: one fred client (one multiplexed connection). Acquire = `SET key token NX PX
 //!   30000`, sleeping a fixed 10 ms after every refusal; release = `EVALSHA` of
 //!   `if GET == token then DEL` (loaded once before the clock starts). Tokens are unique per
 //!   acquisition.
 //! * **node-redisson**: `tests/interop/bench.js` in one Node process, one node-redisson client
-//!   (one ioredis command connection), T async workers, `lock(30000 ms lease)` (so no watchdog)
-//!   then `unlock()`.
+//!   (one ioredis command connection), T async workers, `lock(30000 ms lease)` (a lease, so no
+//!   watchdog timer) then `unlock()`.
 //!
-//! What is measured (the same for both Rust peers):
+//! What is measured, with the same rules as ferrisson's own scenarios (`ferrisson.rs`):
 //!
-//! * uncontended: T tasks, task i on its own key, each doing lock+unlock pairs until `duration`
-//!   has passed (at least one pair each). Latency = one acquire call, from the call to its
-//!   return. pairs/s = all pairs / wall time from the start until the last task finished.
-//! * hot: T tasks on one key, each looping acquire → release (no work in between) while the
-//!   window is open. acq/s = acquisitions that returned within the window / window. Every
-//!   acquire started within the window is waited for and recorded (also when it returns after
-//!   the window closed, so long waits are not cut off). Hand-off = time from the holder starting
-//!   its release (a shared "release started at" stamp, set just before the release is sent) to
-//!   the next holder's acquire returning. min/max per task count acquisitions within the window.
+//! * Every run first warms up for `min(duration / 5, 500 ms)` (the signatures take no warm-up;
+//!   this matches the harness's plans: 500 ms before 5 s, 200 ms before 1 s, 30 ms before
+//!   150 ms), then measures for `duration`.
+//! * uncontended: T tasks, task i on its own key, lock+unlock pairs in a loop. A pair counts
+//!   when it started after the warm-up and ended within the window; pairs/s = those / duration;
+//!   latency = one acquire call, from the call to its return.
+//! * hot: T tasks on one key, each looping acquire → release with no work in between. Every
+//!   acquire started after the warm-up is recorded, also one that returns after the window
+//!   closed (long waits are not cut off); acq/s and the per-task counts take those that
+//!   returned within it. Hand-off = time from the holder starting its release (a shared
+//!   "release started at" stamp, set just before the release is sent) to the next holder's
+//!   acquire returning, recorded for acquisitions that had to retry (more than one attempt), so
+//!   a task re-taking the lock it just released is not counted as a hand-off.
 //!
-//! Keys are `bench:peers:<peer>:<run id>:...`, unique per call, and every lock is released at
-//! the end, so nothing is left behind on a shared server (except, after an error, keys that
-//! expire with their 30 s lease).
+//! Keys are `bench:peers:<peer>:<uuid>:...`, unique per call, and every lock is released at the
+//! end, so nothing is left behind on a shared server (except, after an error, keys that expire
+//! with their 30 s lease).
 
+use std::collections::hash_map::RandomState;
 use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,10 +62,12 @@ const LEASE: Duration = Duration::from_secs(30);
 const SPIN_RETRY: Duration = Duration::from_millis(10);
 /// rslock's retry delay: it sleeps a random 0..this between attempts.
 const RSLOCK_RETRY_DELAY: Duration = Duration::from_millis(10);
+/// Upper bound of the warm-up before the measured window.
+const MAX_WARMUP: Duration = Duration::from_millis(500);
 /// How long an acquire started within the window may still take after the window closed
 /// before the scenario is declared broken.
 const DRAIN_LIMIT: Duration = Duration::from_secs(30);
-/// The whole Node run may take this much longer than `duration` (startup, npm ci check, drain).
+/// The whole Node run may take this much longer than warm-up + `duration` (startup, drain).
 const NODE_SLACK: Duration = Duration::from_secs(60);
 /// Compare-and-delete: the classic safe release of a SET NX lock.
 const SPIN_RELEASE: &str =
@@ -70,15 +80,19 @@ pub async fn rslock_uncontended(
     duration: Duration,
 ) -> Result<Throughput, String> {
     let peer = Rslock::connect(url).await?;
-    let prefix = key_prefix("rslock");
-    uncontended(peer, &prefix, tasks, duration).await
+    uncontended(peer, &key_prefix("rslock"), tasks, duration).await
 }
 
 /// T tasks on one rslock lock for `duration`.
 pub async fn rslock_hot(url: &str, tasks: usize, duration: Duration) -> Result<Hot, String> {
     let peer = Rslock::connect(url).await?;
-    let key = format!("{}:hot", key_prefix("rslock"));
-    hot(peer, &key, tasks, duration).await
+    hot(
+        peer,
+        &format!("{}:hot", key_prefix("rslock")),
+        tasks,
+        duration,
+    )
+    .await
 }
 
 /// T tasks, each locking and unlocking its own spin lock for `duration`.
@@ -88,8 +102,7 @@ pub async fn spin_uncontended(
     duration: Duration,
 ) -> Result<Throughput, String> {
     let peer = Spin::connect(url).await?;
-    let prefix = key_prefix("spin");
-    let result = uncontended(peer.clone(), &prefix, tasks, duration).await;
+    let result = uncontended(peer.clone(), &key_prefix("spin"), tasks, duration).await;
     peer.close().await;
     result
 }
@@ -97,8 +110,13 @@ pub async fn spin_uncontended(
 /// T tasks on one spin lock for `duration`.
 pub async fn spin_hot(url: &str, tasks: usize, duration: Duration) -> Result<Hot, String> {
     let peer = Spin::connect(url).await?;
-    let key = format!("{}:hot", key_prefix("spin"));
-    let result = hot(peer.clone(), &key, tasks, duration).await;
+    let result = hot(
+        peer.clone(),
+        &format!("{}:hot", key_prefix("spin")),
+        tasks,
+        duration,
+    )
+    .await;
     peer.close().await;
     result
 }
@@ -113,25 +131,23 @@ pub async fn node_uncontended(
         .await
         .map_err(|e| format!("node-redisson install task failed: {e}"))?
         .map_err(|e| format!("node-redisson peer unavailable: {e}"))?;
+    let warmup = warmup_for(duration);
     let mut command = tokio::process::Command::new(crate::support::node::node_binary());
     command
         .arg(dir.join("bench.js"))
         .arg(url)
-        .arg(tasks.to_string())
+        .arg(tasks.max(1).to_string())
         .arg(duration.as_millis().to_string())
+        .arg(warmup.as_millis().to_string())
         .arg(key_prefix("node"))
         .arg(LEASE.as_millis().to_string())
         .current_dir(&dir)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
-    let output = tokio::time::timeout(duration + NODE_SLACK, command.output())
+    let limit = warmup + duration + NODE_SLACK;
+    let output = tokio::time::timeout(limit, command.output())
         .await
-        .map_err(|_| {
-            format!(
-                "`node bench.js` did not finish within {:?}",
-                duration + NODE_SLACK
-            )
-        })?
+        .map_err(|_| format!("`node bench.js` did not finish within {limit:?}"))?
         .map_err(|e| format!("cannot run `node bench.js`: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -174,8 +190,8 @@ pub async fn node_uncontended(
 trait Peer: Clone + Send + Sync + 'static {
     /// What a successful acquire returns and the release consumes.
     type Held: Send + 'static;
-    /// Acquires `key`, polling until it gets it.
-    fn acquire(&self, key: &str) -> impl Future<Output = Result<Self::Held, String>> + Send;
+    /// Acquires `key`, polling until it gets it: the hold and the number of attempts it took.
+    fn acquire(&self, key: &str) -> impl Future<Output = Result<(Self::Held, u32), String>> + Send;
     /// Releases a hold taken by `acquire`.
     fn release(
         &self,
@@ -195,18 +211,21 @@ impl Rslock {
         let owned = url.to_owned();
         let mut manager = std::panic::catch_unwind(move || rslock::LockManager::new(vec![owned]))
             .map_err(|_| format!("rslock rejects the redis url {url}"))?;
-        manager.set_retry(u32::MAX, RSLOCK_RETRY_DELAY);
+        // One attempt per lock() call; the retry loop with rslock's jittered delay is in acquire.
+        manager.set_retry(1, RSLOCK_RETRY_DELAY);
         let peer = Rslock { manager };
         // Opens the shared multiplexed connection before any clock starts.
-        let warm_up = format!("{}:warm-up", key_prefix("rslock"));
-        let held = tokio::time::timeout(Duration::from_secs(10), peer.acquire(&warm_up))
-            .await
-            .map_err(|_| {
-                format!(
-                    "rslock could not lock a free key on {url} within 10 s (server unreachable?)"
-                )
-            })??;
-        peer.release(&warm_up, held).await?;
+        let warm_up = format!("{}:connect", key_prefix("rslock"));
+        let lock = tokio::time::timeout(
+            Duration::from_secs(10),
+            peer.manager.lock(warm_up.as_bytes(), LEASE),
+        )
+        .await
+        .map_err(|_| format!("rslock: no answer from {url} within 10 s"))?
+        .map_err(|e| {
+            format!("rslock cannot lock a free key on {url}: {e} (server unreachable?)")
+        })?;
+        peer.manager.unlock(&lock).await;
         Ok(peer)
     }
 }
@@ -214,14 +233,26 @@ impl Rslock {
 impl Peer for Rslock {
     type Held = rslock::Lock;
 
-    fn acquire(&self, key: &str) -> impl Future<Output = Result<rslock::Lock, String>> + Send {
+    fn acquire(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<(rslock::Lock, u32), String>> + Send {
         let manager = self.manager.clone();
         let key = key.to_owned();
         async move {
-            manager
-                .lock(key.as_bytes(), LEASE)
-                .await
-                .map_err(|e| format!("rslock lock({key}): {e}"))
+            let mut attempts = 0u32;
+            loop {
+                attempts += 1;
+                match manager.lock(key.as_bytes(), LEASE).await {
+                    Ok(lock) => return Ok((lock, attempts)),
+                    // Busy, or a failed command (rslock maps both to "not acquired" and retries).
+                    Err(rslock::LockError::Unavailable) => {}
+                    Err(e) => return Err(format!("rslock lock({key}): {e}")),
+                }
+                // rslock's retry delay: uniformly random in 0..retry_delay (whole milliseconds).
+                let delay_ms = random_u64() % RSLOCK_RETRY_DELAY.as_millis() as u64;
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            }
         }
     }
 
@@ -271,7 +302,7 @@ impl Spin {
 impl Peer for Spin {
     type Held = String;
 
-    fn acquire(&self, key: &str) -> impl Future<Output = Result<String, String>> + Send {
+    fn acquire(&self, key: &str) -> impl Future<Output = Result<(String, u32), String>> + Send {
         let spin = self.clone();
         let key = key.to_owned();
         async move {
@@ -280,7 +311,9 @@ impl Peer for Spin {
                 spin.token_prefix,
                 spin.next_token.fetch_add(1, Ordering::Relaxed)
             );
+            let mut attempts = 0u32;
             loop {
+                attempts += 1;
                 let set: Option<String> = spin
                     .client
                     .set(
@@ -293,7 +326,7 @@ impl Peer for Spin {
                     .await
                     .map_err(|e| format!("spin lock: SET {key} NX PX: {e}"))?;
                 if set.is_some() {
-                    return Ok(token);
+                    return Ok((token, attempts));
                 }
                 tokio::time::sleep(SPIN_RETRY).await;
             }
@@ -324,37 +357,67 @@ impl Peer for Spin {
 // The scenario loops
 // ---------------------------------------------------------------------------------------------
 
-/// T tasks, task i on key `<prefix>:u:<i>`, lock+unlock pairs for `duration` (at least one each).
+/// The measured window: `warm_end .. deadline`.
+#[derive(Clone, Copy)]
+struct Window {
+    epoch: Instant,
+    warm_end: Instant,
+    deadline: Instant,
+}
+
+impl Window {
+    fn new(duration: Duration) -> Window {
+        let epoch = Instant::now();
+        let warm_end = epoch + warmup_for(duration);
+        Window {
+            epoch,
+            warm_end,
+            deadline: warm_end + duration,
+        }
+    }
+
+    /// `at` in ns since the epoch (for the shared "release started" stamp).
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The warm-up before a window of `duration`.
+fn warmup_for(duration: Duration) -> Duration {
+    (duration / 5).min(MAX_WARMUP)
+}
+
+/// T tasks, task i on key `<prefix>:u:<i>`, lock+unlock pairs through warm-up and window.
 async fn uncontended<P: Peer>(
     peer: P,
     prefix: &str,
     tasks: usize,
     duration: Duration,
 ) -> Result<Throughput, String> {
-    let tasks = tasks.max(1);
-    let start = Instant::now();
-    let deadline = start + duration;
+    let window = Window::new(duration);
     let mut set = JoinSet::new();
-    for i in 0..tasks {
+    for i in 0..tasks.max(1) {
         let peer = peer.clone();
         let key = format!("{prefix}:u:{i}");
         set.spawn(async move {
             let mut latency = measure::histogram();
             let mut pairs = 0u64;
             loop {
-                let t0 = Instant::now();
-                let held = bounded_acquire(&peer, &key, deadline).await?;
-                measure::record(&mut latency, t0.elapsed());
-                peer.release(&key, held).await?;
-                pairs += 1;
-                if Instant::now() >= deadline {
+                let started = Instant::now();
+                if started >= window.deadline {
                     return Ok::<_, String>((latency, pairs));
+                }
+                let (held, _) = bounded_acquire(&peer, &key, window.deadline).await?;
+                let acquired = Instant::now();
+                peer.release(&key, held).await?;
+                if started >= window.warm_end && Instant::now() <= window.deadline {
+                    pairs += 1;
+                    measure::record(&mut latency, acquired - started);
                 }
             }
         });
     }
     let results = join_all_or_abort(set).await?;
-    let elapsed = start.elapsed().as_secs_f64();
     let mut latency = measure::histogram();
     let mut pairs = 0u64;
     for (histogram, count) in results {
@@ -363,7 +426,7 @@ async fn uncontended<P: Peer>(
     }
     let (p50_us, p99_us, _) = measure::percentiles(&latency);
     Ok(Throughput {
-        pairs_per_s: pairs as f64 / elapsed,
+        pairs_per_s: pairs as f64 / duration.as_secs_f64().max(1e-9),
         p50_us,
         p99_us,
     })
@@ -376,61 +439,54 @@ struct HotTask {
     in_window: u64,
 }
 
-/// T tasks on one `key`, acquire → release while the window of `duration` is open.
+/// T tasks on one `key`, acquire → release through warm-up and window.
 async fn hot<P: Peer>(peer: P, key: &str, tasks: usize, duration: Duration) -> Result<Hot, String> {
     const NO_RELEASE: u64 = u64::MAX;
-    let tasks = tasks.max(1);
-    let start = Instant::now();
-    let deadline = start + duration;
-    // When the last holder started its release, in ns since `start`.
+    let window = Window::new(duration);
+    // When the last holder started its release, in ns since the window's epoch.
     let release_started = Arc::new(AtomicU64::new(NO_RELEASE));
-    let since_start = move |at: Instant| {
-        u64::try_from(at.duration_since(start).as_nanos()).unwrap_or(u64::MAX - 1)
-    };
     let mut set = JoinSet::new();
-    for _ in 0..tasks {
+    for _ in 0..tasks.max(1) {
         let peer = peer.clone();
         let key = key.to_owned();
         let release_started = Arc::clone(&release_started);
         set.spawn(async move {
-            let mut acquire = measure::histogram();
-            let mut handoff = measure::histogram();
-            let mut in_window = 0u64;
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                let held = bounded_acquire(&peer, &key, deadline).await?;
+            let mut task = HotTask {
+                acquire: measure::histogram(),
+                handoff: measure::histogram(),
+                in_window: 0,
+            };
+            loop {
+                let started = Instant::now();
+                if started >= window.deadline {
+                    return Ok::<_, String>(task);
+                }
+                let (held, attempts) = bounded_acquire(&peer, &key, window.deadline).await?;
                 let acquired = Instant::now();
-                measure::record(&mut acquire, acquired - t0);
-                let released_at = release_started.load(Ordering::Acquire);
-                if released_at != NO_RELEASE {
-                    let gap = since_start(acquired).saturating_sub(released_at);
-                    measure::record(&mut handoff, Duration::from_nanos(gap));
+                if started >= window.warm_end {
+                    if acquired <= window.deadline {
+                        task.in_window += 1;
+                    }
+                    measure::record(&mut task.acquire, acquired - started);
+                    let released_at = release_started.load(Ordering::SeqCst);
+                    if attempts > 1 && released_at != NO_RELEASE {
+                        let gap = window.nanos(acquired).saturating_sub(released_at);
+                        measure::record(&mut task.handoff, Duration::from_nanos(gap));
+                    }
                 }
-                if acquired <= deadline {
-                    in_window += 1;
-                }
-                release_started.store(since_start(Instant::now()), Ordering::Release);
+                release_started.store(window.nanos(Instant::now()), Ordering::SeqCst);
                 peer.release(&key, held).await?;
             }
-            Ok::<_, String>(HotTask {
-                acquire,
-                handoff,
-                in_window,
-            })
         });
     }
     let results = join_all_or_abort(set).await?;
     let mut acquire = measure::histogram();
     let mut handoff = measure::histogram();
     let mut total = 0u64;
-    let mut min_per_task = u64::MAX;
-    let mut max_per_task = 0u64;
     for task in &results {
         merge(&mut acquire, &task.acquire);
         merge(&mut handoff, &task.handoff);
         total += task.in_window;
-        min_per_task = min_per_task.min(task.in_window);
-        max_per_task = max_per_task.max(task.in_window);
     }
     let (p50_us, p99_us, max_us) = measure::percentiles(&acquire);
     let (handoff_p50_us, handoff_p99_us, _) = measure::percentiles(&handoff);
@@ -441,8 +497,8 @@ async fn hot<P: Peer>(peer: P, key: &str, tasks: usize, duration: Duration) -> R
         max_us,
         handoff_p50_us,
         handoff_p99_us,
-        min_per_task: if results.is_empty() { 0 } else { min_per_task },
-        max_per_task,
+        min_per_task: results.iter().map(|t| t.in_window).min().unwrap_or(0),
+        max_per_task: results.iter().map(|t| t.in_window).max().unwrap_or(0),
     })
 }
 
@@ -451,7 +507,7 @@ async fn bounded_acquire<P: Peer>(
     peer: &P,
     key: &str,
     deadline: Instant,
-) -> Result<P::Held, String> {
+) -> Result<(P::Held, u32), String> {
     tokio::time::timeout_at(deadline + DRAIN_LIMIT, peer.acquire(key))
         .await
         .map_err(|_| {
@@ -483,6 +539,14 @@ async fn join_all_or_abort<T: 'static>(
 fn merge(into: &mut Histogram<u64>, from: &Histogram<u64>) {
     // Same bounds on both sides (measure::histogram), so adding cannot fail.
     let _ = into.add(from);
+}
+
+/// A random number (std's randomly keyed SipHash of a counter; plenty for retry jitter).
+fn random_u64() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.finish()
 }
 
 /// `bench:peers:<peer>:<uuid>`: a key prefix unique to this call.

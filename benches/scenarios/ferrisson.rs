@@ -1,0 +1,448 @@
+//! ferrisson's own scenarios (issue 4): uncontended, hot, waiters, held.
+//!
+//! Each scenario connects its own [`ferrisson::Client`] (default configuration: one multiplexed
+//! command connection plus the subscriber) unless it says otherwise, and shuts it down at the
+//! end, so that scenarios do not share state. Lock names start with `ferrisson-bench:`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::Client as RawClient;
+use futures::future::join_all;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use ferrisson::{Client, Config, Owner, WokenBy};
+
+use crate::measure::{self, Held, Hot, Throughput, Waiters};
+use crate::support::redis_state::{command_stats, numsub, reset_stats};
+
+/// RSS after handing free allocator memory back to the OS.
+fn trimmed_rss() -> u64 {
+    measure::trim_heap();
+    measure::rss_bytes()
+}
+
+/// A scenario's outcome: the numbers, or why it could not produce them.
+pub type Outcome<T> = Result<T, String>;
+
+fn err(what: &str) -> impl Fn(ferrisson::Error) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+async fn connect(url: &str) -> Outcome<Client> {
+    Client::connect(url).await.map_err(err("connect"))
+}
+
+/// Joins spawned workers, turning panics and errors into one message.
+async fn join_workers<T>(handles: Vec<tokio::task::JoinHandle<Outcome<T>>>) -> Outcome<Vec<T>> {
+    let mut out = Vec::with_capacity(handles.len());
+    for joined in join_all(handles).await {
+        match joined {
+            Ok(Ok(value)) => out.push(value),
+            Ok(Err(e)) => return Err(e),
+            Err(e) => return Err(format!("worker task failed: {e}")),
+        }
+    }
+    Ok(out)
+}
+
+/// What one worker of a timed loop measured.
+struct Worker {
+    pairs: u64,
+    acquire: Histogram<u64>,
+    handoff: Histogram<u64>,
+    immediate: u64,
+}
+
+/// Measured window of a timed loop: `warm_end .. deadline`.
+#[derive(Clone, Copy)]
+struct Window {
+    warm_end: Instant,
+    deadline: Instant,
+}
+
+impl Window {
+    fn new(warmup: Duration, duration: Duration) -> Window {
+        let warm_end = Instant::now() + warmup;
+        Window {
+            warm_end,
+            deadline: warm_end + duration,
+        }
+    }
+
+    /// Whether an operation that started at `started` and ended at `ended` lies in the window.
+    fn counts(&self, started: Instant, ended: Instant) -> bool {
+        started >= self.warm_end && ended <= self.deadline
+    }
+}
+
+/// Uncontended: `tasks` tasks, each locking and unlocking its own lock in a loop for `duration`
+/// (after `warmup`). Acquire latency is the time `lock()` takes.
+pub async fn uncontended(
+    url: &str,
+    tasks: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Outcome<Throughput> {
+    let client = connect(url).await?;
+    let window = Window::new(warmup, duration);
+    let handles = (0..tasks)
+        .map(|i| {
+            let lock = client.lock(format!("ferrisson-bench:uncontended:{tasks}:{i}"));
+            tokio::spawn(async move {
+                let mut worker = Worker {
+                    pairs: 0,
+                    acquire: measure::histogram(),
+                    handoff: measure::histogram(),
+                    immediate: 0,
+                };
+                loop {
+                    let started = Instant::now();
+                    if started >= window.deadline {
+                        break;
+                    }
+                    let guard = lock.lock().await.map_err(err("lock"))?;
+                    let acquired = Instant::now();
+                    guard.unlock().await.map_err(err("unlock"))?;
+                    if window.counts(started, Instant::now()) {
+                        worker.pairs += 1;
+                        measure::record(&mut worker.acquire, acquired - started);
+                    }
+                }
+                Ok(worker)
+            })
+        })
+        .collect();
+    let workers = join_workers(handles).await;
+    client.shutdown().await;
+    let workers = workers?;
+    let mut acquire = measure::histogram();
+    let mut pairs = 0;
+    for worker in &workers {
+        acquire.add(&worker.acquire).map_err(|e| e.to_string())?;
+        pairs += worker.pairs;
+    }
+    let (p50_us, p99_us, _) = measure::percentiles(&acquire);
+    Ok(Throughput {
+        pairs_per_s: pairs as f64 / duration.as_secs_f64(),
+        p50_us,
+        p99_us,
+    })
+}
+
+/// Diagnostics of the hot scenario beyond [`Hot`].
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct HotExtra {
+    /// Share of acquisitions that did not wait (the lock was free at the first attempt: mostly
+    /// the releasing task re-taking the lock before a woken waiter's retry arrived).
+    pub immediate_share: f64,
+    /// Acquisitions that waited, i.e. real hand-offs to a parked waiter.
+    pub handoffs: u64,
+    /// Acquire latency p99.9 in µs.
+    pub p999_us: f64,
+}
+
+/// Hot: `tasks` tasks, each with its own [`Owner`], lock and unlock one lock in a loop with no
+/// work inside.
+///
+/// Hand-off latency: just before `unlock()` the holder stores "release started at"; every
+/// acquisition that had to wait (woken by a message, a local hand-off or a TTL rather than
+/// acquired at the first attempt) records now − that, i.e. release started → next owner holds
+/// the lock.
+pub async fn hot(
+    url: &str,
+    tasks: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Outcome<(Hot, HotExtra)> {
+    let client = connect(url).await?;
+    let base = client.lock(format!("ferrisson-bench:hot:{tasks}"));
+    let epoch = Instant::now();
+    let release_started = Arc::new(AtomicU64::new(0));
+    let window = Window::new(warmup, duration);
+    let handles = (0..tasks)
+        .map(|_| {
+            let lock = base.with_owner(Owner::new());
+            let release_started = Arc::clone(&release_started);
+            tokio::spawn(async move {
+                let mut worker = Worker {
+                    pairs: 0,
+                    acquire: measure::histogram(),
+                    handoff: measure::histogram(),
+                    immediate: 0,
+                };
+                loop {
+                    let started = Instant::now();
+                    if started >= window.deadline {
+                        break;
+                    }
+                    let guard = lock.lock().await.map_err(err("lock"))?;
+                    let acquired = Instant::now();
+                    // Every acquire started in the window is recorded, also one that returns
+                    // after it closed (long waits are not cut off); acq/s and the per-task
+                    // counts take those that returned within it.
+                    if started >= window.warm_end {
+                        if acquired <= window.deadline {
+                            worker.pairs += 1;
+                        }
+                        measure::record(&mut worker.acquire, acquired - started);
+                        if guard.acquisition().woken_by != WokenBy::Immediate {
+                            let released_at = epoch
+                                + Duration::from_nanos(release_started.load(Ordering::SeqCst));
+                            measure::record(
+                                &mut worker.handoff,
+                                acquired.saturating_duration_since(released_at),
+                            );
+                        } else {
+                            worker.immediate += 1;
+                        }
+                    }
+                    let now = u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    release_started.store(now, Ordering::SeqCst);
+                    guard.unlock().await.map_err(err("unlock"))?;
+                }
+                Ok(worker)
+            })
+        })
+        .collect();
+    let workers = join_workers(handles).await;
+    client.shutdown().await;
+    let workers = workers?;
+    let mut acquire = measure::histogram();
+    let mut handoff = measure::histogram();
+    let (mut total, mut immediate) = (0, 0);
+    for worker in &workers {
+        acquire.add(&worker.acquire).map_err(|e| e.to_string())?;
+        handoff.add(&worker.handoff).map_err(|e| e.to_string())?;
+        total += worker.pairs;
+        immediate += worker.immediate;
+    }
+    let (p50_us, p99_us, max_us) = measure::percentiles(&acquire);
+    let (handoff_p50_us, handoff_p99_us, _) = measure::percentiles(&handoff);
+    let hot = Hot {
+        acq_per_s: total as f64 / duration.as_secs_f64(),
+        p50_us,
+        p99_us,
+        max_us,
+        handoff_p50_us,
+        handoff_p99_us,
+        min_per_task: workers.iter().map(|w| w.pairs).min().unwrap_or(0),
+        max_per_task: workers.iter().map(|w| w.pairs).max().unwrap_or(0),
+    };
+    let extra = HotExtra {
+        immediate_share: if acquire.is_empty() {
+            0.0
+        } else {
+            immediate as f64 / acquire.len() as f64
+        },
+        handoffs: handoff.len(),
+        p999_us: if acquire.is_empty() {
+            0.0
+        } else {
+            acquire.value_at_quantile(0.999) as f64
+        },
+    };
+    Ok((hot, extra))
+}
+
+/// Waiters: `waiters` owners parked on one lock.
+///
+/// 1. A separate owner holds the lock with a 60 s lease.
+/// 2. W tasks (each its own [`Owner`], all on one shared `Lock` handle) call `lock()`; they are
+///    parked once each has run its acquire attempt(s), the channel has its one subscriber and
+///    the server has seen no attempt for 200 ms. Memory per parked waiter = growth of the live
+///    heap (and of RSS) / W.
+/// 3. The holder releases; every waiter loops lock → unlock; hand-offs/s (acquisitions by
+///    another owner than the previous one) over `duration`.
+pub async fn waiters(
+    url: &str,
+    raw: &RawClient,
+    waiters: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Outcome<Waiters> {
+    let client = connect(url).await?;
+    let name = format!("ferrisson-bench:waiters:{waiters}");
+    let channel = crate::support::redis_state::channel_of(&name);
+    let base = client.lock(name.clone());
+    let holder = base
+        .with_owner(Owner::new())
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .map_err(err("holder lock"))?;
+    reset_stats(raw).await;
+    let (heap0, rss0) = (measure::heap_bytes(), trimmed_rss());
+    // Acquisitions, and hand-offs: acquisitions by another owner than the previous one.
+    let count = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let last_owner = Arc::new(AtomicU64::new(0));
+    let parking_started = Instant::now();
+    let handles: Vec<_> = (0..waiters)
+        .map(|_| {
+            let owner = Owner::new();
+            let lock = base.with_owner(owner);
+            let count = Arc::clone(&count);
+            let last_owner = Arc::clone(&last_owner);
+            tokio::spawn(async move {
+                loop {
+                    let guard = match lock.lock().await {
+                        Ok(guard) => guard,
+                        Err(e) => return Err::<(), String>(format!("lock: {e}")),
+                    };
+                    count[0].fetch_add(1, Ordering::Relaxed);
+                    if last_owner.swap(owner.id(), Ordering::Relaxed) != owner.id() {
+                        count[1].fetch_add(1, Ordering::Relaxed);
+                    }
+                    if let Err(e) = guard.unlock().await {
+                        return Err(format!("unlock: {e}"));
+                    }
+                }
+            })
+        })
+        .collect();
+    // Parked = every waiter ran at least one acquire attempt (two when it had to subscribe
+    // first), the channel has its one subscriber, and the server has seen no attempt for a while:
+    // nothing retries while the holder's 60 s lease runs.
+    let parked = async {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let (mut last, mut changed) = (u64::MAX, Instant::now());
+        loop {
+            let stats = command_stats(raw).await;
+            let attempts = stats.get("evalsha").copied().unwrap_or(0)
+                + stats.get("eval").copied().unwrap_or(0);
+            let subscribers = numsub(raw, &channel).await;
+            if attempts != last {
+                (last, changed) = (attempts, Instant::now());
+            }
+            let quiet = changed.elapsed() >= Duration::from_millis(200);
+            if attempts >= waiters as u64 && subscribers == 1 && quiet {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err((attempts, subscribers));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    .await;
+    let outcome = async {
+        if let Err((attempts, subscribers)) = parked {
+            return Err(format!(
+                "waiters did not park: {attempts} attempts by {waiters} waiters, {subscribers} subscribers"
+            ));
+        }
+        let park_s = parking_started.elapsed().as_secs_f64();
+        if let Some(finished) = handles.iter().position(|h| h.is_finished()) {
+            return Err(format!("waiter {finished} ended while parked"));
+        }
+        let (heap1, rss1) = (measure::heap_bytes(), trimmed_rss());
+        holder.unlock().await.map_err(err("holder unlock"))?;
+        tokio::time::sleep(warmup).await;
+        let snapshot = || [0, 1].map(|i| count[i].load(Ordering::Relaxed));
+        let (before, started) = (snapshot(), Instant::now());
+        tokio::time::sleep(duration).await;
+        let (after, elapsed) = (snapshot(), started.elapsed());
+        if let Some(finished) = handles.iter().position(|h| h.is_finished()) {
+            return Err(format!("waiter {finished} ended during the hand-off loop"));
+        }
+        Ok(Waiters {
+            waiters,
+            handoffs_per_s: (after[1] - before[1]) as f64 / elapsed.as_secs_f64(),
+            acq_per_s: (after[0] - before[0]) as f64 / elapsed.as_secs_f64(),
+            heap_bytes_per_waiter: heap1.saturating_sub(heap0) as f64 / waiters as f64,
+            rss_bytes_per_waiter: rss1.saturating_sub(rss0) as f64 / waiters as f64,
+            park_s,
+        })
+    }
+    .await;
+    for handle in &handles {
+        handle.abort();
+    }
+    let mut failure = None;
+    for joined in join_all(handles).await {
+        match joined {
+            Ok(Err(e)) => failure = Some(e),
+            Err(e) if e.is_panic() => failure = Some(format!("waiter panicked: {e}")),
+            _ => {}
+        }
+    }
+    // Aborted holders' guards are released by the client's background task; shutdown waits.
+    client.shutdown().await;
+    match (outcome, failure) {
+        (Ok(_), Some(e)) => Err(e),
+        (outcome, _) => outcome,
+    }
+}
+
+/// Held: `locks` locks held under the watchdog (`watchdog_timeout`, renewed every third of it)
+/// by one client. Acquired concurrently, 500 at a time; then over `periods` renewal periods:
+/// renewal script calls (INFO commandstats, EVALSHA + EVAL: only the watchdog runs scripts
+/// then), client CPU, and memory per held lock.
+pub async fn held(
+    url: &str,
+    raw: &RawClient,
+    locks: usize,
+    watchdog_timeout: Duration,
+    periods: u32,
+) -> Outcome<Held> {
+    let mut config = Config::new(url);
+    config.watchdog_timeout = watchdog_timeout;
+    let client = Client::new(config).await.map_err(err("connect"))?;
+    let outcome = hold_and_measure(&client, raw, locks, watchdog_timeout, periods).await;
+    client.shutdown().await;
+    outcome
+}
+
+async fn hold_and_measure(
+    client: &Client,
+    raw: &RawClient,
+    locks: usize,
+    watchdog_timeout: Duration,
+    periods: u32,
+) -> Outcome<Held> {
+    const CHUNK: usize = 500;
+    let (heap0, rss0) = (measure::heap_bytes(), trimmed_rss());
+    let started = Instant::now();
+    let mut guards = Vec::with_capacity(locks);
+    for first in (0..locks).step_by(CHUNK) {
+        let acquired = join_all((first..locks.min(first + CHUNK)).map(|i| {
+            let lock = client.lock(format!("ferrisson-bench:held:{i}"));
+            async move { lock.lock().await }
+        }))
+        .await;
+        for guard in acquired {
+            guards.push(guard.map_err(err("lock"))?);
+        }
+    }
+    let acquire_s = started.elapsed().as_secs_f64();
+    let (heap1, rss1) = (measure::heap_bytes(), trimmed_rss());
+
+    let period = watchdog_timeout / 3;
+    reset_stats(raw).await;
+    let (cpu0, wall0) = (measure::cpu_time(), Instant::now());
+    tokio::time::sleep(period * periods).await;
+    let (cpu1, wall) = (measure::cpu_time(), wall0.elapsed());
+    let stats = command_stats(raw).await;
+    let calls =
+        stats.get("evalsha").copied().unwrap_or(0) + stats.get("eval").copied().unwrap_or(0);
+    let lost = guards.iter().filter(|g| g.is_lost()).count();
+    if lost > 0 {
+        return Err(format!("{lost} of {locks} held locks were lost"));
+    }
+    let renewal_calls_per_period = calls as f64 * period.as_secs_f64() / wall.as_secs_f64();
+    let held = Held {
+        locks,
+        watchdog_timeout_ms: watchdog_timeout.as_millis() as u64,
+        renewal_calls_per_period,
+        cpu_pct: (cpu1.saturating_sub(cpu0)).as_secs_f64() / wall.as_secs_f64() * 100.0,
+        heap_bytes_per_lock: heap1.saturating_sub(heap0) as f64 / locks as f64,
+        rss_bytes_per_lock: rss1.saturating_sub(rss0) as f64 / locks as f64,
+        acquire_s,
+        acquire_per_s: locks as f64 / acquire_s,
+        guard_bytes: std::mem::size_of::<ferrisson::LockGuard>(),
+    };
+    drop(guards);
+    Ok(held)
+}

@@ -1,0 +1,1297 @@
+//! The report: Markdown tables with every target checked as a ratio against the baselines of
+//! the same run, `<scenario>.json` files with all sizes, `summary.json` for comparing commits,
+//! and SVG charts.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::ferrisson::HotExtra;
+use crate::measure::{Held, Hot, Throughput, Waiters};
+use crate::Plan;
+
+type Res<T> = Result<T, String>;
+
+/// Where the run happened.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Machine {
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub memory: String,
+    pub kernel: String,
+    pub redis_version: String,
+    pub redis_url: String,
+    pub commit: String,
+    pub debug_build: bool,
+}
+
+impl Machine {
+    pub async fn detect(raw: &fred::clients::Client, url: &str) -> Machine {
+        use fred::interfaces::ClientLike;
+        let info: String = raw
+            .info(Some(fred::types::InfoKind::Server))
+            .await
+            .unwrap_or_default();
+        let field = |text: &str, key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        };
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory = field(&meminfo, "MemTotal")
+            .and_then(|kb| kb.trim_end_matches(" kB").trim().parse::<f64>().ok())
+            .map_or("unknown".into(), |kb| {
+                format!("{:.1} GiB", kb / 1024.0 / 1024.0)
+            });
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        };
+        let commit = match git(&["rev-parse", "--short", "HEAD"]) {
+            Some(hash) => {
+                let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                    .is_some_and(|s| !s.is_empty());
+                if dirty {
+                    format!("{hash}+changes")
+                } else {
+                    hash
+                }
+            }
+            None => "unknown".into(),
+        };
+        Machine {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_model: field(&cpuinfo, "model name").unwrap_or_else(|| "unknown".into()),
+            memory,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map_or("unknown".into(), |s| s.trim().to_owned()),
+            redis_version: field(&info, "redis_version").unwrap_or_else(|| "unknown".into()),
+            redis_url: ferrisson::Config::new(url).redacted_url(),
+            commit,
+            debug_build: cfg!(debug_assertions),
+        }
+    }
+}
+
+/// The physical limit of this machine and server.
+pub struct Limit {
+    pub ping_p50_us: Res<f64>,
+    pub pipeline: usize,
+    pub rows: Vec<LimitRow>,
+}
+
+/// `redis-benchmark` running the acquire script with `clients` connections.
+pub struct LimitRow {
+    pub clients: usize,
+    pub plain_per_s: Res<f64>,
+    pub pipelined_per_s: Res<f64>,
+}
+
+/// One T of the uncontended scenario; peers are `None` where they did not run.
+pub struct UncontendedRow {
+    pub tasks: usize,
+    pub ferrisson: Res<Throughput>,
+    pub rslock: Option<Res<Throughput>>,
+    pub spin: Option<Res<Throughput>>,
+    pub node: Option<Res<Throughput>>,
+    /// Client CPU µs per lock+unlock pair, by lock (approximate: connection set-up included).
+    pub cpu_us_per_pair: std::collections::BTreeMap<&'static str, f64>,
+}
+
+/// One T of the hot scenario.
+pub struct HotRow {
+    pub tasks: usize,
+    pub ferrisson: Res<(Hot, HotExtra)>,
+    pub spin: Option<Res<Hot>>,
+    pub rslock: Option<Res<Hot>>,
+}
+
+/// Everything one run measured; `None`: the scenario was not selected.
+pub struct Run {
+    pub plan: Plan,
+    pub machine: Machine,
+    /// Every scenario was selected (no `--only`): only then is `summary.json` written.
+    pub complete: bool,
+    pub limit: Option<Limit>,
+    pub uncontended: Option<Vec<UncontendedRow>>,
+    pub hot: Option<Vec<HotRow>>,
+    pub waiters: Option<Vec<Res<Waiters>>>,
+    pub held: Option<Vec<Res<Held>>>,
+}
+
+impl Run {
+    pub fn new(plan: Plan, machine: Machine) -> Run {
+        Run {
+            plan,
+            machine,
+            complete: false,
+            limit: None,
+            uncontended: None,
+            hot: None,
+            waiters: None,
+            held: None,
+        }
+    }
+
+    /// Errors of ferrisson's own scenarios (peers and limit may be n/a).
+    pub fn ferrisson_failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        for row in self.uncontended.iter().flatten() {
+            if let Err(e) = &row.ferrisson {
+                failures.push(format!("uncontended T={}: {e}", row.tasks));
+            }
+        }
+        for row in self.hot.iter().flatten() {
+            if let Err(e) = &row.ferrisson {
+                failures.push(format!("hot T={}: {e}", row.tasks));
+            }
+        }
+        for row in self.waiters.iter().flatten() {
+            if let Err(e) = row {
+                failures.push(format!("waiters {e}"));
+            }
+        }
+        for row in self.held.iter().flatten() {
+            if let Err(e) = row {
+                failures.push(format!("held {e}"));
+            }
+        }
+        failures
+    }
+
+    fn limit_row(&self, clients: usize) -> Option<&LimitRow> {
+        self.limit
+            .as_ref()
+            .and_then(|l| l.rows.iter().find(|r| r.clients == clients))
+    }
+
+    fn ping(&self) -> Res<f64> {
+        match &self.limit {
+            Some(limit) => limit.ping_p50_us.clone(),
+            None => Err("limit not run".into()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- formatting
+
+/// `31.2k`, `1.05M`, `812`.
+pub fn rate(value: f64) -> String {
+    if value >= 1e6 {
+        format!("{:.2}M", value / 1e6)
+    } else if value >= 1e4 {
+        format!("{:.1}k", value / 1e3)
+    } else if value >= 1e3 {
+        format!("{:.2}k", value / 1e3)
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+/// Microseconds as `45 µs`, `1.23 ms`, `2.1 s`.
+pub fn us(value: f64) -> String {
+    if value >= 1e6 {
+        format!("{:.2} s", value / 1e6)
+    } else if value >= 1e3 {
+        format!("{:.2} ms", value / 1e3)
+    } else {
+        format!("{value:.0} µs")
+    }
+}
+
+fn bytes(value: f64) -> String {
+    if value >= 1024.0 {
+        format!("{:.2} KiB", value / 1024.0)
+    } else {
+        format!("{value:.0} B")
+    }
+}
+
+pub fn throughput(t: &Throughput) -> String {
+    format!(
+        "{} pairs/s, acquire p50 {} p99 {}",
+        rate(t.pairs_per_s),
+        us(t.p50_us),
+        us(t.p99_us)
+    )
+}
+
+pub fn hot(h: &Hot) -> String {
+    format!(
+        "{} acq/s, acquire p50 {} p99 {} max {}, hand-off p50 {} p99 {}, per task {}..{}",
+        rate(h.acq_per_s),
+        us(h.p50_us),
+        us(h.p99_us),
+        us(h.max_us),
+        us(h.handoff_p50_us),
+        us(h.handoff_p99_us),
+        h.min_per_task,
+        h.max_per_task
+    )
+}
+
+fn short_err(e: &str) -> String {
+    let first = e.lines().next().unwrap_or(e);
+    if first.chars().count() > 60 {
+        format!("{}…", first.chars().take(60).collect::<String>())
+    } else {
+        first.to_owned()
+    }
+}
+
+// ---------------------------------------------------------------- targets
+
+/// One target checked against this run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Check {
+    pub scenario: &'static str,
+    pub text: String,
+    /// `None`: a baseline was missing, so it could not be checked.
+    pub met: Option<bool>,
+}
+
+impl Check {
+    fn mark(&self) -> &'static str {
+        match self.met {
+            Some(true) => "✓",
+            Some(false) => "✗",
+            None => "?",
+        }
+    }
+}
+
+/// "`subject` = `ratio` × `base` (target ≥ `bound`) ✓", or n/a when the baseline is missing.
+fn ratio_check(
+    scenario: &'static str,
+    subject: String,
+    value: f64,
+    base_name: &str,
+    base: Res<f64>,
+    at_least: bool,
+    bound: f64,
+) -> Check {
+    let op = if at_least { "≥" } else { "≤" };
+    match base {
+        Ok(base) if base > 0.0 => {
+            let ratio = value / base;
+            let met = if at_least {
+                ratio >= bound
+            } else {
+                ratio <= bound
+            };
+            Check {
+                scenario,
+                text: format!("{subject} = {ratio:.2} × {base_name} (target {op} {bound})"),
+                met: Some(met),
+            }
+        }
+        Ok(_) => Check {
+            scenario,
+            text: format!("{subject} vs {base_name}: n/a (baseline is 0) (target {op} {bound})"),
+            met: None,
+        },
+        Err(e) => Check {
+            scenario,
+            text: format!(
+                "{subject} vs {base_name}: n/a ({}) (target {op} {bound})",
+                short_err(&e)
+            ),
+            met: None,
+        },
+    }
+}
+
+fn peer<T: Clone>(peer: &Option<Res<T>>) -> Res<T> {
+    peer.clone().unwrap_or_else(|| Err("not run".into()))
+}
+
+pub fn checks(run: &Run) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if let Some(rows) = &run.uncontended {
+        let t = run.plan.uncontended_summary;
+        if let Some(Ok(f)) = rows.iter().find(|r| r.tasks == t).map(|r| &r.ferrisson) {
+            let row = rows.iter().find(|r| r.tasks == t).expect("row exists");
+            let subject = format!("uncontended T={t}: {} pairs/s", rate(f.pairs_per_s));
+            let limit = match run.limit_row(t) {
+                Some(l) => l.pipelined_per_s.clone().map(|r| r / 2.0),
+                None => Err("limit not run".into()),
+            };
+            checks.push(ratio_check(
+                "uncontended",
+                subject.clone(),
+                f.pairs_per_s,
+                "limit/2",
+                limit,
+                true,
+                0.8,
+            ));
+            let pairs = |p: &Option<Res<Throughput>>| peer(p).map(|t| t.pairs_per_s);
+            checks.push(ratio_check(
+                "uncontended",
+                subject.clone(),
+                f.pairs_per_s,
+                "rslock",
+                pairs(&row.rslock),
+                true,
+                0.8,
+            ));
+            checks.push(ratio_check(
+                "uncontended",
+                subject,
+                f.pairs_per_s,
+                "node-redisson",
+                pairs(&row.node),
+                true,
+                2.0,
+            ));
+        }
+    }
+    if let Some(rows) = &run.hot {
+        for row in rows {
+            let Ok((h, _)) = &row.ferrisson else { continue };
+            let t = row.tasks;
+            let others = (t - 1) as f64;
+            if let Some(spin) = &row.spin {
+                checks.push(ratio_check(
+                    "hot",
+                    format!("hot T={t}: {} acq/s", rate(h.acq_per_s)),
+                    h.acq_per_s,
+                    "spin",
+                    spin.clone().map(|s| s.acq_per_s),
+                    true,
+                    0.8,
+                ));
+            }
+            let fairness = if h.max_per_task == 0 {
+                0.0
+            } else {
+                h.min_per_task as f64 / h.max_per_task as f64
+            };
+            checks.push(Check {
+                scenario: "hot",
+                text: format!(
+                    "hot T={t}: fairness min/max = {}/{} = {fairness:.2} (target ≥ 0.5)",
+                    h.min_per_task, h.max_per_task
+                ),
+                met: Some(fairness >= 0.5),
+            });
+            let handoff = if h.handoff_p50_us > 0.0 {
+                Ok(others * h.handoff_p50_us)
+            } else {
+                Err("no hand-offs measured".to_owned())
+            };
+            checks.push(ratio_check(
+                "hot",
+                format!("hot T={t}: acquire p99 {}", us(h.p99_us)),
+                h.p99_us,
+                "(T−1)·hand-off p50",
+                handoff.clone(),
+                false,
+                2.0,
+            ));
+            checks.push(ratio_check(
+                "hot",
+                format!("hot T={t}: worst wait {}", us(h.max_us)),
+                h.max_us,
+                "(T−1)·hand-off p50",
+                handoff,
+                false,
+                10.0,
+            ));
+            checks.push(ratio_check(
+                "hot",
+                format!("hot T={t}: hand-off p50 {}", us(h.handoff_p50_us)),
+                h.handoff_p50_us,
+                "PING p50",
+                run.ping(),
+                false,
+                4.0,
+            ));
+        }
+    }
+    if let Some(rows) = &run.waiters {
+        let ok: Vec<&Waiters> = rows.iter().filter_map(|r| r.as_ref().ok()).collect();
+        if let (Some(first), Some(last)) = (ok.first(), ok.last()) {
+            if ok.len() > 1 {
+                checks.push(ratio_check(
+                    "waiters",
+                    format!(
+                        "waiters W={}: {} hand-offs/s",
+                        last.waiters,
+                        rate(last.handoffs_per_s)
+                    ),
+                    last.handoffs_per_s,
+                    &format!("W={}", first.waiters),
+                    Ok(first.handoffs_per_s),
+                    true,
+                    0.8,
+                ));
+            }
+            let per = bytes_per_waiter(last);
+            checks.push(Check {
+                scenario: "waiters",
+                text: format!(
+                    "waiters W={}: {} per parked waiter (heap {}, RSS {}) (target ≤ 2 KiB)",
+                    last.waiters,
+                    bytes(per),
+                    bytes(last.heap_bytes_per_waiter),
+                    bytes(last.rss_bytes_per_waiter)
+                ),
+                met: Some(per <= 2048.0),
+            });
+        }
+    }
+    if let Some(rows) = &run.held {
+        if let Some(Ok(h)) = rows.last() {
+            let l = h.locks;
+            checks.push(ratio_check(
+                "held",
+                format!(
+                    "held L={l}: {:.1} renewal calls/period",
+                    h.renewal_calls_per_period
+                ),
+                h.renewal_calls_per_period,
+                "L/100",
+                Ok(l as f64 / 100.0),
+                false,
+                1.0,
+            ));
+            checks.push(Check {
+                scenario: "held",
+                text: format!(
+                    "held L={l}: client CPU {:.2} % of a core over {} ms periods (target ≤ 10 %)",
+                    h.cpu_pct,
+                    h.watchdog_timeout_ms / 3
+                ),
+                met: Some(h.cpu_pct <= 10.0),
+            });
+            let per = bytes_per_lock(h);
+            checks.push(Check {
+                scenario: "held",
+                text: format!(
+                    "held L={l}: {} per held lock (heap {}, RSS {}) (target ≤ 512 B)",
+                    bytes(per),
+                    bytes(h.heap_bytes_per_lock),
+                    bytes(h.rss_bytes_per_lock)
+                ),
+                met: Some(per <= 512.0),
+            });
+        }
+    }
+    checks
+}
+
+/// The memory figure held against the target: the larger of live heap and RSS growth (the heap
+/// count is exact but misses allocator overhead; RSS includes it but can read low when freed
+/// memory of earlier scenarios is reused).
+fn bytes_per_waiter(w: &Waiters) -> f64 {
+    w.heap_bytes_per_waiter.max(w.rss_bytes_per_waiter)
+}
+
+fn bytes_per_lock(h: &Held) -> f64 {
+    h.heap_bytes_per_lock.max(h.rss_bytes_per_lock)
+}
+
+// ---------------------------------------------------------------- tables
+
+fn cell<T>(result: &Option<Res<T>>, show: impl Fn(&T) -> String) -> String {
+    match result {
+        None => "–".into(),
+        Some(Ok(value)) => show(value),
+        Some(Err(e)) => format!("n/a ({})", short_err(e)),
+    }
+}
+
+/// The report as Markdown (printed, and saved as `report.md`).
+pub fn render(run: &Run) -> String {
+    let mut out = String::new();
+    let m = &run.machine;
+    let _ = writeln!(
+        out,
+        "## ferrisson scenarios — {} run\n\n{}, {} CPUs, {} RAM, Linux {}, redis {} at {}, commit {}{}\n",
+        run.plan.mode.name(),
+        m.cpu_model,
+        m.cpus,
+        m.memory,
+        m.kernel,
+        m.redis_version,
+        m.redis_url,
+        m.commit,
+        if m.debug_build { " (DEBUG build: numbers are meaningless)" } else { "" }
+    );
+    if let Some(limit) = &run.limit {
+        let _ = writeln!(out, "### limit\n");
+        let _ = writeln!(
+            out,
+            "PING p50 on one connection: {}\n",
+            match &limit.ping_p50_us {
+                Ok(v) => us(*v),
+                Err(e) => format!("n/a ({})", short_err(e)),
+            }
+        );
+        let _ = writeln!(
+            out,
+            "| clients | acquire script/s | pipelined ×{} /s | pipelined / 2 (pairs/s) |\n|---:|---:|---:|---:|",
+            limit.pipeline
+        );
+        for row in &limit.rows {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                row.clients,
+                cell(&Some(row.plain_per_s.clone()), |v| rate(*v)),
+                cell(&Some(row.pipelined_per_s.clone()), |v| rate(*v)),
+                cell(&Some(row.pipelined_per_s.clone()), |v| rate(v / 2.0)),
+            );
+        }
+        out.push('\n');
+    }
+    if let Some(rows) = &run.uncontended {
+        let _ = writeln!(out, "### uncontended\n");
+        let _ = writeln!(
+            out,
+            "| T | lock | pairs/s | acquire p50 | acquire p99 | × limit/2 | client CPU/pair |\n|---:|---|---:|---:|---:|---:|---:|"
+        );
+        for row in rows {
+            let limit = run
+                .limit_row(row.tasks)
+                .and_then(|l| l.pipelined_per_s.as_ref().ok())
+                .map(|r| r / 2.0);
+            let mut line = |name: &str, result: &Option<Res<Throughput>>| {
+                let vs = match (result, limit) {
+                    (Some(Ok(t)), Some(l)) if l > 0.0 => format!("{:.2}", t.pairs_per_s / l),
+                    _ => "–".into(),
+                };
+                let cpu = row
+                    .cpu_us_per_pair
+                    .get(name)
+                    .map_or("–".into(), |cpu| format!("{cpu:.1} µs"));
+                let _ = writeln!(
+                    out,
+                    "| {} | {name} | {} | {} | {} | {vs} | {cpu} |",
+                    row.tasks,
+                    cell(result, |t| rate(t.pairs_per_s)),
+                    cell(result, |t| us(t.p50_us)),
+                    cell(result, |t| us(t.p99_us)),
+                );
+            };
+            line("ferrisson", &Some(row.ferrisson.clone()));
+            if row.rslock.is_some() || row.spin.is_some() || row.node.is_some() {
+                line("rslock", &row.rslock);
+                line("spin", &row.spin);
+                line("node-redisson", &row.node);
+            }
+        }
+        out.push('\n');
+    }
+    if let Some(rows) = &run.hot {
+        let _ = writeln!(out, "### hot\n");
+        let _ = writeln!(
+            out,
+            "| T | lock | acq/s | acquire p50 | p99 | max | hand-off p50 | hand-off p99 | per task min..max |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for row in rows {
+            let mut line = |name: &str, result: &Option<Res<Hot>>| {
+                let _ = writeln!(
+                    out,
+                    "| {} | {name} | {} | {} | {} | {} | {} | {} | {} |",
+                    row.tasks,
+                    cell(result, |h| rate(h.acq_per_s)),
+                    cell(result, |h| us(h.p50_us)),
+                    cell(result, |h| us(h.p99_us)),
+                    cell(result, |h| us(h.max_us)),
+                    cell(result, |h| us(h.handoff_p50_us)),
+                    cell(result, |h| us(h.handoff_p99_us)),
+                    cell(result, |h| format!(
+                        "{}..{}",
+                        h.min_per_task, h.max_per_task
+                    )),
+                );
+            };
+            line(
+                "ferrisson",
+                &Some(row.ferrisson.clone().map(|(hot, _)| hot)),
+            );
+            if row.spin.is_some() || row.rslock.is_some() {
+                line("spin", &row.spin);
+                line("rslock", &row.rslock);
+            }
+        }
+        let extras: Vec<String> = rows
+            .iter()
+            .filter_map(|r| r.ferrisson.as_ref().ok().map(|(_, x)| (r.tasks, x)))
+            .map(|(t, x)| {
+                format!(
+                    "T={t}: {:.0} % of acquisitions did not wait, {} hand-offs, acquire p99.9 {}",
+                    x.immediate_share * 100.0,
+                    x.handoffs,
+                    us(x.p999_us)
+                )
+            })
+            .collect();
+        if !extras.is_empty() {
+            let _ = writeln!(out, "\nferrisson: {}", extras.join("; "));
+        }
+        out.push('\n');
+    }
+    if let Some(rows) = &run.waiters {
+        let _ = writeln!(out, "### waiters\n");
+        let _ = writeln!(
+            out,
+            "| W | hand-offs/s | acquisitions/s | heap per parked waiter | RSS per parked waiter | parked in |\n|---:|---:|---:|---:|---:|---:|"
+        );
+        for (i, row) in rows.iter().enumerate() {
+            match row {
+                Ok(w) => {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | {} | {} | {} | {:.2} s |",
+                        w.waiters,
+                        rate(w.handoffs_per_s),
+                        rate(w.acq_per_s),
+                        bytes(w.heap_bytes_per_waiter),
+                        bytes(w.rss_bytes_per_waiter),
+                        w.park_s
+                    );
+                }
+                Err(e) => {
+                    let w = run.plan.waiters.get(i).copied().unwrap_or(0);
+                    let _ = writeln!(out, "| {w} | failed: {} | | | | |", short_err(e));
+                }
+            }
+        }
+        out.push('\n');
+    }
+    if let Some(rows) = &run.held {
+        let _ = writeln!(out, "### held\n");
+        let _ = writeln!(
+            out,
+            "| L | renewal period | renewal calls/period | client CPU | heap per lock | RSS per lock | of which guard | acquired at |\n|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for (i, row) in rows.iter().enumerate() {
+            match row {
+                Ok(h) => {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} ms | {:.1} | {:.2} % | {} | {} | {} B | {} locks/s |",
+                        h.locks,
+                        h.watchdog_timeout_ms / 3,
+                        h.renewal_calls_per_period,
+                        h.cpu_pct,
+                        bytes(h.heap_bytes_per_lock),
+                        bytes(h.rss_bytes_per_lock),
+                        h.guard_bytes,
+                        rate(h.acquire_per_s)
+                    );
+                }
+                Err(e) => {
+                    let l = run.plan.held_locks.get(i).copied().unwrap_or(0);
+                    let _ = writeln!(out, "| {l} | failed: {} | | | | | | |", short_err(e));
+                }
+            }
+        }
+        out.push('\n');
+    }
+    let checks = checks(run);
+    if !checks.is_empty() {
+        let _ = writeln!(out, "### targets\n");
+        for check in &checks {
+            let _ = writeln!(out, "- {} {}", check.text, check.mark());
+        }
+        let met = checks.iter().filter(|c| c.met == Some(true)).count();
+        let missed = checks.iter().filter(|c| c.met == Some(false)).count();
+        let unknown = checks.iter().filter(|c| c.met.is_none()).count();
+        let _ = writeln!(
+            out,
+            "\n{met} met, {missed} missed, {unknown} not checkable (baseline n/a)."
+        );
+    }
+    out
+}
+
+pub fn print(run: &Run) {
+    println!("\n{}", render(run));
+}
+
+// ---------------------------------------------------------------- JSON
+
+fn res_json<T: serde::Serialize>(result: &Res<T>) -> Value {
+    match result {
+        Ok(value) => serde_json::to_value(value).unwrap_or(Value::Null),
+        Err(e) => json!({ "error": e }),
+    }
+}
+
+fn opt_json<T: serde::Serialize>(result: &Option<Res<T>>) -> Value {
+    result.as_ref().map_or(Value::Null, res_json)
+}
+
+/// `null` unless measured (for `summary.json`).
+fn ok_json<T: serde::Serialize>(result: Option<&Res<T>>) -> Value {
+    match result {
+        Some(Ok(value)) => serde_json::to_value(value).unwrap_or(Value::Null),
+        _ => Value::Null,
+    }
+}
+
+fn hot_json(result: &Res<(Hot, HotExtra)>) -> Value {
+    match result {
+        Ok((hot, extra)) => {
+            let mut value = serde_json::to_value(hot).unwrap_or(Value::Null);
+            if let (Value::Object(map), Ok(Value::Object(more))) =
+                (&mut value, serde_json::to_value(extra))
+            {
+                map.extend(more);
+            }
+            value
+        }
+        Err(e) => json!({ "error": e }),
+    }
+}
+
+/// `summary.json`: exactly the schema of issue 4, failed or missing measurements as `null`.
+pub fn summary(run: &Run) -> Value {
+    let ut = run.plan.uncontended_summary;
+    let urow = run
+        .uncontended
+        .as_ref()
+        .and_then(|rows| rows.iter().find(|r| r.tasks == ut));
+    let limit = run
+        .limit_row(ut)
+        .and_then(|l| l.pipelined_per_s.as_ref().ok())
+        .map_or(Value::Null, |r| json!({ "pairs_per_s": r / 2.0 }));
+    let ht = run.plan.hot_summary;
+    let hrow = run
+        .hot
+        .as_ref()
+        .and_then(|rows| rows.iter().find(|r| r.tasks == ht));
+    let mut waiters = serde_json::Map::new();
+    let ok_waiters: Vec<&Waiters> = run
+        .waiters
+        .iter()
+        .flatten()
+        .filter_map(|r| r.as_ref().ok())
+        .collect();
+    for (i, &w) in run.plan.waiters.iter().enumerate() {
+        let value = run
+            .waiters
+            .as_ref()
+            .and_then(|rows| rows.get(i))
+            .and_then(|r| r.as_ref().ok())
+            .map_or(
+                Value::Null,
+                |r| json!({ "handoffs_per_s": r.handoffs_per_s }),
+            );
+        waiters.insert(w.to_string(), value);
+    }
+    waiters.insert(
+        "bytes_per_waiter".into(),
+        ok_waiters
+            .last()
+            .map_or(Value::Null, |w| json!(bytes_per_waiter(w))),
+    );
+    let held = run
+        .held
+        .as_ref()
+        .and_then(|rows| rows.last())
+        .and_then(|r| r.as_ref().ok());
+    json!({
+        "uncontended": {
+            "T": ut,
+            "ferrisson": ok_json(urow.map(|r| &r.ferrisson)),
+            "rslock": ok_json(urow.and_then(|r| r.rslock.as_ref())),
+            "spin": ok_json(urow.and_then(|r| r.spin.as_ref())),
+            "node_redisson": ok_json(urow.and_then(|r| r.node.as_ref())),
+            "limit": limit,
+        },
+        "hot": {
+            "T": ht,
+            "ping_p50_us": run.ping().ok(),
+            "ferrisson": ok_json(hrow.map(|r| r.ferrisson.as_ref().map(|(h, _)| h.clone()).map_err(Clone::clone)).as_ref()),
+            "spin": ok_json(hrow.and_then(|r| r.spin.as_ref())),
+            "rslock": ok_json(hrow.and_then(|r| r.rslock.as_ref())),
+        },
+        "waiters": waiters,
+        "held": match held {
+            Some(h) => json!({
+                "locks": h.locks,
+                "renewal_calls_per_period": h.renewal_calls_per_period,
+                "cpu_pct": h.cpu_pct,
+                "bytes_per_lock": bytes_per_lock(h),
+            }),
+            None => json!({
+                "locks": run.plan.held_locks.last(),
+                "renewal_calls_per_period": null,
+                "cpu_pct": null,
+                "bytes_per_lock": null,
+            }),
+        },
+    })
+}
+
+fn write_json(dir: &Path, name: &str, value: &Value) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join(name), text + "\n")
+}
+
+/// Writes every file of the run into `dir`.
+pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mode = run.plan.mode.name();
+    let mut written = Vec::new();
+    if let Some(limit) = &run.limit {
+        let rows: Vec<Value> = limit
+            .rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "clients": r.clients,
+                    "plain_per_s": res_json(&r.plain_per_s),
+                    "pipelined_per_s": res_json(&r.pipelined_per_s),
+                })
+            })
+            .collect();
+        write_json(
+            dir,
+            "limit.json",
+            &json!({ "mode": mode, "ping_p50_us": res_json(&limit.ping_p50_us), "pipeline": limit.pipeline, "redis_benchmark": rows }),
+        )?;
+        written.push("limit.json");
+    }
+    if let Some(rows) = &run.uncontended {
+        let rows: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                let limit = run.limit_row(r.tasks);
+                json!({
+                    "T": r.tasks,
+                    "ferrisson": res_json(&r.ferrisson),
+                    "rslock": opt_json(&r.rslock),
+                    "spin": opt_json(&r.spin),
+                    "node_redisson": opt_json(&r.node),
+                    "client_cpu_us_per_pair": r.cpu_us_per_pair,
+                    "limit": limit.and_then(|l| l.pipelined_per_s.as_ref().ok()).map(|p| json!({
+                        "pairs_per_s": p / 2.0,
+                        "unpipelined_pairs_per_s": limit.and_then(|l| l.plain_per_s.as_ref().ok()).map(|v| v / 2.0),
+                    })),
+                })
+            })
+            .collect();
+        write_json(
+            dir,
+            "uncontended.json",
+            &json!({ "mode": mode, "duration_s": run.plan.duration.as_secs_f64(), "rows": rows }),
+        )?;
+        written.push("uncontended.json");
+    }
+    if let Some(rows) = &run.hot {
+        let rows: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "T": r.tasks,
+                    "ferrisson": hot_json(&r.ferrisson),
+                    "spin": opt_json(&r.spin),
+                    "rslock": opt_json(&r.rslock),
+                })
+            })
+            .collect();
+        write_json(
+            dir,
+            "hot.json",
+            &json!({ "mode": mode, "duration_s": run.plan.duration.as_secs_f64(), "ping_p50_us": run.ping().ok(), "rows": rows }),
+        )?;
+        written.push("hot.json");
+    }
+    if let Some(rows) = &run.waiters {
+        let rows: Vec<Value> = rows.iter().map(res_json).collect();
+        write_json(
+            dir,
+            "waiters.json",
+            &json!({ "mode": mode, "duration_s": run.plan.duration.as_secs_f64(), "rows": rows }),
+        )?;
+        written.push("waiters.json");
+    }
+    if let Some(rows) = &run.held {
+        let rows: Vec<Value> = rows.iter().map(res_json).collect();
+        write_json(
+            dir,
+            "held.json",
+            &json!({ "mode": mode, "periods": run.plan.held_periods, "rows": rows }),
+        )?;
+        written.push("held.json");
+    }
+    let peers_ran = run.uncontended.iter().flatten().any(|r| r.rslock.is_some())
+        || run.hot.iter().flatten().any(|r| r.spin.is_some());
+    if peers_ran {
+        let uncontended: Vec<Value> = run
+            .uncontended
+            .iter()
+            .flatten()
+            .filter(|r| r.rslock.is_some() || r.spin.is_some() || r.node.is_some())
+            .map(|r| json!({ "T": r.tasks, "rslock": opt_json(&r.rslock), "spin": opt_json(&r.spin), "node_redisson": opt_json(&r.node) }))
+            .collect();
+        let hot: Vec<Value> = run
+            .hot
+            .iter()
+            .flatten()
+            .map(|r| json!({ "T": r.tasks, "spin": opt_json(&r.spin), "rslock": opt_json(&r.rslock) }))
+            .collect();
+        write_json(
+            dir,
+            "peers.json",
+            &json!({ "mode": mode, "uncontended": uncontended, "hot": hot }),
+        )?;
+        written.push("peers.json");
+    }
+    let checks = checks(run);
+    let plan = &run.plan;
+    write_json(
+        dir,
+        "run.json",
+        &json!({
+            "mode": mode,
+            "machine": run.machine,
+            "complete": run.complete,
+            "plan": {
+                "uncontended_T": plan.uncontended_tasks, "uncontended_summary_T": plan.uncontended_summary,
+                "hot_T": plan.hot_tasks, "hot_summary_T": plan.hot_summary,
+                "waiters_W": plan.waiters, "held_L": plan.held_locks,
+                "held_watchdog_timeout_ms": plan.held_watchdog.as_millis() as u64, "held_periods": plan.held_periods,
+                "warmup_s": plan.warmup.as_secs_f64(), "duration_s": plan.duration.as_secs_f64(),
+                "limit_duration_s": plan.limit_duration.as_secs_f64(), "limit_pipeline": plan.limit_pipeline,
+                "ping_samples": plan.ping_samples,
+            },
+            "checks": checks,
+            "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        }),
+    )?;
+    written.push("run.json");
+    if run.complete {
+        write_json(dir, "summary.json", &summary(run))?;
+        written.push("summary.json");
+    }
+    std::fs::write(dir.join("report.md"), render(run))?;
+    written.push("report.md");
+    for (name, chart) in [
+        (
+            "uncontended.svg",
+            chart_uncontended as fn(&Run, &Path) -> Result<bool, String>,
+        ),
+        ("hot.svg", chart_hot),
+        ("waiters.svg", chart_waiters),
+    ] {
+        match chart(run, &dir.join(name)) {
+            Ok(true) => written.push(name),
+            Ok(false) => {}
+            Err(e) => eprintln!("warning: chart {name}: {e}"),
+        }
+    }
+    crate::progress!(
+        "wrote {} in {}{}",
+        written.join(", "),
+        dir.display(),
+        if run.complete {
+            ""
+        } else {
+            " (partial run: summary.json not written)"
+        }
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------- charts
+
+mod charts {
+    use plotters::prelude::*;
+
+    pub const COLORS: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(255, 127, 14),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+    ];
+
+    /// A series of (x, y) points drawn as a line with markers, or markers only.
+    pub struct Series {
+        pub name: String,
+        pub points: Vec<(f64, f64)>,
+        pub line: bool,
+    }
+
+    /// A log-x chart, linear or log y.
+    pub fn draw(
+        path: &std::path::Path,
+        title: &str,
+        x_desc: &str,
+        y_desc: &str,
+        log_y: bool,
+        y_label: fn(f64) -> String,
+        series: &[Series],
+    ) -> Result<(), String> {
+        let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.points.clone()).collect();
+        let x_max = all.iter().map(|p| p.0).fold(1.0, f64::max) * 1.6;
+        // Start just below a power of ten, so that the log axis labels its first decade.
+        let x_min = 10f64.powf(
+            all.iter()
+                .map(|p| p.0)
+                .fold(f64::INFINITY, f64::min)
+                .max(1.0)
+                .log10()
+                .floor(),
+        ) * 0.8;
+        let y_max = all.iter().map(|p| p.1).fold(1.0, f64::max) * if log_y { 3.0 } else { 1.15 };
+        let y_min = all
+            .iter()
+            .map(|p| p.1)
+            .filter(|y| *y > 0.0)
+            .fold(f64::INFINITY, f64::min)
+            .min(y_max / 10.0)
+            / 2.0;
+        let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(title, ("sans-serif", 22))
+            .margin(16)
+            .x_label_area_size(48)
+            .y_label_area_size(80);
+        macro_rules! body {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .x_label_formatter(&|x| format!("{x:.0}"))
+                    .y_label_formatter(&|y| y_label(*y))
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+                for (i, s) in series.iter().enumerate() {
+                    let color = COLORS[i % COLORS.len()];
+                    let style = ShapeStyle::from(&color).stroke_width(2);
+                    if s.line && s.points.len() > 1 {
+                        chart
+                            .draw_series(LineSeries::new(s.points.clone(), style))
+                            .map_err(|e| e.to_string())?;
+                    }
+                    chart
+                        .draw_series(s.points.iter().map(|&p| Circle::new(p, 5, color.filled())))
+                        .map_err(|e| e.to_string())?
+                        .label(s.name.clone())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                }
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperLeft)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+            }};
+        }
+        if log_y {
+            body!(builder
+                .build_cartesian_2d((x_min..x_max).log_scale(), (y_min..y_max).log_scale())
+                .map_err(|e| e.to_string())?);
+        } else {
+            body!(builder
+                .build_cartesian_2d((x_min..x_max).log_scale(), 0.0..y_max)
+                .map_err(|e| e.to_string())?);
+        }
+        root.present().map_err(|e| e.to_string())
+    }
+}
+
+use charts::Series;
+
+fn chart_uncontended(run: &Run, path: &Path) -> Result<bool, String> {
+    let Some(rows) = &run.uncontended else {
+        return Ok(false);
+    };
+    let mut series = vec![Series {
+        name: "ferrisson".into(),
+        points: rows
+            .iter()
+            .filter_map(|r| {
+                r.ferrisson
+                    .as_ref()
+                    .ok()
+                    .map(|t| (r.tasks as f64, t.pairs_per_s))
+            })
+            .collect(),
+        line: true,
+    }];
+    if let Some(limit) = &run.limit {
+        series.push(Series {
+            name: format!("limit/2 (redis-benchmark, pipelined ×{})", limit.pipeline),
+            points: limit
+                .rows
+                .iter()
+                .filter_map(|r| {
+                    r.pipelined_per_s
+                        .as_ref()
+                        .ok()
+                        .map(|v| (r.clients as f64, v / 2.0))
+                })
+                .collect(),
+            line: true,
+        });
+        series.push(Series {
+            name: "redis-benchmark unpipelined / 2".into(),
+            points: limit
+                .rows
+                .iter()
+                .filter_map(|r| {
+                    r.plain_per_s
+                        .as_ref()
+                        .ok()
+                        .map(|v| (r.clients as f64, v / 2.0))
+                })
+                .collect(),
+            line: true,
+        });
+    }
+    for (name, pick) in [
+        (
+            "rslock",
+            (|r: &UncontendedRow| r.rslock.clone())
+                as fn(&UncontendedRow) -> Option<Res<Throughput>>,
+        ),
+        ("spin", |r| r.spin.clone()),
+        ("node-redisson", |r| r.node.clone()),
+    ] {
+        let points: Vec<(f64, f64)> = rows
+            .iter()
+            .filter_map(|r| match pick(r) {
+                Some(Ok(t)) => Some((r.tasks as f64, t.pairs_per_s)),
+                _ => None,
+            })
+            .collect();
+        if !points.is_empty() {
+            series.push(Series {
+                name: name.into(),
+                points,
+                line: false,
+            });
+        }
+    }
+    series.retain(|s| !s.points.is_empty());
+    if series.is_empty() {
+        return Ok(false);
+    }
+    charts::draw(
+        path,
+        &format!(
+            "uncontended: lock+unlock pairs/s vs tasks ({} run)",
+            run.plan.mode.name()
+        ),
+        "tasks T (each its own lock)",
+        "pairs/s",
+        false,
+        rate,
+        &series,
+    )?;
+    Ok(true)
+}
+
+fn chart_hot(run: &Run, path: &Path) -> Result<bool, String> {
+    let Some(rows) = &run.hot else {
+        return Ok(false);
+    };
+    let ok: Vec<(f64, &Hot)> = rows
+        .iter()
+        .filter_map(|r| r.ferrisson.as_ref().ok().map(|(h, _)| (r.tasks as f64, h)))
+        .collect();
+    if ok.is_empty() {
+        return Ok(false);
+    }
+    let pick = |f: fn(&Hot) -> f64| ok.iter().map(|(t, h)| (*t, f(h).max(1.0))).collect();
+    let mut series = vec![
+        Series {
+            name: "acquire p50".into(),
+            points: pick(|h| h.p50_us),
+            line: true,
+        },
+        Series {
+            name: "acquire p99".into(),
+            points: pick(|h| h.p99_us),
+            line: true,
+        },
+        Series {
+            name: "hand-off p50".into(),
+            points: pick(|h| h.handoff_p50_us),
+            line: true,
+        },
+        Series {
+            name: "hand-off p99".into(),
+            points: pick(|h| h.handoff_p99_us),
+            line: true,
+        },
+    ];
+    if let Ok(ping) = run.ping() {
+        series.push(Series {
+            name: "PING p50".into(),
+            points: ok.iter().map(|(t, _)| (*t, ping.max(1.0))).collect(),
+            line: true,
+        });
+    }
+    charts::draw(
+        path,
+        &format!(
+            "hot: ferrisson latency vs tasks on one lock ({} run)",
+            run.plan.mode.name()
+        ),
+        "tasks T on one lock",
+        "latency",
+        true,
+        us,
+        &series,
+    )?;
+    Ok(true)
+}
+
+fn chart_waiters(run: &Run, path: &Path) -> Result<bool, String> {
+    let Some(rows) = &run.waiters else {
+        return Ok(false);
+    };
+    let points: Vec<(f64, f64)> = rows
+        .iter()
+        .filter_map(|r| {
+            r.as_ref()
+                .ok()
+                .map(|w| (w.waiters as f64, w.handoffs_per_s))
+        })
+        .collect();
+    if points.is_empty() {
+        return Ok(false);
+    }
+    charts::draw(
+        path,
+        &format!(
+            "waiters: hand-offs/s vs parked waiters ({} run)",
+            run.plan.mode.name()
+        ),
+        "parked waiters W",
+        "hand-offs/s",
+        false,
+        rate,
+        &[Series {
+            name: "ferrisson".into(),
+            points,
+            line: true,
+        }],
+    )?;
+    Ok(true)
+}

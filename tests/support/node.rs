@@ -1,0 +1,101 @@
+//! The Node.js side shared by the interop tests (`tests/interop_node.rs`, `tests/interop/peer.js`)
+//! and the scenario benchmark (`benches/scenarios/peers.rs`, `tests/interop/bench.js`): both run
+//! scripts in `tests/interop` against the npm packages pinned by its `package-lock.json`.
+//!
+//! [`install`] runs `npm ci` there once per process, skipped when `node_modules` was already
+//! installed from the current lock file (a stamp file holds a copy of it).
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// Written into `node_modules` after a successful `npm ci`: a copy of the lock file it installed.
+const STAMP: &str = ".ferrisson-npm-ci.stamp";
+
+/// The Node.js executable.
+pub fn node_binary() -> &'static str {
+    "node"
+}
+
+/// `tests/interop`: the Node scripts, `package.json`, `package-lock.json` and `node_modules`.
+pub fn interop_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("interop")
+}
+
+/// Like [`install`], but panics with its message on failure (for tests).
+pub fn ensure_installed() -> PathBuf {
+    match install() {
+        Ok(dir) => dir,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Checks that Node.js is on `PATH` and runs `npm ci` in `tests/interop` once per process,
+/// unless `node_modules` was already installed from the current `package-lock.json`. Returns
+/// the directory, or a clear message when Node.js or npm is missing or the install fails.
+pub fn install() -> Result<PathBuf, String> {
+    static INSTALLED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    INSTALLED.get_or_init(install_once).clone()
+}
+
+fn install_once() -> Result<PathBuf, String> {
+    let dir = interop_dir();
+    match Command::new(node_binary()).arg("--version").output() {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => {
+            return Err(format!(
+                "`node --version` failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(
+                "Node.js (`node`) was not found on PATH. The node-redisson scripts in \
+                 tests/interop (interop tests and the node-redisson benchmark peer) need \
+                 Node.js >= 18 with npm; install them (e.g. `apt-get install nodejs npm`)."
+                    .to_string(),
+            )
+        }
+        Err(e) => return Err(format!("cannot run `node --version`: {e}")),
+    }
+    let lockfile = std::fs::read(dir.join("package-lock.json"))
+        .map_err(|e| format!("cannot read tests/interop/package-lock.json: {e}"))?;
+    let modules = dir.join("node_modules");
+    let stamp = modules.join(STAMP);
+    let up_to_date = std::fs::read(&stamp).is_ok_and(|s| s == lockfile)
+        && modules.join("node-redisson/package.json").is_file()
+        && modules.join("ioredis/package.json").is_file();
+    if up_to_date {
+        return Ok(dir);
+    }
+    let out = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            if e.kind() == ErrorKind::NotFound {
+                "npm was not found on PATH; it is needed to install the node-redisson scripts \
+                 (`npm ci` in tests/interop)."
+                    .to_string()
+            } else {
+                format!("cannot run `npm ci`: {e}")
+            }
+        })?;
+    if !out.status.success() {
+        return Err(format!(
+            "`npm ci` in {} failed ({}):\n{}\n{}",
+            dir.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    std::fs::write(&stamp, &lockfile)
+        .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    Ok(dir)
+}
