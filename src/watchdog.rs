@@ -69,7 +69,7 @@ struct HoldEntry {
 
 enum Command {
     Track(HoldKey, u64),
-    Untrack(HoldKey, u64),
+    Untrack(u64),
 }
 
 pub(crate) struct LeaseTable {
@@ -91,9 +91,7 @@ impl LeaseTable {
             _ => {
                 if let Some(old) = entries.remove(key) {
                     if old.watchdog_holds > 0 {
-                        self.pending
-                            .lock()
-                            .push(Command::Untrack(key.clone(), old.generation));
+                        self.pending.lock().push(Command::Untrack(old.generation));
                     }
                 }
                 entries.entry(key.clone()).or_insert(HoldEntry {
@@ -158,9 +156,7 @@ impl LeaseTable {
         if lease == Lease::Watchdog && entry.watchdog_holds > 0 {
             entry.watchdog_holds -= 1;
             if entry.watchdog_holds == 0 {
-                self.pending
-                    .lock()
-                    .push(Command::Untrack(key.clone(), entry.generation));
+                self.pending.lock().push(Command::Untrack(entry.generation));
             }
         }
         let rearm = if entry.watchdog_holds > 0 {
@@ -170,9 +166,7 @@ impl LeaseTable {
         };
         if entry.holds == 0 {
             if entry.watchdog_holds > 0 {
-                self.pending
-                    .lock()
-                    .push(Command::Untrack(key.clone(), entry.generation));
+                self.pending.lock().push(Command::Untrack(entry.generation));
             }
             entries.remove(key);
         }
@@ -227,8 +221,10 @@ enum Outcome {
     Failed,
 }
 
+/// A tracked hold, keyed by its generation (unique per hold registration), so that the
+/// watchdog's per-renewal bookkeeping hashes one integer instead of two strings.
 struct Tracked {
-    generation: u64,
+    key: HoldKey,
     /// The tick of the bucket the hold waits in; `None` while a renewal of it is in flight.
     tick: Option<u64>,
 }
@@ -236,7 +232,7 @@ struct Tracked {
 /// The holds due at one tick of the grid, and that tick's timer in the wheel.
 struct Bucket {
     /// May hold stale entries (untracked or rescheduled holds); they are skipped when due.
-    holds: Vec<(HoldKey, u64)>,
+    holds: Vec<u64>,
     timer: delay_queue::Key,
 }
 
@@ -253,10 +249,10 @@ struct Watchdog {
     queue: DelayQueue<u64>,
     /// Buckets by tick, ordered, so that a partial batch can be topped up from the next ones.
     buckets: BTreeMap<u64, Bucket>,
-    tracked: HashMap<HoldKey, Tracked>,
+    tracked: HashMap<u64, Tracked>,
 }
 
-type BatchResult = Vec<(HoldKey, u64, Outcome)>;
+type BatchResult = Vec<(u64, Outcome)>;
 
 impl Watchdog {
     async fn run(mut self, shutdown: CancellationToken) {
@@ -291,15 +287,12 @@ impl Watchdog {
     fn apply(&mut self, command: Command) {
         match command {
             // An older generation's bucket entry becomes stale by the overwrite.
-            Command::Track(key, generation) => self.schedule(key, generation, self.interval),
-            Command::Untrack(key, generation) => {
-                if self
-                    .tracked
-                    .get(&key)
-                    .is_some_and(|t| t.generation == generation)
-                {
-                    self.tracked.remove(&key);
-                }
+            Command::Track(key, generation) => {
+                self.tracked.insert(generation, Tracked { key, tick: None });
+                self.schedule(generation, self.interval);
+            }
+            Command::Untrack(generation) => {
+                self.tracked.remove(&generation);
             }
         }
     }
@@ -310,11 +303,11 @@ impl Watchdog {
         u64::try_from(target / self.grid.as_nanos().max(1)).unwrap_or(u64::MAX)
     }
 
-    fn schedule(&mut self, key: HoldKey, generation: u64, after: Duration) {
+    fn schedule(&mut self, generation: u64, after: Duration) {
         let tick = self.tick_after(after);
         match self.buckets.entry(tick) {
             std::collections::btree_map::Entry::Occupied(mut bucket) => {
-                bucket.get_mut().holds.push((key.clone(), generation));
+                bucket.get_mut().holds.push(generation);
             }
             std::collections::btree_map::Entry::Vacant(vacant) => {
                 let nanos = u64::try_from(self.grid.as_nanos())
@@ -323,18 +316,14 @@ impl Watchdog {
                 let at = self.epoch + Duration::from_nanos(nanos);
                 let timer = self.queue.insert_at(tick, at);
                 vacant.insert(Bucket {
-                    holds: vec![(key.clone(), generation)],
+                    holds: vec![generation],
                     timer,
                 });
             }
         }
-        self.tracked.insert(
-            key,
-            Tracked {
-                generation,
-                tick: Some(tick),
-            },
-        );
+        if let Some(tracked) = self.tracked.get_mut(&generation) {
+            tracked.tick = Some(tick);
+        }
     }
 
     /// Takes the live holds of bucket `tick` (marking them in flight), topped up from the next
@@ -374,19 +363,19 @@ impl Watchdog {
     fn take_live(
         &mut self,
         tick: u64,
-        holds: Vec<(HoldKey, u64)>,
+        holds: Vec<u64>,
         due: &mut Vec<(HoldKey, u64)>,
         limit: usize,
     ) {
         let mut taken = 0;
-        for (key, generation) in holds {
+        for generation in holds {
             if taken == limit {
                 break;
             }
-            if let Some(tracked) = self.tracked.get_mut(&key) {
-                if tracked.generation == generation && tracked.tick == Some(tick) {
+            if let Some(tracked) = self.tracked.get_mut(&generation) {
+                if tracked.tick == Some(tick) {
                     tracked.tick = None;
-                    due.push((key, generation));
+                    due.push((tracked.key.clone(), generation));
                     taken += 1;
                 }
             }
@@ -418,22 +407,22 @@ impl Watchdog {
 
     fn settle(&mut self, results: BatchResult) {
         let table = self.table.upgrade();
-        for (key, generation, outcome) in results {
-            let current = self
+        for (generation, outcome) in results {
+            if self
                 .tracked
-                .get(&key)
-                .is_some_and(|t| t.generation == generation && t.tick.is_none());
-            if !current {
-                continue;
+                .get(&generation)
+                .is_none_or(|t| t.tick.is_some())
+            {
+                continue; // untracked (released) meanwhile
             }
             match outcome {
-                Outcome::Renewed => self.schedule(key, generation, self.interval),
+                Outcome::Renewed => self.schedule(generation, self.interval),
                 // Retry well before the lease can run out.
-                Outcome::Failed => self.schedule(key, generation, self.interval / 2),
+                Outcome::Failed => self.schedule(generation, self.interval / 2),
                 Outcome::NotHeld => {
-                    self.tracked.remove(&key);
-                    if let Some(table) = &table {
-                        table.mark_lost(&key, generation);
+                    if let (Some(tracked), Some(table)) = (self.tracked.remove(&generation), &table)
+                    {
+                        table.mark_lost(&tracked.key, generation);
                     }
                 }
             }
@@ -456,13 +445,13 @@ async fn renew(redis: Arc<Redis>, watchdog_ms: u64, batch: Vec<(HoldKey, u64)>) 
             batch
                 .into_iter()
                 .zip(flags)
-                .map(|((key, generation), flag)| {
+                .map(|((_, generation), flag)| {
                     let outcome = if flag.as_i64() == Some(1) {
                         Outcome::Renewed
                     } else {
                         Outcome::NotHeld
                     };
-                    (key, generation, outcome)
+                    (generation, outcome)
                 })
                 .collect()
         }
@@ -475,7 +464,7 @@ async fn renew(redis: Arc<Redis>, watchdog_ms: u64, batch: Vec<(HoldKey, u64)>) 
             }
             batch
                 .into_iter()
-                .map(|(key, generation)| (key, generation, Outcome::Failed))
+                .map(|(_, generation)| (generation, Outcome::Failed))
                 .collect()
         }
     }
