@@ -80,7 +80,7 @@ impl Script {
 
 /// Acquire or re-enter (protocol §2.2).
 pub(crate) static ACQUIRE: Script = Script::new("acquire", include_str!("../lua/acquire.lua"));
-/// Release one hold, publishing on the full release (§2.3).
+/// Release one hold, publishing on the full release (§2.3), or hand the lock to a local waiter.
 pub(crate) static RELEASE: Script = Script::new(
     "release",
     concat!(
@@ -99,20 +99,11 @@ pub(crate) static FORCE_RELEASE: Script = Script::new(
 /// Batched watchdog renewal (§3.2).
 pub(crate) static RENEW: Script = Script::new("renew", include_str!("../lua/renew.lua"));
 
-/// Release the last hold and hand the lock to a local waiter in the same step.
-pub(crate) static TRANSFER: Script = Script::new("transfer", include_str!("../lua/transfer.lua"));
 /// Read a lock's state for status displays.
 pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
 
 /// Every script, for loading them once at connect time.
-pub(crate) static ALL: [&Script; 6] = [
-    &ACQUIRE,
-    &RELEASE,
-    &FORCE_RELEASE,
-    &RENEW,
-    &INSPECT,
-    &TRANSFER,
-];
+pub(crate) static ALL: [&Script; 5] = [&ACQUIRE, &RELEASE, &FORCE_RELEASE, &RENEW, &INSPECT];
 
 /// Loads every script into the server's cache (on every primary in a cluster), so that the first
 /// lock operations need no fallback. Best effort: EVALSHA's fallback covers any failure.

@@ -1,5 +1,6 @@
 //! Local hand-off: this client's waiters of a lock form a FIFO queue, and a full release by this
-//! client hands the lock straight to the queue's head in the same script (`lua/transfer.lua`).
+//! client hands the lock straight to the queue's head in the same script (`lua/release.lua`
+//! with a receiving field).
 //!
 //! Why: under contention inside one process, a plain release (DEL + PUBLISH) is followed by a
 //! race between the woken waiter's retry and the releasing task's own next acquire, which the
@@ -250,18 +251,14 @@ impl Drop for Place {
         let orphan = {
             let mut state = self.slot.state.lock();
             let orphan = match *state {
-                // A releaser is handing the lock over right now; it will release it.
-                SlotState::Taken => {
-                    *state = SlotState::Abandoned;
-                    None
-                }
                 // Handed over but never adopted: release it here.
                 SlotState::Owned(_) => Some(self.slot.lease_ms),
+                // `Taken`: a releaser is handing the lock over right now and, finding the slot
+                // abandoned, releases it itself. `Queued`/`Retrying`: marked abandoned before
+                // the slot leaves the queue, so that no releaser can claim it in between.
                 _ => None,
             };
-            if orphan.is_some() {
-                *state = SlotState::Abandoned;
-            }
+            *state = SlotState::Abandoned;
             orphan
         };
         self.handoffs.leave(&self.name, &self.queue, &self.slot);

@@ -62,9 +62,9 @@ pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Res
 }
 
 /// The one release path (guards, `Lock::unlock`, dropped guards, undone acquires): when a local
-/// waiter is queued for the lock, the release hands the lock to it in the same script
-/// (`TRANSFER`, see `handoff.rs`); otherwise it is a plain `RELEASE`. A hand-off is reported as
-/// a full release (1).
+/// waiter is queued for the lock, the release names it and hands the lock to it in the same
+/// script (see `handoff.rs`); otherwise it is a plain `RELEASE`. A hand-off is reported as a
+/// full release (1).
 pub(crate) async fn release_or_hand_off(
     redis: std::sync::Arc<crate::client::Redis>,
     handoffs: std::sync::Arc<handoff::Handoffs>,
@@ -92,7 +92,7 @@ pub(crate) async fn release_or_hand_off(
         let mut args = release.release_args(redis.publish_arg);
         args.push(to_field.to_string());
         args.push(to_lease_ms.to_string());
-        let reply = crate::script::TRANSFER
+        let reply = crate::script::RELEASE
             .run(&redis.pool, &redis.write_options, keys, args)
             .await;
         let handed = matches!(reply, Ok(Value::Integer(2)));
