@@ -72,6 +72,26 @@ async fn round_robin(
     )
 }
 
+/// Spawns `acquire` as a waiter of `name`, waits until it is parked in line, releases `holder`
+/// and returns the guard the waiter received (within 2 s).
+async fn hand_over(
+    raw: &fred::clients::Client,
+    name: &str,
+    holder: ferrisson::LockGuard,
+    acquire: impl std::future::Future<Output = ferrisson::Result<ferrisson::LockGuard>> + Send + 'static,
+) -> ferrisson::LockGuard {
+    let waiter = tokio::spawn(acquire);
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    support::redis_state::wait_numsub(raw, &channel, 1, Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(50)).await; // let the waiter park in line
+    assert!(holder.unlock().await.expect("unlock"));
+    timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("handed over")
+        .expect("task")
+        .expect("lock")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_waiters_take_turns_instead_of_the_releaser_barging_back_in() {
     let server = RedisServer::start();
@@ -116,22 +136,10 @@ async fn a_handed_over_lock_carries_the_new_holders_field_and_lease() {
     let client = connect_with(config(&server, 16)).await;
     let holder = hold_with_lease(&client, "handoff:layout", Duration::from_secs(30)).await;
     let waiter_lock = client.lock("handoff:layout").with_owner(Owner::new());
-    let waiter =
-        tokio::spawn(async move { waiter_lock.lock_with_lease(Duration::from_secs(7)).await });
-    support::redis_state::wait_numsub(
-        &raw,
-        "redisson_lock__channel:{handoff:layout}",
-        1,
-        Duration::from_secs(5),
-    )
+    let guard = hand_over(&raw, "handoff:layout", holder, async move {
+        waiter_lock.lock_with_lease(Duration::from_secs(7)).await
+    })
     .await;
-    tokio::time::sleep(Duration::from_millis(50)).await; // let the waiter park in line
-    assert!(holder.unlock().await.expect("unlock"));
-    let guard = timeout(Duration::from_secs(2), waiter)
-        .await
-        .expect("handed over")
-        .expect("task")
-        .expect("lock");
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
     let fields = hgetall(&raw, "handoff:layout").await;
     assert_eq!(fields.len(), 1, "exactly one holder: {fields:?}");
@@ -157,21 +165,10 @@ async fn a_handed_over_watchdog_lock_is_renewed() {
     let client = connect_with(cfg).await;
     let holder = hold_with_lease(&client, "handoff:watchdog", Duration::from_secs(30)).await;
     let waiter_lock = client.lock("handoff:watchdog").with_owner(Owner::new());
-    let waiter = tokio::spawn(async move { waiter_lock.lock().await });
-    support::redis_state::wait_numsub(
-        &raw,
-        "redisson_lock__channel:{handoff:watchdog}",
-        1,
-        Duration::from_secs(5),
-    )
+    let guard = hand_over(&raw, "handoff:watchdog", holder, async move {
+        waiter_lock.lock().await
+    })
     .await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(holder.unlock().await.expect("unlock"));
-    let guard = timeout(Duration::from_secs(2), waiter)
-        .await
-        .expect("handed over")
-        .expect("task")
-        .expect("lock");
     // Held well beyond the 300 ms watchdog lease: the new holder's watchdog renews it.
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let fields = hgetall(&raw, "handoff:watchdog").await;

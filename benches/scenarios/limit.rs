@@ -12,6 +12,7 @@
 //! keys are deleted afterwards by SCAN MATCH + UNLINK of this run's own prefix (never FLUSHDB:
 //! the server may be a user's).
 
+use crate::measure::fred_client;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -208,18 +209,4 @@ fn on_own_runtime<T: Send>(
             .join()
             .map_err(|_| "the redis helper thread panicked".to_string())?
     })
-}
-
-/// A connected fred client (one connection).
-async fn fred_client(url: &str) -> Result<fred::clients::Client, String> {
-    let config = fred::types::config::Config::from_url(url)
-        .map_err(|e| format!("bad redis url {url}: {e}"))?;
-    let client = fred::types::Builder::from_config(config)
-        .build()
-        .map_err(|e| format!("cannot build a fred client for {url}: {e}"))?;
-    tokio::time::timeout(Duration::from_secs(10), client.init())
-        .await
-        .map_err(|_| format!("cannot connect to {url} within 10 s"))?
-        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
-    Ok(client)
 }

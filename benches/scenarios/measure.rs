@@ -87,22 +87,19 @@ pub fn rss_bytes() -> u64 {
 /// CPU time (user + system) of this process's children that have been waited for (such as a
 /// finished `node` or `redis-benchmark` run; not the still running `redis-server`).
 pub fn children_cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
     // cutime (16) and cstime (17): indices 13 and 14 after the name.
-    Duration::from_millis((ticks(13) + ticks(14)) * 10)
+    self_stat_ticks(13, 14)
 }
 
 /// CPU time (user + system) this process has used so far.
 pub fn cpu_time() -> Duration {
-    // Fields 14 and 15 of /proc/self/stat are utime and stime in clock ticks (100 Hz on Linux).
+    // utime (14) and stime (15): indices 11 and 12 after the name.
+    self_stat_ticks(11, 12)
+}
+
+/// The sum of two clock-tick fields of /proc/self/stat (100 Hz on Linux), indexed from the
+/// field after the process name (field 3, the state, is index 0).
+fn self_stat_ticks(first: usize, second: usize) -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after_name.split_whitespace().collect();
@@ -112,8 +109,7 @@ pub fn cpu_time() -> Duration {
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    // after the name, field 3 (state) is index 0, so utime (14) is index 11 and stime (15) 12.
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    Duration::from_millis((ticks(first) + ticks(second)) * 10)
 }
 
 /// The waiters scenario at one size: W owners parked on one lock.
@@ -233,4 +229,19 @@ pub fn heap_bytes() -> u64 {
         .map(|shard| shard.0.load(std::sync::atomic::Ordering::Relaxed))
         .sum();
     total.max(0) as u64
+}
+
+/// A connected fred client (one multiplexed connection).
+pub async fn fred_client(url: &str) -> Result<fred::clients::Client, String> {
+    use fred::interfaces::ClientLike;
+    let config = fred::types::config::Config::from_url(url)
+        .map_err(|e| format!("bad redis url {url}: {e}"))?;
+    let client = fred::types::Builder::from_config(config)
+        .build()
+        .map_err(|e| format!("cannot build a fred client for {url}: {e}"))?;
+    tokio::time::timeout(Duration::from_secs(10), client.init())
+        .await
+        .map_err(|_| format!("cannot connect to {url} within 10 s"))?
+        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    Ok(client)
 }

@@ -42,6 +42,7 @@
 //! end, so nothing is left behind on a shared server (except, after an error, keys that expire
 //! with their 30 s lease).
 
+use crate::measure::fred_client;
 use std::collections::hash_map::RandomState;
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -552,18 +553,4 @@ fn random_u64() -> u64 {
 /// `bench:peers:<peer>:<uuid>`: a key prefix unique to this call.
 fn key_prefix(peer: &str) -> String {
     format!("bench:peers:{peer}:{}", uuid::Uuid::new_v4().simple())
-}
-
-/// A connected fred client (one multiplexed connection).
-async fn fred_client(url: &str) -> Result<fred::clients::Client, String> {
-    let config = fred::types::config::Config::from_url(url)
-        .map_err(|e| format!("bad redis url {url}: {e}"))?;
-    let client = fred::types::Builder::from_config(config)
-        .build()
-        .map_err(|e| format!("cannot build a fred client for {url}: {e}"))?;
-    tokio::time::timeout(Duration::from_secs(10), client.init())
-        .await
-        .map_err(|_| format!("cannot connect to {url} within 10 s"))?
-        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
-    Ok(client)
 }
