@@ -12,16 +12,20 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, WhenUnavailable};
+use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result};
 use crate::janitor::Janitor;
 use crate::lock::handoff::Handoffs;
 use crate::lock::Lock;
 use crate::pubsub::PubSub;
+use crate::script::Script;
 use crate::watchdog::{self, LeaseTable};
 
 /// The command connections and how lock commands are sent on them.
 pub(crate) struct Redis {
     pub(crate) pool: Pool,
+    /// Batches concurrent lock scripts; `None` in a cluster, where every script goes alone.
+    dispatcher: Option<Dispatcher>,
     /// For scripts that change a lock: never re-sent after a connection loss (a second run could
     /// take or release a hold twice), failing fast when the connection is down.
     pub(crate) write_options: Options,
@@ -33,6 +37,26 @@ pub(crate) struct Redis {
 }
 
 impl Redis {
+    /// Runs a lock-changing script with `write_options`: through the dispatcher when the script
+    /// can share a batch, otherwise on its own. Cancel safety as [`Script::run`].
+    pub(crate) async fn run_script(
+        &self,
+        script: &'static Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<fred::types::Value, fred::error::Error> {
+        match (&self.dispatcher, script.batch_operation) {
+            (Some(dispatcher), Some(operation)) => {
+                dispatcher.run(script, operation, keys, args).await
+            }
+            _ => {
+                script
+                    .run(&self.pool, &self.write_options, keys, args)
+                    .await
+            }
+        }
+    }
+
     /// Sends one read-only command about `key` (routed to its hash slot) with the read options:
     /// `COMMAND key extra...`.
     pub(crate) async fn query<T: fred::types::FromValue>(
@@ -180,14 +204,22 @@ impl Client {
         crate::script::preload(&pool, clustered).await;
 
         let fail_fast = config.when_unavailable == WhenUnavailable::FailFast;
+        let write_options = Options {
+            max_attempts: Some(1),
+            fail_fast,
+            timeout: Some(config.response_timeout),
+            ..Options::default()
+        };
+        let (dispatcher, dispatcher_task) = if clustered {
+            (None, None)
+        } else {
+            let (dispatcher, task) = Dispatcher::start(pool.clone(), write_options.clone());
+            (Some(dispatcher), Some(task))
+        };
         let redis = Arc::new(Redis {
             pool,
-            write_options: Options {
-                max_attempts: Some(1),
-                fail_fast,
-                timeout: Some(config.response_timeout),
-                ..Options::default()
-            },
+            dispatcher,
+            write_options,
             read_options: Options {
                 fail_fast: true,
                 timeout: Some(config.response_timeout),
@@ -219,6 +251,7 @@ impl Client {
         );
         tasks.push(watchdog_task);
         tasks.push(janitor_task);
+        tasks.extend(dispatcher_task);
 
         let id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(client = %id, url = %config.redacted_url(), "ferrisson client connected");

@@ -66,6 +66,7 @@
 pub mod blocking;
 mod client;
 mod config;
+mod dispatch;
 mod error;
 mod inspect;
 mod janitor;

@@ -14,6 +14,8 @@ pub(crate) struct Script {
     name: &'static str,
     lua: &'static str,
     sha1: std::sync::OnceLock<String>,
+    /// The operation's name inside [`BATCH`], for the scripts that can share a batch.
+    pub(crate) batch_operation: Option<&'static str>,
 }
 
 impl Script {
@@ -22,7 +24,13 @@ impl Script {
             name,
             lua,
             sha1: std::sync::OnceLock::new(),
+            batch_operation: None,
         }
+    }
+
+    const fn batched_as(mut self, operation: &'static str) -> Script {
+        self.batch_operation = Some(operation);
+        self
     }
 
     pub(crate) fn sha1(&self) -> &str {
@@ -79,13 +87,29 @@ impl Script {
 }
 
 /// Acquire or re-enter (protocol §2.2).
-pub(crate) static ACQUIRE: Script = Script::new("acquire", include_str!("../lua/acquire.lua"));
+pub(crate) static ACQUIRE: Script =
+    Script::new("acquire", include_str!("../lua/acquire.lua")).batched_as("acquire");
 /// Release one hold, publishing on the full release (§2.3), or hand the lock to a local waiter.
 pub(crate) static RELEASE: Script = Script::new(
     "release",
     concat!(
         include_str!("../lua/lib/publish.lua"),
         include_str!("../lua/release.lua")
+    ),
+)
+.batched_as("release");
+/// `ACQUIRE` and `RELEASE` calls of several callers in one run (`src/dispatch.rs`): each file
+/// becomes a local function of `(KEYS, ARGV)`, so a call runs exactly its own script's steps.
+pub(crate) static BATCH: Script = Script::new(
+    "batch",
+    concat!(
+        include_str!("../lua/lib/publish.lua"),
+        "local function acquire(KEYS, ARGV)\n",
+        include_str!("../lua/acquire.lua"),
+        "end\nlocal function release(KEYS, ARGV)\n",
+        include_str!("../lua/release.lua"),
+        "end\n",
+        include_str!("../lua/batch.lua")
     ),
 );
 /// Delete the lock whoever holds it and publish (§2.4).
@@ -103,7 +127,8 @@ pub(crate) static RENEW: Script = Script::new("renew", include_str!("../lua/rene
 pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
 
 /// Every script, for loading them once at connect time.
-pub(crate) static ALL: [&Script; 5] = [&ACQUIRE, &RELEASE, &FORCE_RELEASE, &RENEW, &INSPECT];
+pub(crate) static ALL: [&Script; 6] =
+    [&ACQUIRE, &RELEASE, &BATCH, &FORCE_RELEASE, &RENEW, &INSPECT];
 
 /// Loads every script into the server's cache (on every primary in a cluster), so that the first
 /// lock operations need no fallback. Best effort: EVALSHA's fallback covers any failure.

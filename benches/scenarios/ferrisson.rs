@@ -304,14 +304,15 @@ pub async fn waiters(
         .collect();
     // Parked = every waiter ran at least one acquire attempt (two when it had to subscribe
     // first), the channel has its one subscriber, and the server has seen no attempt for a while:
-    // nothing retries while the holder's 60 s lease runs.
+    // nothing retries while the holder's 60 s lease runs. Attempts are counted by the EXISTS
+    // that lua/acquire.lua runs first (Redis counts a script's commands in commandstats), since
+    // concurrent attempts share one script run (src/dispatch.rs).
     let parked = async {
         let deadline = Instant::now() + Duration::from_secs(120);
         let (mut last, mut changed) = (u64::MAX, Instant::now());
         loop {
             let stats = command_stats(raw).await;
-            let attempts = stats.get("evalsha").copied().unwrap_or(0)
-                + stats.get("eval").copied().unwrap_or(0);
+            let attempts = stats.get("exists").copied().unwrap_or(0);
             let subscribers = numsub(raw, &channel).await;
             if attempts != last {
                 (last, changed) = (attempts, Instant::now());

@@ -79,9 +79,7 @@ pub(crate) async fn release_or_hand_off(
                 release.release_keys(),
                 release.release_args(redis.publish_arg),
             );
-            let reply = crate::script::RELEASE
-                .run(&redis.pool, &redis.write_options, keys, args)
-                .await;
+            let reply = redis.run_script(&crate::script::RELEASE, keys, args).await;
             return if handed_over {
                 Ok(Value::Integer(1))
             } else {
@@ -92,9 +90,7 @@ pub(crate) async fn release_or_hand_off(
         let mut args = release.release_args(redis.publish_arg);
         args.push(to_field.to_string());
         args.push(to_lease_ms.to_string());
-        let reply = crate::script::RELEASE
-            .run(&redis.pool, &redis.write_options, keys, args)
-            .await;
+        let reply = redis.run_script(&crate::script::RELEASE, keys, args).await;
         let handed = matches!(reply, Ok(Value::Integer(2)));
         match claim.settle(handed) {
             // The waiter left while the lock was being handed to it: release its hold too.

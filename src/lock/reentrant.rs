@@ -403,11 +403,7 @@ impl Lock {
         let args = vec![lease_ms.to_string(), field.to_string()];
         let sent_at = Instant::now();
         let reply = InFlight::new(
-            async move {
-                script::ACQUIRE
-                    .run(&redis.pool, &redis.write_options, keys, args)
-                    .await
-            },
+            async move { redis.run_script(&script::ACQUIRE, keys, args).await },
             Some(undo),
             client.janitor.clone(),
         )
