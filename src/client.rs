@@ -51,7 +51,7 @@ impl Redis {
             }
             _ => {
                 script
-                    .run(&self.pool, &self.write_options, keys, args)
+                    .run(&self.pool, &self.write_options, &keys, &args)
                     .await
             }
         }

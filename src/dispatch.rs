@@ -119,7 +119,10 @@ async fn dispatch(pool: Pool, options: Options, mut queued: mpsc::UnboundedRecei
 async fn send(pool: Pool, options: Options, mut calls: Vec<Call>) {
     if calls.len() == 1 {
         if let Some(call) = calls.pop() {
-            let reply = call.script.run(&pool, &options, call.keys, call.args).await;
+            let reply = call
+                .script
+                .run(&pool, &options, &call.keys, &call.args)
+                .await;
             let _ = call.reply.send(reply);
         }
         return;
@@ -138,7 +141,7 @@ async fn send(pool: Pool, options: Options, mut calls: Vec<Call>) {
         args.extend(call.args);
         replies.push(call.reply);
     }
-    let reply = BATCH.run(&pool, &options, keys, args).await;
+    let reply = BATCH.run(&pool, &options, &keys, &args).await;
     deliver(replies, reply);
 }
 

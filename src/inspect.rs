@@ -114,8 +114,8 @@ impl Client {
             .run(
                 &inner.redis.pool,
                 &inner.redis.read_options,
-                keys,
-                Vec::new(),
+                &keys,
+                &[] as &[&str],
             )
             .await
             .map_err(|err| Error::from_redis(err, name, inner.redis.response_timeout))?;

@@ -20,7 +20,6 @@ use crate::lock::handoff::Handoffs;
 #[derive(Clone, Debug)]
 pub(crate) struct Release {
     pub(crate) name: Arc<str>,
-    pub(crate) channel: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
 }
@@ -126,7 +125,8 @@ async fn release_hold(redis: Arc<Redis>, handoffs: Arc<Handoffs>, release: Relea
 
 impl Release {
     pub(crate) fn release_keys(&self) -> Vec<String> {
-        vec![self.name.to_string(), self.channel.to_string()]
+        // The channel is derived when needed rather than kept per held lock (memory).
+        vec![self.name.to_string(), crate::name::lock_channel(&self.name)]
     }
 
     pub(crate) fn release_args(&self, publish: &'static str) -> Vec<String> {

@@ -95,6 +95,11 @@ impl PubSub {
         (PubSub { shared }, tasks)
     }
 
+    /// Whether no channel has a subscription entry (a cheap check before deriving a channel).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.shared.entries.lock().is_empty()
+    }
+
     /// Takes a share of `channel`'s subscription if this client already has one confirmed by
     /// the server; never waits.
     pub(crate) fn join_active(&self, channel: &Arc<str>) -> Option<Subscription> {

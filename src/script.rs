@@ -46,39 +46,46 @@ impl Script {
     /// # Cancel safety
     /// Not cancel safe on its own: once the command is written, dropping the future does not stop
     /// the script. Callers that change lock state wrap it in [`crate::lock::InFlight`].
-    pub(crate) async fn run(
+    pub(crate) async fn run<K: AsRef<str> + Sync, A: AsRef<str> + Sync>(
         &'static self,
         redis: &Pool,
         options: &fred::types::config::Options,
-        keys: Vec<String>,
-        args: Vec<String>,
+        keys: &[K],
+        args: &[A],
     ) -> Result<Value, fred::error::Error> {
         use fred::interfaces::ClientLike;
         use fred::types::{ClusterHash, CustomCommand};
 
         let client = redis.next().with_options(options);
         let route = || match keys.first() {
-            Some(key) => ClusterHash::Custom(fred::util::redis_keyslot(key.as_bytes())),
+            Some(key) => ClusterHash::Custom(fred::util::redis_keyslot(key.as_ref().as_bytes())),
             None => ClusterHash::Random,
         };
-        let mut command: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
-        command.push(self.sha1().into());
-        command.push(Value::Integer(keys.len() as i64));
-        command.extend(keys.iter().map(|key| Value::from(key.as_str())));
-        command.extend(args.into_iter().map(Value::from));
-        // Cheap: the strings are reference counted. Kept for the rare NOSCRIPT fallback.
-        let fallback = command.clone();
+        // Built again for the rare NOSCRIPT fallback rather than cloned up front: a clone of
+        // every argument costs an allocation each (`Bytes` promotion) on every call.
+        let command = |head: Value| {
+            let mut command: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
+            command.push(head);
+            command.push(Value::Integer(keys.len() as i64));
+            command.extend(keys.iter().map(|key| Value::from(key.as_ref())));
+            command.extend(args.iter().map(|arg| Value::from(arg.as_ref())));
+            command
+        };
         let evalsha = CustomCommand::new_static("EVALSHA", route(), false);
-        match client.custom::<Value, Value>(evalsha, command).await {
+        match client
+            .custom::<Value, Value>(evalsha, command(self.sha1().into()))
+            .await
+        {
             Err(err) if err.details().starts_with("NOSCRIPT") => {
                 tracing::debug!(
                     script = self.name,
                     "script not cached by the server; sending it in full"
                 );
-                let mut command = fallback;
-                command[0] = self.lua.into();
                 client
-                    .custom(CustomCommand::new_static("EVAL", route(), false), command)
+                    .custom(
+                        CustomCommand::new_static("EVAL", route(), false),
+                        command(self.lua.into()),
+                    )
                     .await
             }
             other => other,

@@ -56,15 +56,26 @@ pub(crate) struct Ticket {
     pub(crate) key: HoldKey,
     pub(crate) generation: u64,
     pub(crate) lease: Lease,
-    pub(crate) lost: CancellationToken,
 }
 
 struct HoldEntry {
     holds: u32,
     watchdog_holds: u32,
+    /// Set when the watchdog found the lease gone; the entry's holds no longer exist.
+    lost: bool,
     last_lease_ms: u64,
     generation: u64,
-    lost: CancellationToken,
+    /// Made only when a guard asks for it (`lost()`, `lost_token()`): most holds never do, and
+    /// a token per held lock would be a large share of its memory.
+    lost_token: Option<CancellationToken>,
+}
+
+/// What [`LeaseTable::released`] reports.
+pub(crate) struct Released {
+    /// The lease (ms) to re-arm if the release turns out partial.
+    pub(crate) rearm_ms: u64,
+    /// Whether the hold's lease was already known lost (nothing to release on the server).
+    pub(crate) lost: bool,
 }
 
 enum Command {
@@ -87,7 +98,7 @@ impl LeaseTable {
         let mut entries = self.entries.lock();
         let entry = match entries.get_mut(key) {
             // Holds whose lease was lost no longer exist on the server: start afresh.
-            Some(entry) if !entry.lost.is_cancelled() => entry,
+            Some(entry) if !entry.lost => entry,
             _ => {
                 if let Some(old) = entries.remove(key) {
                     if old.watchdog_holds > 0 {
@@ -97,9 +108,10 @@ impl LeaseTable {
                 entries.entry(key.clone()).or_insert(HoldEntry {
                     holds: 0,
                     watchdog_holds: 0,
+                    lost: false,
                     last_lease_ms: self.watchdog_ms,
                     generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
-                    lost: CancellationToken::new(),
+                    lost_token: None,
                 })
             }
         };
@@ -120,14 +132,38 @@ impl LeaseTable {
             key: key.clone(),
             generation: entry.generation,
             lease,
-            lost: entry.lost.clone(),
         }
     }
 
-    /// Records the release of one hold of `ticket` and returns the lease (ms) to re-arm if the
-    /// release turns out partial.
-    pub(crate) fn released(&self, ticket: &Ticket) -> u64 {
+    /// Records the release of one hold of `ticket`.
+    pub(crate) fn released(&self, ticket: &Ticket) -> Released {
         self.release_hold(&ticket.key, Some(ticket.generation), ticket.lease)
+    }
+
+    /// Whether the holds of `ticket` are known lost (also when a later acquisition replaced
+    /// them after the loss).
+    pub(crate) fn is_lost(&self, ticket: &Ticket) -> bool {
+        let entries = self.entries.lock();
+        entries
+            .get(&ticket.key)
+            .is_none_or(|entry| entry.lost || entry.generation != ticket.generation)
+    }
+
+    /// A token cancelled when the holds of `ticket` are found lost (already cancelled if they
+    /// are); made on first request and shared by the entry's holds.
+    pub(crate) fn lost_token(&self, ticket: &Ticket) -> CancellationToken {
+        let mut entries = self.entries.lock();
+        match entries.get_mut(&ticket.key) {
+            Some(entry) if !entry.lost && entry.generation == ticket.generation => entry
+                .lost_token
+                .get_or_insert_with(CancellationToken::new)
+                .clone(),
+            _ => {
+                let token = CancellationToken::new();
+                token.cancel();
+                token
+            }
+        }
     }
 
     /// Records the release of one hold of `key`, whichever acquisition took it (Redisson-style
@@ -141,17 +177,24 @@ impl LeaseTable {
                 None => return self.watchdog_ms,
             }
         };
-        self.release_hold(key, None, lease)
+        self.release_hold(key, None, lease).rearm_ms
     }
 
-    fn release_hold(&self, key: &HoldKey, generation: Option<u64>, lease: Lease) -> u64 {
+    fn release_hold(&self, key: &HoldKey, generation: Option<u64>, lease: Lease) -> Released {
         let mut entries = self.entries.lock();
         let Some(entry) = entries.get_mut(key) else {
-            return self.watchdog_ms;
+            return Released {
+                rearm_ms: self.watchdog_ms,
+                lost: true,
+            };
         };
         if generation.is_some_and(|g| g != entry.generation) {
-            return entry.last_lease_ms;
+            return Released {
+                rearm_ms: entry.last_lease_ms,
+                lost: true,
+            };
         }
+        let lost = entry.lost;
         entry.holds = entry.holds.saturating_sub(1);
         if lease == Lease::Watchdog && entry.watchdog_holds > 0 {
             entry.watchdog_holds -= 1;
@@ -170,16 +213,22 @@ impl LeaseTable {
             }
             entries.remove(key);
         }
-        rearm
+        Released {
+            rearm_ms: rearm,
+            lost,
+        }
     }
 
     /// Marks the holds of `key` lost, if they are still those of `generation`.
     fn mark_lost(&self, key: &HoldKey, generation: u64) {
-        let entries = self.entries.lock();
-        if let Some(entry) = entries.get(key) {
+        let mut entries = self.entries.lock();
+        if let Some(entry) = entries.get_mut(key) {
             if entry.generation == generation {
                 tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner");
-                entry.lost.cancel();
+                entry.lost = true;
+                if let Some(token) = &entry.lost_token {
+                    token.cancel();
+                }
             }
         }
     }
@@ -305,9 +354,20 @@ impl Watchdog {
 
     fn schedule(&mut self, generation: u64, after: Duration) {
         let tick = self.tick_after(after);
+        if let Some(tracked) = self.tracked.get_mut(&generation) {
+            tracked.tick = Some(tick);
+            self.add_to_bucket(tick, vec![generation]);
+        }
+    }
+
+    /// Appends `holds` (already marked with `tick`) to that tick's bucket, creating its timer.
+    fn add_to_bucket(&mut self, tick: u64, mut holds: Vec<u64>) {
+        if holds.is_empty() {
+            return;
+        }
         match self.buckets.entry(tick) {
             std::collections::btree_map::Entry::Occupied(mut bucket) => {
-                bucket.get_mut().holds.push(generation);
+                bucket.get_mut().holds.append(&mut holds);
             }
             std::collections::btree_map::Entry::Vacant(vacant) => {
                 let nanos = u64::try_from(self.grid.as_nanos())
@@ -315,14 +375,8 @@ impl Watchdog {
                     .saturating_mul(tick);
                 let at = self.epoch + Duration::from_nanos(nanos);
                 let timer = self.queue.insert_at(tick, at);
-                vacant.insert(Bucket {
-                    holds: vec![generation],
-                    timer,
-                });
+                vacant.insert(Bucket { holds, timer });
             }
-        }
-        if let Some(tracked) = self.tracked.get_mut(&generation) {
-            tracked.tick = Some(tick);
         }
     }
 
@@ -405,20 +459,29 @@ impl Watchdog {
         batches
     }
 
+    /// Reschedules a renewed batch: one clock read, one bucket and one map lookup per hold.
     fn settle(&mut self, results: BatchResult) {
         let table = self.table.upgrade();
+        let renew_tick = self.tick_after(self.interval);
+        // Retry well before the lease can run out.
+        let retry_tick = self.tick_after(self.interval / 2);
+        let (mut renewed, mut failed) = (Vec::with_capacity(results.len()), Vec::new());
         for (generation, outcome) in results {
-            if self
-                .tracked
-                .get(&generation)
-                .is_none_or(|t| t.tick.is_some())
-            {
+            let Some(tracked) = self.tracked.get_mut(&generation) else {
                 continue; // untracked (released) meanwhile
+            };
+            if tracked.tick.is_some() {
+                continue; // released and tracked again meanwhile: scheduled afresh
             }
             match outcome {
-                Outcome::Renewed => self.schedule(generation, self.interval),
-                // Retry well before the lease can run out.
-                Outcome::Failed => self.schedule(generation, self.interval / 2),
+                Outcome::Renewed => {
+                    tracked.tick = Some(renew_tick);
+                    renewed.push(generation);
+                }
+                Outcome::Failed => {
+                    tracked.tick = Some(retry_tick);
+                    failed.push(generation);
+                }
                 Outcome::NotHeld => {
                     if let (Some(tracked), Some(table)) = (self.tracked.remove(&generation), &table)
                     {
@@ -427,17 +490,20 @@ impl Watchdog {
                 }
             }
         }
+        self.add_to_bucket(renew_tick, renewed);
+        self.add_to_bucket(retry_tick, failed);
     }
 }
 
 /// One batched renewal script call.
 async fn renew(redis: Arc<Redis>, watchdog_ms: u64, batch: Vec<(HoldKey, u64)>) -> BatchResult {
-    let keys: Vec<String> = batch.iter().map(|(key, _)| key.name.to_string()).collect();
-    let mut args = Vec::with_capacity(batch.len() + 1);
-    args.push(watchdog_ms.to_string());
-    args.extend(batch.iter().map(|(key, _)| key.field.to_string()));
+    let keys: Vec<&str> = batch.iter().map(|(key, _)| &*key.name).collect();
+    let timeout = watchdog_ms.to_string();
+    let mut args: Vec<&str> = Vec::with_capacity(batch.len() + 1);
+    args.push(&timeout);
+    args.extend(batch.iter().map(|(key, _)| &*key.field));
     let reply = script::RENEW
-        .run(&redis.pool, &redis.write_options, keys, args)
+        .run(&redis.pool, &redis.write_options, &keys, &args)
         .await;
     match reply {
         Ok(fred::prelude::Value::Array(flags)) if flags.len() == batch.len() => {

@@ -380,7 +380,7 @@ pub async fn waiters(
 /// Held: `locks` locks held under the watchdog (`watchdog_timeout`, renewed every third of it)
 /// by one client. Acquired concurrently, 500 at a time; then over `periods` renewal periods:
 /// renewal script calls (INFO commandstats, EVALSHA + EVAL: only the watchdog runs scripts
-/// then), client CPU, and memory per held lock.
+/// then), client CPU, and memory per held lock at the end of those periods.
 pub async fn held(
     url: &str,
     raw: &RawClient,
@@ -418,13 +418,15 @@ async fn hold_and_measure(
         }
     }
     let acquire_s = started.elapsed().as_secs_f64();
-    let (heap1, rss1) = (measure::heap_bytes(), trimmed_rss());
 
     let period = watchdog_timeout / 3;
     reset_stats(raw).await;
     let (cpu0, wall0) = (measure::cpu_time(), Instant::now());
     tokio::time::sleep(period * periods).await;
     let (cpu1, wall) = (measure::cpu_time(), wall0.elapsed());
+    // Memory in the steady state, after whole renewal periods: every hold tracked and bucketed,
+    // no acquire traffic or track requests still queued.
+    let (heap1, rss1) = (measure::heap_bytes(), trimmed_rss());
     let stats = command_stats(raw).await;
     let calls =
         stats.get("evalsha").copied().unwrap_or(0) + stats.get("eval").copied().unwrap_or(0);

@@ -124,11 +124,11 @@ impl LockGuard {
     pub async fn unlock(mut self) -> Result<bool> {
         self.done = true;
         let client = self.lock.client();
-        let lease_ms = client.leases.released(&self.ticket);
-        if self.ticket.lost.is_cancelled() {
+        let released = client.leases.released(&self.ticket);
+        if released.lost {
             return Ok(false);
         }
-        let reply = super::send_release(client, &self.release(lease_ms)).await?;
+        let reply = super::send_release(client, &self.release(released.rearm_ms)).await?;
         Ok(!matches!(reply, Value::Null))
     }
 
@@ -196,7 +196,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let token = self.ticket.lost.clone();
+        let token = self.lock.client().leases.lost_token(&self.ticket);
         let lease_ends = self.lease_ends;
         async move {
             match lease_ends {
@@ -222,7 +222,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost_token(&self) -> CancellationToken {
-        self.ticket.lost.clone()
+        self.lock.client().leases.lost_token(&self.ticket)
     }
 
     /// Whether the lease is already known to be lost (see [`lost`](LockGuard::lost)).
@@ -234,7 +234,8 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.ticket.lost.is_cancelled() || self.lease_ends.is_some_and(|end| Instant::now() >= end)
+        self.lock.client().leases.is_lost(&self.ticket)
+            || self.lease_ends.is_some_and(|end| Instant::now() >= end)
     }
 
     /// How the acquisition went.
@@ -288,7 +289,6 @@ impl LockGuard {
     fn release(&self, lease_ms: u64) -> Release {
         Release {
             name: self.lock.name_arc(),
-            channel: self.lock.channel_arc(),
             field: Arc::clone(&self.field),
             lease_ms,
         }
@@ -301,11 +301,13 @@ impl Drop for LockGuard {
             return;
         }
         let client = self.lock.client();
-        let lease_ms = client.leases.released(&self.ticket);
-        if self.ticket.lost.is_cancelled() {
+        let released = client.leases.released(&self.ticket);
+        if released.lost {
             return;
         }
-        client.janitor.submit(Job::Release(self.release(lease_ms)));
+        client
+            .janitor
+            .submit(Job::Release(self.release(released.rearm_ms)));
     }
 }
 

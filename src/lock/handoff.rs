@@ -64,7 +64,6 @@ enum SlotState {
 pub(crate) struct Place {
     handoffs: Arc<Handoffs>,
     name: Arc<str>,
-    channel: Arc<str>,
     queue: Arc<Queue>,
     slot: Arc<Slot>,
     janitor: crate::janitor::Janitor,
@@ -98,7 +97,6 @@ impl Handoffs {
     pub(crate) fn join(
         self: &Arc<Self>,
         name: &Arc<str>,
-        channel: &Arc<str>,
         field: &Arc<str>,
         lease_ms: u64,
         janitor: &crate::janitor::Janitor,
@@ -126,7 +124,6 @@ impl Handoffs {
         Some(Place {
             handoffs: Arc::clone(self),
             name: Arc::clone(name),
-            channel: Arc::clone(channel),
             queue,
             slot,
             janitor: janitor.clone(),
@@ -266,7 +263,6 @@ impl Drop for Place {
             tracing::debug!(lock = %self.name, "releasing a handed-over lock whose waiter left");
             self.janitor.submit(crate::janitor::Job::Release(Release {
                 name: Arc::clone(&self.name),
-                channel: Arc::clone(&self.channel),
                 field: Arc::clone(&self.slot.field),
                 lease_ms,
             }));

@@ -64,7 +64,6 @@ pub struct Lock {
 struct Shared {
     client: Arc<ClientInner>,
     name: Arc<str>,
-    channel: Arc<str>,
 }
 
 /// The remaining time to live of a lock (Redisson's `remainTimeToLive`).
@@ -80,12 +79,10 @@ pub enum RemainingTtl {
 
 impl Lock {
     pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Lock {
-        let channel = name::lock_channel(&name);
         Lock {
             shared: Arc::new(Shared {
                 client,
                 name: name.into(),
-                channel: channel.into(),
             }),
             owner: None,
         }
@@ -237,7 +234,6 @@ impl Lock {
         let lease_ms = client.leases.released_by_key(&key);
         let release = Release {
             name: self.name_arc(),
-            channel: self.channel_arc(),
             field,
             lease_ms,
         };
@@ -267,8 +263,8 @@ impl Lock {
             .run(
                 &client.redis.pool,
                 &client.redis.write_options,
-                vec![self.name().to_owned(), self.shared.channel.to_string()],
-                vec![client.redis.publish_arg.to_owned()],
+                &[self.name(), &name::lock_channel(self.name())],
+                &[client.redis.publish_arg],
             )
             .await
             .map_err(|err| script_error(client, self.name(), err))?;
@@ -367,7 +363,6 @@ impl Lock {
         let adopt = |sent_at| self.adopt(owner, Arc::clone(&field), lease_kind, sent_at);
         let waiter = Waiter {
             name: self.name_arc(),
-            channel: self.channel_arc(),
             field: Arc::clone(&field),
             lease_ms,
         };
@@ -395,7 +390,6 @@ impl Lock {
         let redis = Arc::clone(&client.redis);
         let undo = Release {
             name: self.name_arc(),
-            channel: self.channel_arc(),
             field: Arc::clone(&field),
             lease_ms,
         };
@@ -479,10 +473,6 @@ impl Lock {
 
     pub(crate) fn name_arc(&self) -> Arc<str> {
         Arc::clone(&self.shared.name)
-    }
-
-    pub(crate) fn channel_arc(&self) -> Arc<str> {
-        Arc::clone(&self.shared.channel)
     }
 }
 

@@ -36,9 +36,16 @@ pub(crate) enum Attempt<T> {
 /// Who waits: what a local releaser needs to hand the lock over.
 pub(crate) struct Waiter {
     pub(crate) name: Arc<str>,
-    pub(crate) channel: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
+}
+
+impl Waiter {
+    /// The lock's unlock channel, derived on demand: most acquires never need it, and keeping
+    /// it per lock would cost memory per held lock.
+    fn channel(&self) -> Arc<str> {
+        crate::name::lock_channel(&self.name).into()
+    }
 }
 
 /// Runs `attempt` until it acquires, a local releaser hands the lock over (then `adopt` builds
@@ -79,7 +86,11 @@ where
     };
     // Waiting already (a live subscription): join it first, so that no retry is needed after
     // the first attempt. Only when nobody waits does the uncontended path stay subscription-free.
-    let mut subscription = client.pubsub.join_active(&waiter.channel);
+    let mut subscription = if client.pubsub.is_idle() {
+        None // no subscription at all: skip deriving the channel
+    } else {
+        client.pubsub.join_active(&waiter.channel())
+    };
     let mut place = None;
     let mut woken_by = WokenBy::Immediate;
     let mut attempts = 0u32;
@@ -133,7 +144,8 @@ where
             // Subscribe (bounded by the time left), then retry at once (step 3).
             // Boxed: the subscribe future is large and runs once per acquire at most, while a
             // parked waiter's future should stay small (it is what a waiting task costs).
-            let subscribe = Box::pin(client.pubsub.subscribe(&waiter.channel));
+            let channel = waiter.channel();
+            let subscribe = Box::pin(client.pubsub.subscribe(&channel));
             let share = match time_left() {
                 Some(left) => match tokio::time::timeout(left, subscribe).await {
                     Ok(share) => share,
@@ -169,7 +181,6 @@ where
             None => {
                 place = client.handoffs.join(
                     &waiter.name,
-                    &waiter.channel,
                     &waiter.field,
                     waiter.lease_ms,
                     &client.janitor,
