@@ -248,6 +248,9 @@ pub async fn hot(
     Ok((hot, extra))
 }
 
+/// Waiters spawned at a time while parking them.
+const PARK_CHUNK: usize = 250;
+
 /// Waiters: `waiters` owners parked on one lock.
 ///
 /// 1. A separate owner holds the lock with a 60 s lease.
@@ -279,8 +282,17 @@ pub async fn waiters(
     let count = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let last_owner = Arc::new(AtomicU64::new(0));
     let parking_started = Instant::now();
-    let handles: Vec<_> = (0..waiters)
-        .map(|_| {
+    let mut handles = Vec::with_capacity(waiters);
+    for chunk in 0..waiters.div_ceil(PARK_CHUNK) {
+        // Waiters arrive in chunks, as they would in a service, rather than 10,000 attempts in
+        // one burst: the burst's transient memory (in-flight attempts, batch buffers) would be
+        // freed between live waiters and stay in RSS as fragmentation that no parked waiter
+        // uses.
+        if chunk > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let first = chunk * PARK_CHUNK;
+        handles.extend((first..waiters.min(first + PARK_CHUNK)).map(|_| {
             let owner = Owner::new();
             let lock = base.with_owner(owner);
             let count = Arc::clone(&count);
@@ -300,8 +312,8 @@ pub async fn waiters(
                     }
                 }
             })
-        })
-        .collect();
+        }));
+    }
     // Parked = every waiter ran at least one acquire attempt (two when it had to subscribe
     // first), the channel has its one subscriber, and the server has seen no attempt for a while:
     // nothing retries while the holder's 60 s lease runs. Attempts are counted by the EXISTS

@@ -57,6 +57,30 @@ impl Mode {
 }
 
 /// Sizes and durations of one mode.
+/// One run of the held scenario: `locks` locks under a `watchdog` timeout, measured over
+/// `periods` renewal periods (a third of the timeout each).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct HeldRun {
+    pub locks: usize,
+    #[serde(serialize_with = "millis")]
+    pub watchdog: Duration,
+    pub periods: u32,
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+impl HeldRun {
+    const fn new(locks: usize, watchdog: Duration, periods: u32) -> HeldRun {
+        HeldRun {
+            locks,
+            watchdog,
+            periods,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub mode: Mode,
@@ -66,9 +90,8 @@ pub struct Plan {
     pub hot_tasks: Vec<usize>,
     pub hot_summary: usize,
     pub waiters: Vec<usize>,
-    pub held_locks: Vec<usize>,
-    pub held_watchdog: Duration,
-    pub held_periods: u32,
+    /// The held scenario's runs; the last one is held against the targets.
+    pub held: Vec<HeldRun>,
     pub warmup: Duration,
     pub duration: Duration,
     pub limit_duration: Duration,
@@ -87,9 +110,14 @@ impl Plan {
                 hot_tasks: vec![2, 16, 64],
                 hot_summary: 16,
                 waiters: vec![10, 1_000, 10_000],
-                held_locks: vec![1_000, 100_000],
-                held_watchdog: Duration::from_secs(3),
-                held_periods: 3,
+                // A 3 s watchdog (renewals 10 × as often as by default) keeps the short runs
+                // short; the last run uses the default 30 s over one 10 s period and is the one
+                // held against the targets.
+                held: vec![
+                    HeldRun::new(1_000, Duration::from_secs(3), 3),
+                    HeldRun::new(100_000, Duration::from_secs(3), 3),
+                    HeldRun::new(100_000, ::ferrisson::Config::new("").watchdog_timeout, 1),
+                ],
                 warmup: ms(500),
                 duration: Duration::from_secs(5),
                 limit_duration: Duration::from_secs(3),
@@ -103,9 +131,10 @@ impl Plan {
                 hot_tasks: vec![2, 16],
                 hot_summary: 16,
                 waiters: vec![10, 100, 1_000],
-                held_locks: vec![1_000, 10_000],
-                held_watchdog: Duration::from_secs(3),
-                held_periods: 2,
+                held: vec![
+                    HeldRun::new(1_000, Duration::from_secs(3), 2),
+                    HeldRun::new(10_000, Duration::from_secs(3), 2),
+                ],
                 warmup: ms(200),
                 duration: Duration::from_secs(1),
                 limit_duration: ms(700),
@@ -119,9 +148,7 @@ impl Plan {
                 hot_tasks: vec![2],
                 hot_summary: 2,
                 waiters: vec![10],
-                held_locks: vec![100],
-                held_watchdog: ms(300),
-                held_periods: 2,
+                held: vec![HeldRun::new(100, ms(300), 2)],
                 warmup: ms(30),
                 duration: ms(150),
                 limit_duration: ms(150),
@@ -551,10 +578,15 @@ async fn run_held(
     raw: &fred::clients::Client,
 ) -> Vec<Result<measure::Held, String>> {
     let mut rows = Vec::new();
-    for &locks in &plan.held_locks {
+    for &HeldRun {
+        locks,
+        watchdog,
+        periods,
+    } in &plan.held
+    {
         let result = bounded(
             plan.scenario_timeout(),
-            ferrisson::held(url, raw, locks, plan.held_watchdog, plan.held_periods),
+            ferrisson::held(url, raw, locks, watchdog, periods),
         )
         .await
         .map_err(|e| format!("L={locks}: {e}"));

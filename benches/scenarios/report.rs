@@ -692,7 +692,7 @@ pub fn render(run: &Run) -> String {
                     );
                 }
                 Err(e) => {
-                    let l = run.plan.held_locks.get(i).copied().unwrap_or(0);
+                    let l = run.plan.held.get(i).map_or(0, |h| h.locks);
                     let _ = writeln!(out, "| {l} | failed: {} | | | | | | |", short_err(e));
                 }
             }
@@ -822,12 +822,13 @@ pub fn summary(run: &Run) -> Value {
         "held": match held {
             Some(h) => json!({
                 "locks": h.locks,
+                "renewal_period_ms": h.watchdog_timeout_ms / 3,
                 "renewal_calls_per_period": h.renewal_calls_per_period,
                 "cpu_pct": h.cpu_pct,
                 "bytes_per_lock": bytes_per_lock(h),
             }),
             None => json!({
-                "locks": run.plan.held_locks.last(),
+                "locks": run.plan.held.last().map(|h| h.locks),
                 "renewal_calls_per_period": null,
                 "cpu_pct": null,
                 "bytes_per_lock": null,
@@ -924,7 +925,7 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
         write_json(
             dir,
             "held.json",
-            &json!({ "mode": mode, "periods": run.plan.held_periods, "rows": rows }),
+            &json!({ "mode": mode, "runs": run.plan.held, "rows": rows }),
         )?;
         written.push("held.json");
     }
@@ -963,8 +964,7 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
             "plan": {
                 "uncontended_T": plan.uncontended_tasks, "uncontended_summary_T": plan.uncontended_summary,
                 "hot_T": plan.hot_tasks, "hot_summary_T": plan.hot_summary,
-                "waiters_W": plan.waiters, "held_L": plan.held_locks,
-                "held_watchdog_timeout_ms": plan.held_watchdog.as_millis() as u64, "held_periods": plan.held_periods,
+                "waiters_W": plan.waiters, "held": plan.held,
                 "warmup_s": plan.warmup.as_secs_f64(), "duration_s": plan.duration.as_secs_f64(),
                 "limit_duration_s": plan.limit_duration.as_secs_f64(), "limit_pipeline": plan.limit_pipeline,
                 "ping_samples": plan.ping_samples,
