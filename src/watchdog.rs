@@ -270,12 +270,20 @@ enum Outcome {
     Failed,
 }
 
+/// Renewal script calls in flight at most (see `Watchdog::run`).
+const MAX_RENEWALS_IN_FLIGHT: usize = 8;
+
+/// [`Tracked::tick`] of a hold whose renewal is in flight (or not yet scheduled). Never a real
+/// tick: ticks are at least 1 ms apart, and `tick_after` saturates below it.
+const IN_FLIGHT: u64 = u64::MAX;
+
 /// A tracked hold, keyed by its generation (unique per hold registration), so that the
 /// watchdog's per-renewal bookkeeping hashes one integer instead of two strings.
 struct Tracked {
     key: HoldKey,
-    /// The tick of the bucket the hold waits in; `None` while a renewal of it is in flight.
-    tick: Option<u64>,
+    /// The tick of the bucket the hold waits in, or [`IN_FLIGHT`] while a renewal of it is in
+    /// flight (a plain `u64` rather than an `Option`: 8 bytes less per held lock).
+    tick: u64,
 }
 
 /// The holds due at one tick of the grid, and that tick's timer in the wheel.
@@ -307,6 +315,8 @@ impl Watchdog {
     async fn run(mut self, shutdown: CancellationToken) {
         let mut in_flight: FuturesUnordered<futures::future::BoxFuture<'static, BatchResult>> =
             FuturesUnordered::new();
+        let mut backlog: std::collections::VecDeque<Vec<(HoldKey, u64)>> =
+            std::collections::VecDeque::new();
         let mut tick = tokio::time::interval(self.grid);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -324,11 +334,23 @@ impl Watchdog {
                 },
                 Some(expired) = self.queue.next(), if !self.queue.is_empty() => {
                     let due = self.take_due(expired.into_inner());
-                    for batch in self.batches(due) {
-                        in_flight.push(Box::pin(renew(Arc::clone(&self.redis), self.watchdog_ms, batch)));
-                    }
+                    backlog.extend(self.batches(due));
                 },
                 Some(results) = in_flight.next(), if !in_flight.is_empty() => self.settle(results),
+            }
+            // A bounded number of renewal calls at a time: when many holds fall due together
+            // (say 100,000 taken within one grid tick), the rest wait as compact batches here
+            // instead of as encoded commands, which bounds the renewal's transient memory; Redis
+            // runs them one after another either way.
+            while in_flight.len() < MAX_RENEWALS_IN_FLIGHT {
+                let Some(batch) = backlog.pop_front() else {
+                    break;
+                };
+                in_flight.push(Box::pin(renew(
+                    Arc::clone(&self.redis),
+                    self.watchdog_ms,
+                    batch,
+                )));
             }
         }
     }
@@ -337,7 +359,13 @@ impl Watchdog {
         match command {
             // An older generation's bucket entry becomes stale by the overwrite.
             Command::Track(key, generation) => {
-                self.tracked.insert(generation, Tracked { key, tick: None });
+                self.tracked.insert(
+                    generation,
+                    Tracked {
+                        key,
+                        tick: IN_FLIGHT,
+                    },
+                );
                 self.schedule(generation, self.interval);
             }
             Command::Untrack(generation) => {
@@ -349,13 +377,13 @@ impl Watchdog {
     /// The grid tick at or just before `after` from now: renewing a little early is safe.
     fn tick_after(&self, after: Duration) -> u64 {
         let target = (Instant::now() + after - self.epoch).as_nanos();
-        u64::try_from(target / self.grid.as_nanos().max(1)).unwrap_or(u64::MAX)
+        u64::try_from(target / self.grid.as_nanos().max(1)).unwrap_or(IN_FLIGHT - 1)
     }
 
     fn schedule(&mut self, generation: u64, after: Duration) {
         let tick = self.tick_after(after);
         if let Some(tracked) = self.tracked.get_mut(&generation) {
-            tracked.tick = Some(tick);
+            tracked.tick = tick;
             self.add_to_bucket(tick, vec![generation]);
         }
     }
@@ -427,8 +455,8 @@ impl Watchdog {
                 break;
             }
             if let Some(tracked) = self.tracked.get_mut(&generation) {
-                if tracked.tick == Some(tick) {
-                    tracked.tick = None;
+                if tracked.tick == tick {
+                    tracked.tick = IN_FLIGHT;
                     due.push((tracked.key.clone(), generation));
                     taken += 1;
                 }
@@ -439,24 +467,7 @@ impl Watchdog {
     /// Splits the due holds into script calls: per hash slot in a cluster, at most `batch_size`
     /// keys each.
     fn batches(&self, due: Vec<(HoldKey, u64)>) -> Vec<Vec<(HoldKey, u64)>> {
-        let mut groups: HashMap<u16, Vec<(HoldKey, u64)>> = HashMap::new();
-        for (key, generation) in due {
-            let slot = if self.redis.clustered {
-                fred::util::redis_keyslot(key.name.as_bytes())
-            } else {
-                0
-            };
-            groups.entry(slot).or_default().push((key, generation));
-        }
-        let mut batches = Vec::new();
-        for (_, mut group) in groups {
-            while !group.is_empty() {
-                let rest = group.split_off(group.len().min(self.batch_size));
-                batches.push(group);
-                group = rest;
-            }
-        }
-        batches
+        split_into_batches(due, self.batch_size, self.redis.clustered)
     }
 
     /// Reschedules a renewed batch: one clock read, one bucket and one map lookup per hold.
@@ -470,16 +481,16 @@ impl Watchdog {
             let Some(tracked) = self.tracked.get_mut(&generation) else {
                 continue; // untracked (released) meanwhile
             };
-            if tracked.tick.is_some() {
+            if tracked.tick != IN_FLIGHT {
                 continue; // released and tracked again meanwhile: scheduled afresh
             }
             match outcome {
                 Outcome::Renewed => {
-                    tracked.tick = Some(renew_tick);
+                    tracked.tick = renew_tick;
                     renewed.push(generation);
                 }
                 Outcome::Failed => {
-                    tracked.tick = Some(retry_tick);
+                    tracked.tick = retry_tick;
                     failed.push(generation);
                 }
                 Outcome::NotHeld => {
@@ -493,6 +504,39 @@ impl Watchdog {
         self.add_to_bucket(renew_tick, renewed);
         self.add_to_bucket(retry_tick, failed);
     }
+}
+
+/// Groups `due` per hash slot (in a cluster; one group otherwise) and cuts each group into
+/// batches of at most `batch_size`.
+fn split_into_batches(
+    due: Vec<(HoldKey, u64)>,
+    batch_size: usize,
+    clustered: bool,
+) -> Vec<Vec<(HoldKey, u64)>> {
+    let mut groups: HashMap<u16, Vec<(HoldKey, u64)>> = HashMap::new();
+    for (key, generation) in due {
+        let slot = if clustered {
+            fred::util::redis_keyslot(key.name.as_bytes())
+        } else {
+            0
+        };
+        groups.entry(slot).or_default().push((key, generation));
+    }
+    // Each batch in a vector of its own size: splitting one vector in place (`split_off`)
+    // would leave every batch holding the capacity of all the holds after it, which is
+    // quadratic in the holds due at once (gigabytes for 100,000).
+    let mut batches = Vec::new();
+    for (_, group) in groups {
+        let mut holds = group.into_iter();
+        loop {
+            let batch: Vec<(HoldKey, u64)> = holds.by_ref().take(batch_size.max(1)).collect();
+            if batch.is_empty() {
+                break;
+            }
+            batches.push(batch);
+        }
+    }
+    batches
 }
 
 /// One batched renewal script call.
@@ -532,6 +576,50 @@ async fn renew(redis: Arc<Redis>, watchdog_ms: u64, batch: Vec<(HoldKey, u64)>) 
                 .into_iter()
                 .map(|(_, generation)| (generation, Outcome::Failed))
                 .collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(count: u64) -> Vec<(HoldKey, u64)> {
+        (0..count)
+            .map(|i| {
+                let key = HoldKey {
+                    name: format!("lock:{i}").into(),
+                    field: "client:1".into(),
+                };
+                (key, i)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batches_are_full_and_hold_only_their_own_capacity() {
+        let batches = split_into_batches(due(1_050), 100, false);
+        assert_eq!(batches.len(), 11);
+        assert!(batches[..10].iter().all(|batch| batch.len() == 100));
+        assert_eq!(batches[10].len(), 50);
+        // A batch cut from a shared vector would keep the capacity of everything after it.
+        assert!(batches.iter().all(|batch| batch.capacity() <= 100));
+        let mut generations: Vec<u64> = batches.iter().flatten().map(|(_, g)| *g).collect();
+        generations.sort_unstable();
+        assert_eq!(
+            generations,
+            (0..1_050).collect::<Vec<_>>(),
+            "every hold once"
+        );
+    }
+
+    #[test]
+    fn in_a_cluster_a_batch_keeps_to_one_hash_slot() {
+        for batch in split_into_batches(due(500), 100, true) {
+            let slot = fred::util::redis_keyslot(batch[0].0.name.as_bytes());
+            assert!(batch
+                .iter()
+                .all(|(key, _)| fred::util::redis_keyslot(key.name.as_bytes()) == slot));
         }
     }
 }

@@ -138,9 +138,12 @@ pub struct Held {
     pub locks: usize,
     /// The watchdog timeout used; the renewal period is a third of it.
     pub watchdog_timeout_ms: u64,
-    /// Renewal script calls (EVALSHA + EVAL in INFO commandstats) per renewal period.
+    /// Renewal rounds in the measured window: renewed holds (PEXPIRE calls) / L.
+    pub renewal_rounds: f64,
+    /// Renewal script calls (EVALSHA + EVAL in INFO commandstats) per renewal round, i.e. per
+    /// period of the steady state.
     pub renewal_calls_per_period: f64,
-    /// Client CPU time over the measured periods / wall time, in % of one core.
+    /// Client CPU time per renewal round / the renewal period, in % of one core.
     pub cpu_pct: f64,
     /// Live heap bytes (counting allocator) per held lock, guard included.
     pub heap_bytes_per_lock: f64,

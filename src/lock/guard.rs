@@ -70,9 +70,9 @@ pub struct Acquisition {
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct LockGuard {
+    /// Bound to the owner that holds (`Lock::with_owner`).
     lock: Lock,
-    owner: Owner,
-    field: Arc<str>,
+    /// Its key's field is the holder field.
     ticket: Ticket,
     /// When a fixed lease ends, measured from before the acquire was sent.
     lease_ends: Option<Instant>,
@@ -82,10 +82,9 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
+    /// `lock` must be bound to the holding owner.
     pub(crate) fn new(
         lock: Lock,
-        owner: Owner,
-        field: Arc<str>,
         ticket: Ticket,
         sent_at: Instant,
         acquisition: Acquisition,
@@ -96,8 +95,6 @@ impl LockGuard {
         };
         LockGuard {
             lock,
-            owner,
-            field,
             ticket,
             lease_ends,
             acquisition,
@@ -149,7 +146,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn reenter(&self) -> Result<LockGuard> {
-        let lock = self.lock.with_owner(self.owner);
+        let lock = self.lock.clone();
         let lease = match self.ticket.lease {
             Lease::Watchdog => None,
             Lease::Fixed(ms) => Some(Duration::from_millis(ms)),
@@ -259,7 +256,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn owner(&self) -> Owner {
-        self.owner
+        self.lock.owner()
     }
 
     /// The holder field written in the lock's hash: `<client uuid>:<owner id>`.
@@ -271,7 +268,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn holder_field(&self) -> &str {
-        &self.field
+        &self.ticket.key.field
     }
 
     /// The lock this guard holds.
@@ -289,7 +286,7 @@ impl LockGuard {
     fn release(&self, lease_ms: u64) -> Release {
         Release {
             name: self.lock.name_arc(),
-            field: Arc::clone(&self.field),
+            field: Arc::clone(&self.ticket.key.field),
             lease_ms,
         }
     }
@@ -315,7 +312,7 @@ impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("lock", &self.lock.name())
-            .field("field", &self.field)
+            .field("field", &self.ticket.key.field)
             .field("lease", &self.ticket.lease)
             .field("lost", &self.is_lost())
             .finish()

@@ -57,13 +57,11 @@ use crate::watchdog::{HoldKey, Lease};
 /// ```
 #[derive(Clone)]
 pub struct Lock {
-    shared: Arc<Shared>,
-    owner: Option<Owner>,
-}
-
-struct Shared {
+    // The parts inline rather than behind one shared allocation: a guard keeps its `Lock`, so
+    // every held lock would pay for that allocation.
     client: Arc<ClientInner>,
     name: Arc<str>,
+    owner: Option<Owner>,
 }
 
 /// The remaining time to live of a lock (Redisson's `remainTimeToLive`).
@@ -80,10 +78,8 @@ pub enum RemainingTtl {
 impl Lock {
     pub(crate) fn new(client: Arc<ClientInner>, name: String) -> Lock {
         Lock {
-            shared: Arc::new(Shared {
-                client,
-                name: name.into(),
-            }),
+            client,
+            name: name.into(),
             owner: None,
         }
     }
@@ -96,7 +92,7 @@ impl Lock {
     /// # }
     /// ```
     pub fn name(&self) -> &str {
-        &self.shared.name
+        &self.name
     }
 
     /// The same lock, operated on behalf of `owner` instead of the current task.
@@ -116,7 +112,8 @@ impl Lock {
     /// ```
     pub fn with_owner(&self, owner: Owner) -> Lock {
         Lock {
-            shared: Arc::clone(&self.shared),
+            client: Arc::clone(&self.client),
+            name: Arc::clone(&self.name),
             owner: Some(owner),
         }
     }
@@ -418,7 +415,7 @@ impl Lock {
     fn adopt(&self, owner: Owner, field: Arc<str>, lease: Lease, sent_at: Instant) -> LockGuard {
         let key = HoldKey {
             name: self.name_arc(),
-            field: Arc::clone(&field),
+            field,
         };
         let ticket = self.client().leases.acquired(&key, lease);
         let placeholder = super::Acquisition {
@@ -426,14 +423,7 @@ impl Lock {
             woken_by: super::WokenBy::Immediate,
             attempts: 1,
         };
-        LockGuard::new(
-            self.with_owner(owner),
-            owner,
-            field,
-            ticket,
-            sent_at,
-            placeholder,
-        )
+        LockGuard::new(self.with_owner(owner), ticket, sent_at, placeholder)
     }
 
     fn check_name(&self) -> Result<()> {
@@ -468,11 +458,11 @@ impl Lock {
     }
 
     pub(crate) fn client(&self) -> &ClientInner {
-        &self.shared.client
+        &self.client
     }
 
     pub(crate) fn name_arc(&self) -> Arc<str> {
-        Arc::clone(&self.shared.name)
+        Arc::clone(&self.name)
     }
 }
 
