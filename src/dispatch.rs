@@ -7,14 +7,17 @@
 //! or release script against about 10 µs per call inside a batch of 25). So lock-changing calls
 //! go through this task instead: it takes every call queued since its last turn and sends them
 //! as one run of [`BATCH`], which performs each call's own script steps in order and returns one
-//! reply per call. A call that finds the dispatcher idle goes out at once, alone, as its own
-//! script; batches form only while calls queue up behind busy slots (`MAX_IN_FLIGHT`), so
-//! batching adds no wait at low load.
+//! reply per call. A call made while no other call of the client is unanswered skips the
+//! task and goes out directly from its caller, as its own script; batches form only while
+//! calls queue up behind busy slots (`MAX_IN_FLIGHT`), so batching adds no wait or task hop at
+//! low load.
 //!
-//! Each call keeps the semantics of its own script: the steps run atomically, in the order the
-//! calls were queued, and a call that fails (say `WRONGTYPE`) fails alone. The batch as a whole
-//! is sent at most once, like every lock script (`write_options`); a connection error or timeout
-//! is every call's error, exactly as if each had been in flight on its own.
+//! Each call keeps the semantics of its own script: the steps run atomically, calls of one
+//! batch in the order they were queued (concurrent calls have no order otherwise: each caller
+//! awaits its reply before its next call), and a call that fails (say `WRONGTYPE`) fails
+//! alone. The batch as a whole is sent at most once, like every lock script
+//! (`write_options`); a connection error or timeout is every call's error, exactly as if each
+//! had been in flight on its own.
 //!
 //! In a cluster, keys of one script must share a hash slot, so there every call is sent alone.
 
@@ -24,6 +27,9 @@ use fred::prelude::Value;
 use fred::types::config::Options;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use tokio::sync::{mpsc, oneshot};
 
 use crate::script::{Script, BATCH};
@@ -41,6 +47,21 @@ const MAX_IN_FLIGHT: usize = 4;
 /// The sending side, kept by [`crate::client::Redis`].
 pub(crate) struct Dispatcher {
     calls: mpsc::UnboundedSender<Call>,
+    /// Calls not yet answered: sent directly, queued, or in a batch. While it is 0 a new call
+    /// goes out directly from its caller, saving the two task hops through the dispatcher
+    /// (a hand-off at low contention is one such call).
+    busy: Arc<AtomicUsize>,
+    pool: Pool,
+    options: Options,
+}
+
+/// Counts one direct call in [`Dispatcher::busy`] until dropped (also when its future is).
+struct DirectCall<'a>(&'a AtomicUsize);
+
+impl Drop for DirectCall<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// One queued script call and where its reply goes.
@@ -58,8 +79,20 @@ impl Dispatcher {
     /// still go through it), or when `Client::shutdown` aborts it.
     pub(crate) fn start(pool: Pool, options: Options) -> (Dispatcher, tokio::task::JoinHandle<()>) {
         let (calls, queued) = mpsc::unbounded_channel();
-        let task = tokio::spawn(dispatch(pool, options, queued));
-        (Dispatcher { calls }, task)
+        let busy = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn(dispatch(
+            pool.clone(),
+            options.clone(),
+            queued,
+            Arc::clone(&busy),
+        ));
+        let dispatcher = Dispatcher {
+            calls,
+            busy,
+            pool,
+            options,
+        };
+        (dispatcher, task)
     }
 
     /// Runs `script`, one of the scripts [`BATCH`] knows (`operation` is its name there).
@@ -74,6 +107,15 @@ impl Dispatcher {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Value, RedisError> {
+        let idle = self
+            .busy
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if idle {
+            let _direct = DirectCall(&self.busy);
+            return script.run(&self.pool, &self.options, &keys, &args).await;
+        }
+        self.busy.fetch_add(1, Ordering::AcqRel);
         let (reply, answer) = oneshot::channel();
         let call = Call {
             script,
@@ -91,7 +133,12 @@ fn closed() -> RedisError {
     RedisError::new(ErrorKind::Canceled, "the client's connections are closed")
 }
 
-async fn dispatch(pool: Pool, options: Options, mut queued: mpsc::UnboundedReceiver<Call>) {
+async fn dispatch(
+    pool: Pool,
+    options: Options,
+    mut queued: mpsc::UnboundedReceiver<Call>,
+    busy: Arc<AtomicUsize>,
+) {
     let mut in_flight: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
     let mut calls = Vec::with_capacity(MAX_BATCH);
     let mut open = true;
@@ -109,7 +156,12 @@ async fn dispatch(pool: Pool, options: Options, mut queued: mpsc::UnboundedRecei
                     continue;
                 }
                 let batch = std::mem::replace(&mut calls, Vec::with_capacity(MAX_BATCH));
-                in_flight.push(Box::pin(send(pool.clone(), options.clone(), batch)));
+                let (busy, count) = (Arc::clone(&busy), batch.len());
+                let sent = send(pool.clone(), options.clone(), batch);
+                in_flight.push(Box::pin(async move {
+                    sent.await;
+                    busy.fetch_sub(count, Ordering::AcqRel);
+                }));
             }
         }
     }
