@@ -124,7 +124,10 @@ impl Dispatcher {
             args,
             reply,
         };
-        self.calls.send(call).map_err(|_| closed())?;
+        if self.calls.send(call).is_err() {
+            self.busy.fetch_sub(1, Ordering::AcqRel);
+            return Err(closed());
+        }
         answer.await.map_err(|_| closed())?
     }
 }
