@@ -37,19 +37,18 @@ pub(crate) struct Redis {
 }
 
 impl Redis {
-    /// Runs a lock-changing script with `write_options`: through the dispatcher when the script
-    /// can share a batch, otherwise on its own. Cancel safety as [`Script::run`].
+    /// Runs a lock-changing script with `write_options`: through the dispatcher outside a
+    /// cluster (it batches the scripts that can share a run), on its own in a cluster. Cancel
+    /// safety as [`Script::run`].
     pub(crate) async fn run_script(
         &self,
         script: &'static Script,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<fred::types::Value, fred::error::Error> {
-        match (&self.dispatcher, script.batch_operation) {
-            (Some(dispatcher), Some(operation)) => {
-                dispatcher.run(script, operation, keys, args).await
-            }
-            _ => {
+        match &self.dispatcher {
+            Some(dispatcher) => dispatcher.run(script, keys, args).await,
+            None => {
                 script
                     .run(&self.pool, &self.write_options, &keys, &args)
                     .await
@@ -232,6 +231,7 @@ impl Client {
         let stop = CancellationToken::new();
         let (pubsub, mut tasks) = PubSub::start(
             subscriber.clone(),
+            redis.pool.clone(),
             config.publish_mode,
             config.when_unavailable,
             config.response_timeout,

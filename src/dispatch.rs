@@ -95,7 +95,8 @@ impl Dispatcher {
         (dispatcher, task)
     }
 
-    /// Runs `script`, one of the scripts [`BATCH`] knows (`operation` is its name there).
+    /// Runs `script` with the dispatcher's options: in a batch when [`BATCH`] knows it (its
+    /// `batch_operation`) and other calls are out, otherwise directly as its own script.
     ///
     /// # Cancel safety
     /// Like [`Script::run`]: once the first poll queued the call, dropping the future does not
@@ -103,10 +104,12 @@ impl Dispatcher {
     pub(crate) async fn run(
         &self,
         script: &'static Script,
-        operation: &'static str,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Value, RedisError> {
+        let Some(operation) = script.batch_operation else {
+            return script.run(&self.pool, &self.options, &keys, &args).await;
+        };
         let idle = self
             .busy
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)

@@ -37,6 +37,8 @@ pub(crate) struct PubSub {
 
 struct Shared {
     subscriber: SubscriberClient,
+    /// The command connections, which waiters retry on after a reconnect.
+    commands: fred::clients::Pool,
     mode: PublishMode,
     when_unavailable: WhenUnavailable,
     response_timeout: Duration,
@@ -76,6 +78,7 @@ impl PubSub {
     /// Starts the message and reconnect loops on `subscriber`, which must be connected.
     pub(crate) fn start(
         subscriber: SubscriberClient,
+        commands: fred::clients::Pool,
         mode: PublishMode,
         when_unavailable: WhenUnavailable,
         response_timeout: Duration,
@@ -83,6 +86,7 @@ impl PubSub {
     ) -> (PubSub, Vec<tokio::task::JoinHandle<()>>) {
         let shared = Arc::new(Shared {
             subscriber,
+            commands,
             mode,
             when_unavailable,
             response_timeout,
@@ -357,6 +361,17 @@ async fn reconnect_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
             Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                 if let Err(err) = shared.subscriber.resubscribe_all().await {
                     tracing::warn!(error = %err, "re-subscribing after a reconnect failed");
+                }
+                // Every waiter retries at once, on the command connections, which reconnect on
+                // their own: wait for them too (bounded), or under `FailFast` a retry sent a
+                // moment before they are back fails with `Unavailable`.
+                let commands_back = tokio::time::timeout(
+                    shared.response_timeout,
+                    shared.commands.wait_for_connect(),
+                );
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = commands_back => {}
                 }
                 tracing::debug!("subscriber reconnected; waking every waiter");
                 shared.wake_everyone();

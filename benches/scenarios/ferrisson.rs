@@ -57,6 +57,17 @@ struct Worker {
     immediate: u64,
 }
 
+impl Worker {
+    fn new() -> Worker {
+        Worker {
+            pairs: 0,
+            acquire: measure::histogram(),
+            handoff: measure::histogram(),
+            immediate: 0,
+        }
+    }
+}
+
 /// Measured window of a timed loop: `warm_end .. deadline`.
 #[derive(Clone, Copy)]
 struct Window {
@@ -93,12 +104,7 @@ pub async fn uncontended(
         .map(|i| {
             let lock = client.lock(format!("ferrisson-bench:uncontended:{tasks}:{i}"));
             tokio::spawn(async move {
-                let mut worker = Worker {
-                    pairs: 0,
-                    acquire: measure::histogram(),
-                    handoff: measure::histogram(),
-                    immediate: 0,
-                };
+                let mut worker = Worker::new();
                 loop {
                     let started = Instant::now();
                     if started >= window.deadline {
@@ -168,12 +174,7 @@ pub async fn hot(
             let lock = base.with_owner(Owner::new());
             let release_started = Arc::clone(&release_started);
             tokio::spawn(async move {
-                let mut worker = Worker {
-                    pairs: 0,
-                    acquire: measure::histogram(),
-                    handoff: measure::histogram(),
-                    immediate: 0,
-                };
+                let mut worker = Worker::new();
                 loop {
                     let started = Instant::now();
                     if started >= window.deadline {
