@@ -1,7 +1,7 @@
 //! The measuring instrument (issue 4):
 //!
 //! ```text
-//! cargo bench --bench scenarios -- [--quick] [--url URL] [--only SCENARIO,...]
+//! cargo bench --bench scenarios -- [--quick] [--url URL] [--only SCENARIO,...] [--tasks T,...]
 //! ```
 //!
 //! Starts a private `redis-server` (persistence off), or uses the one at `--url`, and runs the
@@ -12,6 +12,8 @@
 //!
 //! * `--quick`: every scenario at small sizes, well under a minute.
 //! * `--only uncontended,limit`: a subset (no `summary.json` is written).
+//! * `--tasks 64`: only these T in the `limit`, `uncontended` and `hot` scenarios (no
+//!   `summary.json` either).
 //! * `--url redis://host:port`: an existing server. The run uses its own key names, but it does
 //!   reset the server's command statistics (`CONFIG RESETSTAT`) for the held scenario, and other
 //!   clients of that server distort the numbers.
@@ -33,6 +35,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use measure::CpuPer;
 use report::{HotRow, LimitRow, Run, UncontendedRow};
 
 /// Which configuration runs.
@@ -179,6 +182,8 @@ struct Options {
     mode: Mode,
     url: Option<String>,
     only: Option<Vec<String>>,
+    /// `--tasks 64`: only these T in `uncontended`, `hot` and `limit`.
+    tasks: Option<Vec<usize>>,
 }
 
 impl Options {
@@ -187,6 +192,7 @@ impl Options {
         let mut quick = false;
         let mut url = None;
         let mut only = None;
+        let mut tasks = None;
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             let mut value = |name: &str| match arg.split_once('=') {
@@ -211,9 +217,17 @@ impl Options {
                     }
                     only = Some(list);
                 }
+                "--tasks" => {
+                    let list = value("--tasks")?
+                        .split(',')
+                        .map(|t| t.trim().parse::<usize>())
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| format!("--tasks takes numbers like 16,64: {e}"))?;
+                    tasks = Some(list);
+                }
                 "--help" | "-h" => {
                     println!(
-                        "cargo bench --bench scenarios -- [--quick] [--url URL] [--only {}]",
+                        "cargo bench --bench scenarios -- [--quick] [--url URL] [--tasks T,...] [--only {}]",
                         SCENARIOS.join(",")
                     );
                     std::process::exit(0);
@@ -227,7 +241,12 @@ impl Options {
             (true, true) => Mode::Quick,
             (true, false) => Mode::Full,
         };
-        Ok(Options { mode, url, only })
+        Ok(Options {
+            mode,
+            url,
+            only,
+            tasks,
+        })
     }
 
     fn runs(&self, scenario: &str) -> bool {
@@ -304,7 +323,11 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let plan = Plan::new(options.mode);
+    let mut plan = Plan::new(options.mode);
+    if let Some(tasks) = &options.tasks {
+        plan.uncontended_tasks.retain(|t| tasks.contains(t));
+        plan.hot_tasks.retain(|t| tasks.contains(t));
+    }
     let out_dir = target_dir().join(match plan.mode {
         Mode::Smoke => "bench-smoke",
         _ => "bench",
@@ -339,13 +362,13 @@ fn main() {
     );
 
     let mut run = Run::new(plan.clone(), machine);
-    run.complete = options.only.is_none();
+    run.complete = options.only.is_none() && options.tasks.is_none();
     runtime.block_on(async {
         if options.runs("limit") {
             run.limit = Some(run_limit(&plan, &url, port).await);
         }
         if options.runs("uncontended") {
-            run.uncontended = Some(run_uncontended(&plan, &url, options.runs("peers")).await);
+            run.uncontended = Some(run_uncontended(&plan, &url, &raw, options.runs("peers")).await);
         }
         if options.runs("hot") {
             run.hot = Some(run_hot(&plan, &url, options.runs("peers")).await);
@@ -417,10 +440,15 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
     }
 }
 
-async fn run_uncontended(plan: &Plan, url: &str, with_peers: bool) -> Vec<UncontendedRow> {
+async fn run_uncontended(
+    plan: &Plan,
+    url: &str,
+    raw: &fred::clients::Client,
+    with_peers: bool,
+) -> Vec<UncontendedRow> {
     let mut rows = Vec::new();
     for &tasks in &plan.uncontended_tasks {
-        let cpu = Cpu::start();
+        let cpu = Cpu::start(raw).await;
         let ferrisson = bounded(
             plan.scenario_timeout(),
             ferrisson::uncontended(url, tasks, plan.warmup, plan.duration),
@@ -429,7 +457,7 @@ async fn run_uncontended(plan: &Plan, url: &str, with_peers: bool) -> Vec<Uncont
         let mut cpu_us_per_pair = std::collections::BTreeMap::new();
         if let Ok(t) = &ferrisson {
             let pairs = t.pairs_per_s * (plan.warmup + plan.duration).as_secs_f64();
-            cpu_us_per_pair.insert("ferrisson", cpu.us_per(pairs, false));
+            cpu_us_per_pair.insert("ferrisson", cpu.us_per(pairs, false, raw).await);
         }
         progress!(
             "uncontended T={tasks}: ferrisson {}",
@@ -446,31 +474,31 @@ async fn run_uncontended(plan: &Plan, url: &str, with_peers: bool) -> Vec<Uncont
         if with_peers && tasks == plan.uncontended_summary {
             let limit = plan.baseline_timeout();
             let pairs = |t: &measure::Throughput| t.pairs_per_s * plan.duration.as_secs_f64();
-            let cpu = Cpu::start();
+            let cpu = Cpu::start(raw).await;
             let rslock = bounded(limit, peers::rslock_uncontended(url, tasks, plan.duration)).await;
             if let Ok(t) = &rslock {
-                row.cpu_us_per_pair
-                    .insert("rslock", cpu.us_per(pairs(t), false));
+                let used = cpu.us_per(pairs(t), false, raw).await;
+                row.cpu_us_per_pair.insert("rslock", used);
             }
             progress!(
                 "uncontended T={tasks}: rslock {}",
                 show(&rslock, report::throughput)
             );
-            let cpu = Cpu::start();
+            let cpu = Cpu::start(raw).await;
             let spin = bounded(limit, peers::spin_uncontended(url, tasks, plan.duration)).await;
             if let Ok(t) = &spin {
-                row.cpu_us_per_pair
-                    .insert("spin", cpu.us_per(pairs(t), false));
+                let used = cpu.us_per(pairs(t), false, raw).await;
+                row.cpu_us_per_pair.insert("spin", used);
             }
             progress!(
                 "uncontended T={tasks}: spin {}",
                 show(&spin, report::throughput)
             );
-            let cpu = Cpu::start();
+            let cpu = Cpu::start(raw).await;
             let node = bounded(limit, peers::node_uncontended(url, tasks, plan.duration)).await;
             if let Ok(t) = &node {
-                row.cpu_us_per_pair
-                    .insert("node-redisson", cpu.us_per(pairs(t), true));
+                let used = cpu.us_per(pairs(t), true, raw).await;
+                row.cpu_us_per_pair.insert("node-redisson", used);
             }
             progress!(
                 "uncontended T={tasks}: node-redisson {}",
@@ -483,32 +511,44 @@ async fn run_uncontended(plan: &Plan, url: &str, with_peers: bool) -> Vec<Uncont
     rows
 }
 
-/// Client CPU used by one measurement: this process's, or its finished children's (the Node
-/// process of node-redisson).
+/// CPU used by one measurement: the client's (this process's, or its finished children's: the
+/// Node process of node-redisson) and the server's (`INFO cpu`).
 struct Cpu {
     own: Duration,
     children: Duration,
+    server: Option<Duration>,
 }
 
 impl Cpu {
-    fn start() -> Cpu {
+    async fn start(raw: &fred::clients::Client) -> Cpu {
         Cpu {
             own: measure::cpu_time(),
             children: measure::children_cpu_time(),
+            server: measure::server_cpu_time(raw).await,
         }
     }
 
-    /// CPU µs per unit of work since `start`.
-    fn us_per(&self, units: f64, children: bool) -> f64 {
-        let used = if children {
+    /// Client and server CPU µs per unit of work since `start`.
+    async fn us_per(&self, units: f64, children: bool, raw: &fred::clients::Client) -> CpuPer {
+        let client = if children {
             measure::children_cpu_time().saturating_sub(self.children)
         } else {
             measure::cpu_time().saturating_sub(self.own)
         };
-        if units > 0.0 {
-            used.as_secs_f64() * 1e6 / units
-        } else {
-            0.0
+        let server = match (self.server, measure::server_cpu_time(raw).await) {
+            (Some(before), Some(after)) => Some(after.saturating_sub(before)),
+            _ => None,
+        };
+        let per = |used: Duration| {
+            if units > 0.0 {
+                used.as_secs_f64() * 1e6 / units
+            } else {
+                0.0
+            }
+        };
+        CpuPer {
+            client_us: per(client),
+            server_us: server.map(per),
         }
     }
 }

@@ -91,6 +91,28 @@ pub fn children_cpu_time() -> Duration {
     self_stat_ticks(13, 14)
 }
 
+/// CPU time (user + system) the Redis server has used so far (`INFO cpu`), if it tells.
+pub async fn server_cpu_time(raw: &fred::clients::Client) -> Option<Duration> {
+    use fred::interfaces::ClientLike;
+    let info: String = raw.info(Some(fred::types::InfoKind::Cpu)).await.ok()?;
+    let seconds = |key: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let total = seconds("used_cpu_user:")? + seconds("used_cpu_sys:")?;
+    Some(Duration::from_secs_f64(total))
+}
+
+/// CPU µs per unit of work (such as a lock+unlock pair), on the client and on the server.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CpuPer {
+    /// The client process's user + system CPU.
+    pub client_us: f64,
+    /// The Redis server's (`None`: `INFO cpu` did not answer).
+    pub server_us: Option<f64>,
+}
+
 /// CPU time (user + system) this process has used so far.
 pub fn cpu_time() -> Duration {
     // utime (14) and stime (15): indices 11 and 12 after the name.

@@ -101,8 +101,9 @@ pub struct UncontendedRow {
     pub rslock: Option<Res<Throughput>>,
     pub spin: Option<Res<Throughput>>,
     pub node: Option<Res<Throughput>>,
-    /// Client CPU µs per lock+unlock pair, by lock (approximate: connection set-up included).
-    pub cpu_us_per_pair: std::collections::BTreeMap<&'static str, f64>,
+    /// Client and server CPU µs per lock+unlock pair, by lock (approximate: connection set-up
+    /// included).
+    pub cpu_us_per_pair: std::collections::BTreeMap<&'static str, crate::measure::CpuPer>,
 }
 
 /// One T of the hot scenario.
@@ -557,7 +558,7 @@ pub fn render(run: &Run) -> String {
         let _ = writeln!(out, "### uncontended\n");
         let _ = writeln!(
             out,
-            "| T | lock | pairs/s | acquire p50 | acquire p99 | × limit/2 | client CPU/pair |\n|---:|---|---:|---:|---:|---:|---:|"
+            "| T | lock | pairs/s | acquire p50 | acquire p99 | × limit/2 | client CPU/pair | server CPU/pair |\n|---:|---|---:|---:|---:|---:|---:|---:|"
         );
         for row in rows {
             let limit = run
@@ -569,13 +570,14 @@ pub fn render(run: &Run) -> String {
                     (Some(Ok(t)), Some(l)) if l > 0.0 => format!("{:.2}", t.pairs_per_s / l),
                     _ => "–".into(),
                 };
-                let cpu = row
-                    .cpu_us_per_pair
-                    .get(name)
-                    .map_or("–".into(), |cpu| format!("{cpu:.1} µs"));
+                let cpu = row.cpu_us_per_pair.get(name);
+                let client = cpu.map_or("–".into(), |cpu| format!("{:.1} µs", cpu.client_us));
+                let server = cpu
+                    .and_then(|cpu| cpu.server_us)
+                    .map_or("–".into(), |us| format!("{us:.1} µs"));
                 let _ = writeln!(
                     out,
-                    "| {} | {name} | {} | {} | {} | {vs} | {cpu} |",
+                    "| {} | {name} | {} | {} | {} | {vs} | {client} | {server} |",
                     row.tasks,
                     cell(result, |t| rate(t.pairs_per_s)),
                     cell(result, |t| us(t.p50_us)),
@@ -877,7 +879,12 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
                     "rslock": opt_json(&r.rslock),
                     "spin": opt_json(&r.spin),
                     "node_redisson": opt_json(&r.node),
-                    "client_cpu_us_per_pair": r.cpu_us_per_pair,
+                    "client_cpu_us_per_pair": r.cpu_us_per_pair.iter()
+                        .map(|(name, cpu)| (*name, cpu.client_us))
+                        .collect::<std::collections::BTreeMap<_, _>>(),
+                    "server_cpu_us_per_pair": r.cpu_us_per_pair.iter()
+                        .map(|(name, cpu)| (*name, cpu.server_us))
+                        .collect::<std::collections::BTreeMap<_, _>>(),
                     "limit": limit.and_then(|l| l.pipelined_per_s.as_ref().ok()).map(|p| json!({
                         "pairs_per_s": p / 2.0,
                         "unpipelined_pairs_per_s": limit.and_then(|l| l.plain_per_s.as_ref().ok()).map(|v| v / 2.0),
