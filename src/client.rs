@@ -18,7 +18,7 @@ use crate::janitor::Janitor;
 use crate::lock::handoff::Handoffs;
 use crate::lock::Lock;
 use crate::pubsub::PubSub;
-use crate::script::Script;
+use crate::script::LockCall;
 use crate::watchdog::{self, LeaseTable};
 
 /// The command connections and how lock commands are sent on them.
@@ -37,22 +37,16 @@ pub(crate) struct Redis {
 }
 
 impl Redis {
-    /// Runs a lock-changing script with `write_options`: through the dispatcher outside a
-    /// cluster (it batches the scripts that can share a run), on its own in a cluster. Cancel
-    /// safety as [`Script::run`].
-    pub(crate) async fn run_script(
+    /// Runs an acquire or release script call with `write_options`: through the dispatcher
+    /// outside a cluster (it batches concurrent calls), on its own in a cluster. Cancel safety as
+    /// [`crate::script::Script::run_encoded`].
+    pub(crate) async fn run_lock_call(
         &self,
-        script: &'static Script,
-        keys: Vec<String>,
-        args: Vec<String>,
+        call: LockCall,
     ) -> Result<fred::types::Value, fred::error::Error> {
         match &self.dispatcher {
-            Some(dispatcher) => dispatcher.run(script, keys, args).await,
-            None => {
-                script
-                    .run(&self.pool, &self.write_options, &keys, &args)
-                    .await
-            }
+            Some(dispatcher) => dispatcher.run(call).await,
+            None => crate::dispatch::run_alone(&self.pool, &self.write_options, call).await,
         }
     }
 

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::script::{Script, BATCH};
+use crate::script::{LockCall, BATCH};
 
 /// The largest number of calls in one batch: bounds the time one script run blocks the server
 /// (each call is a handful of hash commands).
@@ -66,10 +66,7 @@ impl Drop for DirectCall<'_> {
 
 /// One queued script call and where its reply goes.
 struct Call {
-    script: &'static Script,
-    operation: &'static str,
-    keys: Vec<String>,
-    args: Vec<String>,
+    call: LockCall,
     reply: oneshot::Sender<Result<Value, RedisError>>,
 }
 
@@ -95,44 +92,42 @@ impl Dispatcher {
         (dispatcher, task)
     }
 
-    /// Runs `script` with the dispatcher's options: in a batch when [`BATCH`] knows it (its
-    /// `batch_operation`) and other calls are out, otherwise directly as its own script.
+    /// Runs `call` with the dispatcher's options: in a batch when other calls are out,
+    /// otherwise directly as its own script.
     ///
     /// # Cancel safety
-    /// Like [`Script::run`]: once the first poll queued the call, dropping the future does not
-    /// withdraw it; callers that change lock state wrap it in [`crate::lock::InFlight`].
-    pub(crate) async fn run(
-        &self,
-        script: &'static Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Value, RedisError> {
-        let Some(operation) = script.batch_operation else {
-            return script.run(&self.pool, &self.options, &keys, &args).await;
-        };
+    /// Like [`crate::script::Script::run`]: once the first poll queued the call, dropping the
+    /// future does not withdraw it; callers that change lock state wrap it in
+    /// [`crate::lock::InFlight`].
+    pub(crate) async fn run(&self, call: LockCall) -> Result<Value, RedisError> {
         let idle = self
             .busy
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if idle {
             let _direct = DirectCall(&self.busy);
-            return script.run(&self.pool, &self.options, &keys, &args).await;
+            // Boxed: the direct path holds a whole fred command future, which would otherwise
+            // size every queued call's future (and its `InFlight` box) too.
+            return Box::pin(run_alone(&self.pool, &self.options, call)).await;
         }
         self.busy.fetch_add(1, Ordering::AcqRel);
         let (reply, answer) = oneshot::channel();
-        let call = Call {
-            script,
-            operation,
-            keys,
-            args,
-            reply,
-        };
-        if self.calls.send(call).is_err() {
+        if self.calls.send(Call { call, reply }).is_err() {
             self.busy.fetch_sub(1, Ordering::AcqRel);
             return Err(closed());
         }
         answer.await.map_err(|_| closed())?
     }
+}
+
+/// Runs `call` as its own script (`ACQUIRE` or `RELEASE`).
+pub(crate) async fn run_alone(
+    pool: &Pool,
+    options: &Options,
+    call: LockCall,
+) -> Result<Value, RedisError> {
+    let encoded = call.encode();
+    call.script().run_encoded(pool, options, &encoded).await
 }
 
 fn closed() -> RedisError {
@@ -176,30 +171,14 @@ async fn dispatch(
 /// Sends `calls` (one alone as its own script, several as one [`BATCH`]) and delivers the replies.
 async fn send(pool: Pool, options: Options, mut calls: Vec<Call>) {
     if calls.len() == 1 {
-        if let Some(call) = calls.pop() {
-            let reply = call
-                .script
-                .run(&pool, &options, &call.keys, &call.args)
-                .await;
-            let _ = call.reply.send(reply);
+        if let Some(Call { call, reply }) = calls.pop() {
+            let _ = reply.send(run_alone(&pool, &options, call).await);
         }
         return;
     }
-    let key_count: usize = calls.iter().map(|call| call.keys.len()).sum();
-    let arg_count: usize = calls.iter().map(|call| 3 + call.args.len()).sum();
-    let mut keys = Vec::with_capacity(key_count);
-    let mut args = Vec::with_capacity(1 + arg_count);
-    args.push(calls.len().to_string());
-    let mut replies = Vec::with_capacity(calls.len());
-    for call in calls {
-        args.push(call.operation.to_owned());
-        args.push(call.keys.len().to_string());
-        args.push(call.args.len().to_string());
-        keys.extend(call.keys);
-        args.extend(call.args);
-        replies.push(call.reply);
-    }
-    let reply = BATCH.run(&pool, &options, &keys, &args).await;
+    let encoded = LockCall::encode_batch(calls.iter().map(|queued| &queued.call));
+    let replies: Vec<_> = calls.into_iter().map(|queued| queued.reply).collect();
+    let reply = BATCH.run_encoded(&pool, &options, &encoded).await;
     deliver(replies, reply);
 }
 

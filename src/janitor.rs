@@ -122,18 +122,3 @@ async fn release_hold(redis: Arc<Redis>, handoffs: Arc<Handoffs>, release: Relea
         }
     }
 }
-
-impl Release {
-    pub(crate) fn release_keys(&self) -> Vec<String> {
-        // The channel is derived when needed rather than kept per held lock (memory).
-        vec![self.name.to_string(), crate::name::lock_channel(&self.name)]
-    }
-
-    pub(crate) fn release_args(&self, publish: &'static str) -> Vec<String> {
-        vec![
-            self.lease_ms.to_string(),
-            self.field.to_string(),
-            publish.to_owned(),
-        ]
-    }
-}

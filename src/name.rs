@@ -15,7 +15,16 @@ pub(crate) fn tagged(name: &str) -> String {
 
 /// `prefix + ":" + T(name)`, Redisson's `prefixName`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
-    format!("{prefix}:{}", tagged(name))
+    prefix_name_parts(prefix, name).concat()
+}
+
+/// The pieces of [`prefix_name`] in order, for writers that append them to a buffer.
+pub(crate) fn prefix_name_parts<'a>(prefix: &'a str, name: &'a str) -> [&'a str; 4] {
+    if name.contains('{') {
+        [prefix, ":", name, ""]
+    } else {
+        [prefix, ":{", name, "}"]
+    }
 }
 
 /// `T(name) + ":" + suffix`, Redisson's `suffixName`.
@@ -26,8 +35,11 @@ pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
 
 /// The channel on which a reentrant lock's full release is announced.
 pub(crate) fn lock_channel(name: &str) -> String {
-    prefix_name("redisson_lock__channel", name)
+    prefix_name(LOCK_CHANNEL_PREFIX, name)
 }
+
+/// The prefix of [`lock_channel`].
+pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 
 #[cfg(test)]
 mod tests {

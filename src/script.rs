@@ -5,17 +5,21 @@
 //! which also caches it again. NOSCRIPT means the script did not run, so the fallback can never
 //! run an operation twice.
 
+use std::sync::Arc;
+
+use fred::bytes::{Bytes, BytesMut};
 use fred::clients::Pool;
 use fred::interfaces::LuaInterface;
 use fred::prelude::Value;
+
+use crate::janitor::Release;
 
 /// One Lua file and its SHA1.
 pub(crate) struct Script {
     name: &'static str,
     lua: &'static str,
-    sha1: std::sync::OnceLock<String>,
-    /// The operation's name inside [`BATCH`], for the scripts that can share a batch.
-    pub(crate) batch_operation: Option<&'static str>,
+    /// Kept as `Bytes` so that each call shares it instead of copying it into its command.
+    sha1: std::sync::OnceLock<Bytes>,
 }
 
 impl Script {
@@ -24,28 +28,18 @@ impl Script {
             name,
             lua,
             sha1: std::sync::OnceLock::new(),
-            batch_operation: None,
         }
     }
 
-    const fn batched_as(mut self, operation: &'static str) -> Script {
-        self.batch_operation = Some(operation);
-        self
+    fn sha1(&self) -> &Bytes {
+        self.sha1
+            .get_or_init(|| Bytes::from(fred::util::sha1_hash(self.lua)))
     }
 
-    pub(crate) fn sha1(&self) -> &str {
-        self.sha1.get_or_init(|| fred::util::sha1_hash(self.lua))
-    }
-
-    /// Runs the script: EVALSHA, then EVAL once on NOSCRIPT.
-    ///
-    /// Sent as custom commands because fred's `WithOptions` wrapper does not apply its options
-    /// to the Lua interface; this way `options` (at most one attempt, fail fast, timeout) hold.
-    /// The command is routed to the hash slot of the first key, as Redisson does.
+    /// Runs the script with `keys` and `args`: EVALSHA, then EVAL once on NOSCRIPT.
     ///
     /// # Cancel safety
-    /// Not cancel safe on its own: once the command is written, dropping the future does not stop
-    /// the script. Callers that change lock state wrap it in [`crate::lock::InFlight`].
+    /// As [`Script::run_encoded`].
     pub(crate) async fn run<K: AsRef<str> + Sync, A: AsRef<str> + Sync>(
         &'static self,
         redis: &Pool,
@@ -53,16 +47,11 @@ impl Script {
         keys: &[K],
         args: &[A],
     ) -> Result<Value, fred::error::Error> {
-        use fred::interfaces::ClientLike;
-        use fred::types::{ClusterHash, CustomCommand};
-
-        let client = redis.next().with_options(options);
-        let route = || match keys.first() {
-            Some(key) => ClusterHash::Custom(fred::util::redis_keyslot(key.as_ref().as_bytes())),
-            None => ClusterHash::Random,
-        };
+        let slot = keys
+            .first()
+            .map(|key| fred::util::redis_keyslot(key.as_ref().as_bytes()));
         // Built again for the rare NOSCRIPT fallback rather than cloned up front: a clone of
-        // every argument costs an allocation each (`Bytes` promotion) on every call.
+        // every argument costs an allocation each on every call.
         let command = |head: Value| {
             let mut command: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
             command.push(head);
@@ -71,9 +60,47 @@ impl Script {
             command.extend(args.iter().map(|arg| Value::from(arg.as_ref())));
             command
         };
+        self.send(redis, options, slot, command).await
+    }
+
+    /// Runs the script with arguments encoded by [`ScriptArgs`]: EVALSHA, then EVAL once on
+    /// NOSCRIPT. Each argument is a slice of the one buffer, so neither the command nor the
+    /// fallback copies or allocates per argument.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe on its own: once the command is written, dropping the future does not stop
+    /// the script. Callers that change lock state wrap it in [`crate::lock::InFlight`].
+    pub(crate) async fn run_encoded(
+        &'static self,
+        redis: &Pool,
+        options: &fred::types::config::Options,
+        encoded: &Encoded,
+    ) -> Result<Value, fred::error::Error> {
+        let slot = encoded.first_key().map(fred::util::redis_keyslot);
+        self.send(redis, options, slot, |head| encoded.command(head))
+            .await
+    }
+
+    /// Sends `command(EVALSHA sha)` and, on NOSCRIPT, `command(EVAL lua)`.
+    ///
+    /// Sent as custom commands because fred's `WithOptions` wrapper does not apply its options
+    /// to the Lua interface; this way `options` (at most one attempt, fail fast, timeout) hold.
+    /// The command is routed to the hash slot of the first key, as Redisson does.
+    async fn send(
+        &'static self,
+        redis: &Pool,
+        options: &fred::types::config::Options,
+        slot: Option<u16>,
+        command: impl Fn(Value) -> Vec<Value>,
+    ) -> Result<Value, fred::error::Error> {
+        use fred::interfaces::ClientLike;
+        use fred::types::{ClusterHash, CustomCommand};
+
+        let client = redis.next().with_options(options);
+        let route = || slot.map_or(ClusterHash::Random, ClusterHash::Custom);
         let evalsha = CustomCommand::new_static("EVALSHA", route(), false);
         match client
-            .custom::<Value, Value>(evalsha, command(self.sha1().into()))
+            .custom::<Value, Value>(evalsha, command(Value::Bytes(self.sha1().clone())))
             .await
         {
             Err(err) if err.details().starts_with("NOSCRIPT") => {
@@ -84,7 +111,7 @@ impl Script {
                 client
                     .custom(
                         CustomCommand::new_static("EVAL", route(), false),
-                        command(self.lua.into()),
+                        command(Value::from_static_str(self.lua)),
                     )
                     .await
             }
@@ -93,9 +120,233 @@ impl Script {
     }
 }
 
+/// Builds the keys and arguments of a script call in one buffer.
+///
+/// Every piece is appended to one `BytesMut` and later sent as a slice of it: one allocation for
+/// a whole call (or a whole batch of calls) instead of one per argument, no formatting
+/// machinery for numbers and names, and slices that a NOSCRIPT fallback shares again for free.
+pub(crate) struct ScriptArgs {
+    buf: BytesMut,
+    /// The end offset of each piece in `buf`.
+    ends: Vec<usize>,
+    key_count: usize,
+}
+
+impl ScriptArgs {
+    /// Room for about `pieces` pieces of `bytes` bytes in all.
+    pub(crate) fn with_capacity(pieces: usize, bytes: usize) -> ScriptArgs {
+        ScriptArgs {
+            buf: BytesMut::with_capacity(bytes),
+            ends: Vec::with_capacity(pieces),
+            key_count: 0,
+        }
+    }
+
+    /// Appends a key; keys come before every argument.
+    pub(crate) fn key(&mut self, key: &str) -> &mut Self {
+        debug_assert_eq!(self.key_count, self.ends.len(), "keys come first");
+        self.key_count += 1;
+        self.arg(key)
+    }
+
+    /// Appends a key: Redisson's `prefixName(prefix, name)`, `prefix:{name}` (see
+    /// [`crate::name::prefix_name`]).
+    pub(crate) fn prefixed_key(&mut self, prefix: &str, name: &str) -> &mut Self {
+        debug_assert_eq!(self.key_count, self.ends.len(), "keys come first");
+        self.key_count += 1;
+        for part in crate::name::prefix_name_parts(prefix, name) {
+            self.buf.extend_from_slice(part.as_bytes());
+        }
+        self.ends.push(self.buf.len());
+        self
+    }
+
+    /// Appends an argument.
+    pub(crate) fn arg(&mut self, arg: &str) -> &mut Self {
+        self.buf.extend_from_slice(arg.as_bytes());
+        self.ends.push(self.buf.len());
+        self
+    }
+
+    /// Appends a number in decimal.
+    pub(crate) fn number(&mut self, n: u64) -> &mut Self {
+        self.arg(itoa::Buffer::new().format(n))
+    }
+
+    pub(crate) fn finish(self) -> Encoded {
+        Encoded {
+            buf: self.buf.freeze(),
+            ends: self.ends,
+            key_count: self.key_count,
+        }
+    }
+}
+
+/// Keys and arguments built by [`ScriptArgs`].
+pub(crate) struct Encoded {
+    buf: Bytes,
+    ends: Vec<usize>,
+    key_count: usize,
+}
+
+impl Encoded {
+    fn pieces(&self) -> impl Iterator<Item = Bytes> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| self.buf.slice(start..end))
+    }
+
+    fn first_key(&self) -> Option<&[u8]> {
+        match (self.key_count, self.ends.first()) {
+            (1.., Some(&end)) => self.buf.get(..end),
+            _ => None,
+        }
+    }
+
+    /// `head numkeys keys... args...`
+    fn command(&self, head: Value) -> Vec<Value> {
+        let mut command = Vec::with_capacity(2 + self.ends.len());
+        command.push(head);
+        command.push(Value::Integer(self.key_count as i64));
+        command.extend(self.pieces().map(Value::Bytes));
+        command
+    }
+}
+
+/// One call of the acquire or release script: what the dispatcher (`src/dispatch.rs`) runs
+/// alone or together with others in one [`BATCH`].
+pub(crate) enum LockCall {
+    /// [`ACQUIRE`]: take or re-enter `name` as `field` with a lease of `lease_ms`.
+    Acquire {
+        name: Arc<str>,
+        field: Arc<str>,
+        lease_ms: u64,
+    },
+    /// [`RELEASE`]: release one hold of `release`, announcing a full release as `publish`
+    /// (the publish mode's script argument); with `to`, hand the lock to that field and lease.
+    Release {
+        release: Release,
+        publish: &'static str,
+        to: Option<(Arc<str>, u64)>,
+    },
+}
+
+impl LockCall {
+    /// The script this call runs when it goes alone.
+    pub(crate) fn script(&self) -> &'static Script {
+        match self {
+            LockCall::Acquire { .. } => &ACQUIRE,
+            LockCall::Release { .. } => &RELEASE,
+        }
+    }
+
+    /// The call's operation name inside [`BATCH`] (lua/batch.lua).
+    fn operation(&self) -> &'static str {
+        match self {
+            LockCall::Acquire { .. } => "acquire",
+            LockCall::Release { .. } => "release",
+        }
+    }
+
+    fn key_count(&self) -> u64 {
+        match self {
+            LockCall::Acquire { .. } => 1,
+            LockCall::Release { .. } => 2,
+        }
+    }
+
+    fn arg_count(&self) -> u64 {
+        match self {
+            LockCall::Acquire { .. } => 2,
+            LockCall::Release { to: None, .. } => 3,
+            LockCall::Release { to: Some(_), .. } => 5,
+        }
+    }
+
+    /// About the bytes this call's keys and arguments take.
+    fn size_hint(&self) -> usize {
+        match self {
+            LockCall::Acquire { name, field, .. } => name.len() + field.len() + 24,
+            LockCall::Release { release, to, .. } => {
+                2 * release.name.len()
+                    + release.field.len()
+                    + to.as_ref().map_or(0, |(field, _)| field.len() + 20)
+                    + 64
+            }
+        }
+    }
+
+    fn keys(&self, out: &mut ScriptArgs) {
+        match self {
+            LockCall::Acquire { name, .. } => {
+                out.key(name);
+            }
+            LockCall::Release { release, .. } => {
+                // The channel is derived here rather than kept per held lock (memory).
+                out.key(&release.name)
+                    .prefixed_key(crate::name::LOCK_CHANNEL_PREFIX, &release.name);
+            }
+        }
+    }
+
+    fn args(&self, out: &mut ScriptArgs) {
+        match self {
+            LockCall::Acquire {
+                field, lease_ms, ..
+            } => {
+                out.number(*lease_ms).arg(field);
+            }
+            LockCall::Release {
+                release,
+                publish,
+                to,
+            } => {
+                out.number(release.lease_ms)
+                    .arg(&release.field)
+                    .arg(publish);
+                if let Some((field, lease_ms)) = to {
+                    out.arg(field).number(*lease_ms);
+                }
+            }
+        }
+    }
+
+    /// The keys and arguments of this call run alone, as its own script.
+    pub(crate) fn encode(&self) -> Encoded {
+        let pieces = (self.key_count() + self.arg_count()) as usize;
+        let mut out = ScriptArgs::with_capacity(pieces, self.size_hint());
+        self.keys(&mut out);
+        self.args(&mut out);
+        out.finish()
+    }
+
+    /// The keys and arguments of one [`BATCH`] run of `calls`, in their order.
+    pub(crate) fn encode_batch<'a>(calls: impl Iterator<Item = &'a LockCall> + Clone) -> Encoded {
+        let (mut pieces, mut bytes) = (1, 8);
+        for call in calls.clone() {
+            pieces += (3 + call.key_count() + call.arg_count()) as usize;
+            bytes += call.size_hint() + 16;
+        }
+        let mut out = ScriptArgs::with_capacity(pieces, bytes);
+        let mut count = 0;
+        for call in calls.clone() {
+            call.keys(&mut out);
+            count += 1;
+        }
+        out.number(count);
+        for call in calls {
+            out.arg(call.operation())
+                .number(call.key_count())
+                .number(call.arg_count());
+            call.args(&mut out);
+        }
+        out.finish()
+    }
+}
+
 /// Acquire or re-enter (protocol §2.2).
-pub(crate) static ACQUIRE: Script =
-    Script::new("acquire", include_str!("../lua/acquire.lua")).batched_as("acquire");
+pub(crate) static ACQUIRE: Script = Script::new("acquire", include_str!("../lua/acquire.lua"));
 /// Release one hold, publishing on the full release (§2.3), or hand the lock to a local waiter.
 pub(crate) static RELEASE: Script = Script::new(
     "release",
@@ -103,8 +354,7 @@ pub(crate) static RELEASE: Script = Script::new(
         include_str!("../lua/lib/publish.lua"),
         include_str!("../lua/release.lua")
     ),
-)
-.batched_as("release");
+);
 /// `ACQUIRE` and `RELEASE` calls of several callers in one run (`src/dispatch.rs`): each file
 /// becomes a local function of `(KEYS, ARGV)`, so a call runs exactly its own script's steps.
 pub(crate) static BATCH: Script = Script::new(
@@ -160,13 +410,104 @@ pub(crate) async fn preload(redis: &Pool, clustered: bool) {
 mod tests {
     use super::*;
 
+    fn text(encoded: &Encoded) -> Vec<String> {
+        encoded
+            .pieces()
+            .map(|piece| String::from_utf8_lossy(&piece).into_owned())
+            .collect()
+    }
+
+    fn release(name: &str, to: Option<(&str, u64)>) -> LockCall {
+        LockCall::Release {
+            release: Release {
+                name: name.into(),
+                field: "uuid:2".into(),
+                lease_ms: 30_000,
+            },
+            publish: "PUBLISH",
+            to: to.map(|(field, lease)| (field.into(), lease)),
+        }
+    }
+
+    #[test]
+    fn a_lone_call_encodes_its_own_keys_and_arguments() {
+        let acquire = LockCall::Acquire {
+            name: "orders:42".into(),
+            field: "uuid:1".into(),
+            lease_ms: 30_000,
+        }
+        .encode();
+        assert_eq!(acquire.key_count, 1);
+        assert_eq!(text(&acquire), ["orders:42", "30000", "uuid:1"]);
+        assert_eq!(acquire.first_key(), Some(&b"orders:42"[..]));
+
+        let plain = release("orders:42", None).encode();
+        assert_eq!(plain.key_count, 2);
+        assert_eq!(
+            text(&plain),
+            [
+                "orders:42",
+                "redisson_lock__channel:{orders:42}",
+                "30000",
+                "uuid:2",
+                "PUBLISH"
+            ]
+        );
+        // A name with a brace keeps it as it is, like `name::lock_channel`.
+        let tagged = release("{orders}:42", Some(("uuid:3", 7))).encode();
+        assert_eq!(
+            text(&tagged)[1],
+            crate::name::lock_channel("{orders}:42").as_str()
+        );
+        assert_eq!(text(&tagged)[5..], ["uuid:3", "7"]);
+    }
+
+    #[test]
+    fn a_batch_puts_every_key_first_then_each_calls_header_and_arguments() {
+        let calls = [
+            LockCall::Acquire {
+                name: "a".into(),
+                field: "uuid:1".into(),
+                lease_ms: 10,
+            },
+            release("b", Some(("uuid:3", 20))),
+        ];
+        let batch = LockCall::encode_batch(calls.iter());
+        assert_eq!(batch.key_count, 3);
+        assert_eq!(
+            text(&batch),
+            [
+                "a",
+                "b",
+                "redisson_lock__channel:{b}",
+                "2",
+                "acquire",
+                "1",
+                "2",
+                "10",
+                "uuid:1",
+                "release",
+                "2",
+                "5",
+                "30000",
+                "uuid:2",
+                "PUBLISH",
+                "uuid:3",
+                "20"
+            ]
+        );
+        let command = batch.command(Value::from_static_str("EVALSHA"));
+        assert_eq!(command.len(), 2 + 17);
+        assert_eq!(command[1], Value::Integer(3));
+    }
+
     #[test]
     fn sha1_matches_the_file() {
         assert_eq!(ACQUIRE.sha1().len(), 40);
         assert_ne!(ACQUIRE.sha1(), RELEASE.sha1());
         assert_eq!(
             ACQUIRE.sha1(),
-            fred::util::sha1_hash(include_str!("../lua/acquire.lua"))
+            fred::util::sha1_hash(include_str!("../lua/acquire.lua")).as_bytes()
         );
     }
 }

@@ -19,6 +19,8 @@ use fred::prelude::Value;
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::janitor::Release;
+use crate::script::LockCall;
+use std::sync::Arc;
 
 /// The longest lease accepted, about 146 million years.
 const MAX_LEASE_MS: u64 = i64::MAX as u64 / 2;
@@ -75,22 +77,26 @@ pub(crate) async fn release_or_hand_off(
     let mut handed_over = false;
     loop {
         let Some((claim, to_field, to_lease_ms)) = handoffs.claim(&release.name) else {
-            let (keys, args) = (
-                release.release_keys(),
-                release.release_args(redis.publish_arg),
-            );
-            let reply = redis.run_script(&crate::script::RELEASE, keys, args).await;
+            let reply = redis
+                .run_lock_call(LockCall::Release {
+                    release,
+                    publish: redis.publish_arg,
+                    to: None,
+                })
+                .await;
             return if handed_over {
                 Ok(Value::Integer(1))
             } else {
                 reply
             };
         };
-        let keys = release.release_keys();
-        let mut args = release.release_args(redis.publish_arg);
-        args.push(to_field.to_string());
-        args.push(to_lease_ms.to_string());
-        let reply = redis.run_script(&crate::script::RELEASE, keys, args).await;
+        let reply = redis
+            .run_lock_call(LockCall::Release {
+                release: release.clone(),
+                publish: redis.publish_arg,
+                to: Some((Arc::clone(&to_field), to_lease_ms)),
+            })
+            .await;
         let handed = matches!(reply, Ok(Value::Integer(2)));
         match claim.settle(handed) {
             // The waiter left while the lock was being handed to it: release its hold too.

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::janitor::Release;
 use crate::name;
 use crate::owner::{holder_field, Owner};
-use crate::script;
+use crate::script::{self, LockCall};
 use crate::watchdog::{HoldKey, Lease};
 
 /// A reentrant distributed lock, on the same Redis keys as Java Redisson's `RLock`.
@@ -390,11 +390,14 @@ impl Lock {
             field: Arc::clone(&field),
             lease_ms,
         };
-        let keys = vec![self.name().to_owned()];
-        let args = vec![lease_ms.to_string(), field.to_string()];
+        let call = LockCall::Acquire {
+            name: self.name_arc(),
+            field: Arc::clone(&field),
+            lease_ms,
+        };
         let sent_at = Instant::now();
         let reply = InFlight::new(
-            async move { redis.run_script(&script::ACQUIRE, keys, args).await },
+            async move { redis.run_lock_call(call).await },
             Some(undo),
             client.janitor.clone(),
         )
