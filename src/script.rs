@@ -241,11 +241,13 @@ impl LockCall {
         }
     }
 
-    /// The call's operation name inside [`BATCH`] (lua/batch.lua).
-    fn operation(&self) -> &'static str {
+    /// The call's shape inside [`BATCH`] (lua/batch.lua): its operation, which implies its
+    /// numbers of keys and arguments.
+    fn shape(&self) -> &'static str {
         match self {
             LockCall::Acquire { .. } => "acquire",
-            LockCall::Release { .. } => "release",
+            LockCall::Release { to: None, .. } => "release",
+            LockCall::Release { to: Some(_), .. } => "handoff",
         }
     }
 
@@ -325,7 +327,7 @@ impl LockCall {
     pub(crate) fn encode_batch<'a>(calls: impl Iterator<Item = &'a LockCall> + Clone) -> Encoded {
         let (mut pieces, mut bytes) = (1, 8);
         for call in calls.clone() {
-            pieces += (3 + call.key_count() + call.arg_count()) as usize;
+            pieces += (1 + call.key_count() + call.arg_count()) as usize;
             bytes += call.size_hint() + 16;
         }
         let mut out = ScriptArgs::with_capacity(pieces, bytes);
@@ -336,9 +338,7 @@ impl LockCall {
         }
         out.number(count);
         for call in calls {
-            out.arg(call.operation())
-                .number(call.key_count())
-                .number(call.arg_count());
+            out.arg(call.shape());
             call.args(&mut out);
         }
         out.finish()
@@ -482,13 +482,9 @@ mod tests {
                 "redisson_lock__channel:{b}",
                 "2",
                 "acquire",
-                "1",
-                "2",
                 "10",
                 "uuid:1",
-                "release",
-                "2",
-                "5",
+                "handoff",
                 "30000",
                 "uuid:2",
                 "PUBLISH",
@@ -497,7 +493,7 @@ mod tests {
             ]
         );
         let command = batch.command(Value::from_static_str("EVALSHA"));
-        assert_eq!(command.len(), 2 + 17);
+        assert_eq!(command.len(), 2 + 13);
         assert_eq!(command[1], Value::Integer(3));
     }
 

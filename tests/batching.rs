@@ -176,3 +176,68 @@ async fn a_batch_is_resent_in_full_after_the_script_cache_is_flushed() {
         assert_eq!(holder_fields(&raw, &format!("flushed:{i}")).await.len(), 1);
     }
 }
+
+#[tokio::test]
+async fn hand_offs_in_one_batch_each_reach_their_own_waiter() {
+    const LOCKS: usize = 8;
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+
+    let mut holders = Vec::new();
+    let mut waiters = Vec::new();
+    for i in 0..LOCKS {
+        let name = format!("handoff-batch:{i}");
+        let holder = client.lock(name.clone()).with_owner(Owner::new());
+        holders.push(
+            holder
+                .lock_with_lease(Duration::from_secs(30))
+                .await
+                .expect("lock"),
+        );
+        let waiter = client.lock(name.clone()).with_owner(Owner::new());
+        let field = format!("{}:{}", client.id(), waiter.owner().id());
+        waiters.push((
+            name.clone(),
+            field,
+            tokio::spawn(async move { waiter.lock_with_lease(Duration::from_secs(30)).await }),
+        ));
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        support::redis_state::wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await; // let the waiters park in line
+    reset_stats(&raw).await;
+
+    let releases: Vec<_> = holders
+        .into_iter()
+        .map(|holder| tokio::spawn(holder.unlock()))
+        .collect();
+    for release in releases {
+        assert!(release.await.expect("task").expect("unlock"));
+    }
+    for (name, field, waiter) in waiters {
+        let guard = tokio::time::timeout(Duration::from_secs(2), waiter)
+            .await
+            .expect("handed over")
+            .expect("task")
+            .expect("lock");
+        assert_eq!(guard.holder_field(), field);
+        assert_eq!(
+            holder_fields(&raw, &name).await,
+            vec![field],
+            "{name} now holds only its waiter"
+        );
+        std::mem::forget(guard); // keep the hold: the stats below count the hand-offs only
+    }
+    let stats = command_stats(&raw).await;
+    assert_eq!(
+        stats.get("publish"),
+        None,
+        "a hand-off announces nothing: {stats:?}"
+    );
+    let runs = script_runs(&raw).await;
+    assert!(
+        runs < LOCKS as u64,
+        "{LOCKS} concurrent hand-offs took {runs} script runs"
+    );
+}
