@@ -93,7 +93,7 @@ pub fn redis_benchmark_acquire(
 }
 
 /// p50 of sequential PINGs on one connection, in microseconds.
-pub async fn ping_p50_us(url: &str, samples: usize) -> Result<f64, String> {
+pub async fn ping_us(url: &str, samples: usize) -> Result<(f64, f64), String> {
     let client = fred_client(url).await?;
     let result = async {
         // Warm up the connection (and the allocator, and the server's client buffers).
@@ -106,7 +106,8 @@ pub async fn ping_p50_us(url: &str, samples: usize) -> Result<f64, String> {
             let _: String = client.ping(None).await.map_err(|e| format!("PING: {e}"))?;
             measure::record(&mut latency, t0.elapsed());
         }
-        Ok(measure::percentiles(&latency).0)
+        let (p50, p99, _) = measure::percentiles(&latency);
+        Ok((p50, p99))
     }
     .await;
     let _ = client.quit().await;

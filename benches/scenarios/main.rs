@@ -404,12 +404,12 @@ fn support_redacted(url: &str) -> String {
 async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
     let ping = bounded(
         plan.baseline_timeout(),
-        limit::ping_p50_us(url, plan.ping_samples),
+        limit::ping_us(url, plan.ping_samples),
     )
     .await;
     progress!(
         "limit: PING p50 {}",
-        show(&ping, |us| format!("{us:.0} µs"))
+        show(&ping, |(p50, p99)| format!("{p50:.0} µs, p99 {p99:.0} µs"))
     );
     let mut rows = Vec::new();
     for &clients in &plan.uncontended_tasks {
@@ -434,7 +434,8 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
         });
     }
     report::Limit {
-        ping_p50_us: ping,
+        ping_p50_us: ping.clone().map(|(p50, _)| p50),
+        ping_p99_us: ping.map(|(_, p99)| p99),
         pipeline: plan.limit_pipeline,
         rows,
     }

@@ -83,6 +83,8 @@ impl Machine {
 /// The physical limit of this machine and server.
 pub struct Limit {
     pub ping_p50_us: Res<f64>,
+    /// The same samples' p99: how far this machine's own round trips spread.
+    pub ping_p99_us: Res<f64>,
     pub pipeline: usize,
     pub rows: Vec<LimitRow>,
 }
@@ -531,10 +533,14 @@ pub fn render(run: &Run) -> String {
         let _ = writeln!(out, "### limit\n");
         let _ = writeln!(
             out,
-            "PING p50 on one connection: {}\n",
+            "PING p50 on one connection: {}, p99 {}\n",
             match &limit.ping_p50_us {
                 Ok(v) => us(*v),
                 Err(e) => format!("n/a ({})", short_err(e)),
+            },
+            match &limit.ping_p99_us {
+                Ok(v) => us(*v),
+                Err(_) => "n/a".into(),
             }
         );
         let _ = writeln!(
@@ -864,7 +870,7 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
         write_json(
             dir,
             "limit.json",
-            &json!({ "mode": mode, "ping_p50_us": res_json(&limit.ping_p50_us), "pipeline": limit.pipeline, "redis_benchmark": rows }),
+            &json!({ "mode": mode, "ping_p50_us": res_json(&limit.ping_p50_us), "ping_p99_us": res_json(&limit.ping_p99_us), "pipeline": limit.pipeline, "redis_benchmark": rows }),
         )?;
         written.push("limit.json");
     }
