@@ -263,3 +263,51 @@ async fn waiters_dropped_around_handoffs_leave_no_hold() {
         .expect("try_lock")
         .is_some());
 }
+
+#[tokio::test]
+async fn a_releaser_waits_for_a_local_contenders_attempt_instead_of_taking_the_lock_back() {
+    // A contender whose first attempt is still out when the holder releases: a plain release
+    // would free the lock under it, and the holder's own next acquire would win. The release
+    // waits for the attempt to fail, then hands the lock over.
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(config(&server, 16)).await;
+    for round in 0..5 {
+        let name = format!("handoff:contender:{round}");
+        let holder = client.lock(name.clone()).with_owner(Owner::new());
+        let guard = holder
+            .lock_with_lease(Duration::from_secs(30))
+            .await
+            .expect("lock");
+        reset_stats(&raw).await;
+        let contender = client.lock(name.clone()).with_owner(Owner::new());
+        let contender =
+            tokio::spawn(async move { contender.lock_with_lease(Duration::from_secs(30)).await });
+        // Let the contender send its first attempt (the test runtime is single-threaded).
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        assert!(guard.unlock().await.expect("unlock"));
+        let retaken = holder.try_lock().await.expect("try_lock");
+        assert!(
+            retaken.is_none(),
+            "round {round}: the releaser took the lock back from the local contender"
+        );
+        let handed = timeout(Duration::from_secs(2), contender)
+            .await
+            .expect("handed over")
+            .expect("task")
+            .expect("lock");
+        assert_eq!(
+            hgetall(&raw, &name).await.keys().collect::<Vec<_>>(),
+            vec![handed.holder_field()],
+            "round {round}: the contender holds the lock"
+        );
+        assert_eq!(
+            command_calls(&raw, "publish").await,
+            0,
+            "round {round}: the lock was handed over, never freed"
+        );
+        assert!(handed.unlock().await.expect("unlock"));
+    }
+}
