@@ -98,8 +98,8 @@ impl Dispatcher {
     /// otherwise directly as its own script.
     ///
     /// # Cancel safety
-    /// Like [`crate::script::Script::run`]: once the first poll queued the call, dropping the
-    /// future does not withdraw it; callers that change lock state wrap it in
+    /// Like [`crate::script::Script::run_encoded`]: once the first poll queued the call,
+    /// dropping the future does not withdraw it; callers that change lock state wrap it in
     /// [`crate::lock::InFlight`].
     pub(crate) async fn run(&self, call: LockCall) -> Result<Value, RedisError> {
         let idle = self

@@ -6,10 +6,15 @@
 /// Only the character `{` is tested, exactly as Redisson does, so that Rust and Java derive the
 /// same auxiliary names even for names whose braces do not form a valid hash tag.
 pub(crate) fn tagged(name: &str) -> String {
+    tagged_parts(name).concat()
+}
+
+/// The pieces of [`tagged`]: the braces to put around the name, empty when it has one already.
+fn tagged_parts(name: &str) -> [&str; 3] {
     if name.contains('{') {
-        name.to_owned()
+        ["", name, ""]
     } else {
-        format!("{{{name}}}")
+        ["{", name, "}"]
     }
 }
 
@@ -19,12 +24,9 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
 }
 
 /// The pieces of [`prefix_name`] in order, for writers that append them to a buffer.
-pub(crate) fn prefix_name_parts<'a>(prefix: &'a str, name: &'a str) -> [&'a str; 4] {
-    if name.contains('{') {
-        [prefix, ":", name, ""]
-    } else {
-        [prefix, ":{", name, "}"]
-    }
+pub(crate) fn prefix_name_parts<'a>(prefix: &'a str, name: &'a str) -> [&'a str; 5] {
+    let [open, name, close] = tagged_parts(name);
+    [prefix, ":", open, name, close]
 }
 
 /// `T(name) + ":" + suffix`, Redisson's `suffixName`.

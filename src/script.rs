@@ -36,7 +36,8 @@ impl Script {
             .get_or_init(|| Bytes::from(fred::util::sha1_hash(self.lua)))
     }
 
-    /// Runs the script with `keys` and `args`: EVALSHA, then EVAL once on NOSCRIPT.
+    /// Runs the script with `keys` and `args`: EVALSHA, then EVAL once on NOSCRIPT. They are
+    /// encoded like every other call ([`ScriptArgs`]).
     ///
     /// # Cancel safety
     /// As [`Script::run_encoded`].
@@ -47,20 +48,16 @@ impl Script {
         keys: &[K],
         args: &[A],
     ) -> Result<Value, fred::error::Error> {
-        let slot = keys
-            .first()
-            .map(|key| fred::util::redis_keyslot(key.as_ref().as_bytes()));
-        // Built again for the rare NOSCRIPT fallback rather than cloned up front: a clone of
-        // every argument costs an allocation each on every call.
-        let command = |head: Value| {
-            let mut command: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
-            command.push(head);
-            command.push(Value::Integer(keys.len() as i64));
-            command.extend(keys.iter().map(|key| Value::from(key.as_ref())));
-            command.extend(args.iter().map(|arg| Value::from(arg.as_ref())));
-            command
-        };
-        self.send(redis, options, slot, command).await
+        let bytes = keys.iter().map(|key| key.as_ref().len()).sum::<usize>()
+            + args.iter().map(|arg| arg.as_ref().len()).sum::<usize>();
+        let mut out = ScriptArgs::with_capacity(keys.len() + args.len(), bytes);
+        for key in keys {
+            out.key(key.as_ref());
+        }
+        for arg in args {
+            out.arg(arg.as_ref());
+        }
+        self.run_encoded(redis, options, &out.finish()).await
     }
 
     /// Runs the script with arguments encoded by [`ScriptArgs`]: EVALSHA, then EVAL once on
