@@ -63,16 +63,10 @@ pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Res
     Ok(reply)
 }
 
-/// How long a release waits at most for a local waiter's running attempt before it releases
-/// plainly after all. An attempt is one script round trip (a subscribe at most adds another), a
-/// millisecond or two on a healthy connection; a slower one means a struggling server, where a
-/// release should not wait on another task's call.
-const ATTEMPT_WAIT: Duration = Duration::from_millis(100);
-
 /// The one release path (guards, `Lock::unlock`, dropped guards, undone acquires): when a local
 /// waiter is queued for the lock, the release names it and hands the lock to it in the same
 /// script (see `handoff.rs`); otherwise it is a plain `RELEASE`. A local waiter that is running
-/// an attempt of its own is waited for first (once, at most [`ATTEMPT_WAIT`]). A hand-off
+/// an attempt of its own is waited for first (once, bounded by the response timeout). A hand-off
 /// is reported as a full release (1).
 ///
 /// # Cancel safety
@@ -94,8 +88,8 @@ pub(crate) async fn release_or_hand_off(
             handoff::Claimed::Waiter(claim, field, lease_ms) => (claim, field, lease_ms),
             handoff::Claimed::AttemptRunning(attempt) => {
                 wait_for_attempts = false;
-                let bound = ATTEMPT_WAIT.min(redis.response_timeout);
-                let _ = tokio::time::timeout(bound, attempt.wait()).await;
+                // Bounded: the attempt is one script call, itself bounded by the timeout.
+                let _ = tokio::time::timeout(redis.response_timeout, attempt.wait()).await;
                 continue;
             }
             handoff::Claimed::Nobody => {
