@@ -12,24 +12,18 @@
 //! them. After `max_local_handoffs` consecutive hand-offs the next release is a plain one, which
 //! publishes the unlock message so that waiters of every client race for the lock again.
 //!
-//! A queue slot moves through these states, always under the queue's mutex. An acquire joins
-//! before its first attempt as `Retrying`: it runs attempts of its own, so no hand-off may
-//! overlap them (which could count one hold twice). Before parking it becomes `Queued`, and a
-//! wake-up turns it back to `Retrying` for the next attempt. `Queued` → (a releaser takes it)
-//! `Taken` → `Owned` (the script gave the lock to the slot's field) or back to `Queued` (it did
-//! not). A releaser that finds no `Queued` slot but a `Retrying` one waits for that attempt to end
-//! ([`Claimed::AttemptRunning`]) rather than free the lock under it. A waiter that goes away
-//! leaves `Abandoned` behind if a hand-off is in flight, and whoever ends up with a hold nobody
-//! owns releases it.
+//! A queue slot moves through these states, always under the queue's mutex:
+//! `Queued` → (a releaser takes it) `Taken` → `Owned` (the script gave the lock to the slot's
+//! field) or back to `Queued` (it did not). The waiter marks its slot `Retrying` while it runs
+//! an acquire attempt of its own, so that a hand-off and an attempt never overlap (which could
+//! count one hold twice). A waiter that goes away leaves `Abandoned` behind if a hand-off is in
+//! flight, and whoever ends up with a hold nobody owns releases it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use std::pin::Pin;
-
-use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -46,9 +40,6 @@ struct Queue {
     slots: Mutex<VecDeque<Arc<Slot>>>,
     /// Hand-offs in a row without a plain release (see the module docs).
     in_row: AtomicU32,
-    /// Signalled (to the tasks waiting at that moment) whenever a waiter's own attempt is over:
-    /// back in line, acquired or gone. See [`Claimed::AttemptRunning`].
-    attempt_over: Arc<Notify>,
 }
 
 struct Slot {
@@ -86,33 +77,6 @@ pub(crate) enum Turn {
     Retry,
 }
 
-/// What a releaser finds in the local queue of the lock it releases.
-pub(crate) enum Claimed {
-    /// Hand the lock to this waiter: the claim, the waiter's field and lease.
-    Waiter(Claim, Arc<str>, u64),
-    /// No local waiter can receive the lock: release it plainly.
-    Nobody,
-    /// No waiter is in line right now, but one is running an acquire attempt of its own (woken
-    /// by an unlock message). Its attempt cannot succeed while the releaser still holds the lock,
-    /// and it is back in line right after; a plain release now would instead free the lock for
-    /// the releasing task's own next acquire, which then wins the race against that waiter's
-    /// retry, and again on every round (barging). Waiting for the attempt keeps local waiters
-    /// first in line at the cost of part of one round trip.
-    AttemptRunning(AttemptOver),
-}
-
-/// Resolves when a local waiter's running attempt is over; see [`Claimed::AttemptRunning`].
-/// Registered before the queue was last looked at, so no signal after that look is missed.
-pub(crate) struct AttemptOver(Pin<Box<OwnedNotified>>);
-
-impl AttemptOver {
-    /// # Cancel safety
-    /// Cancel safe (nothing is lost by dropping it: the releaser simply looks again).
-    pub(crate) async fn wait(mut self) {
-        self.0.as_mut().await;
-    }
-}
-
 /// A releaser's claim on the head waiter, settled with [`Claim::settle`].
 pub(crate) struct Claim {
     queue: Arc<Queue>,
@@ -129,9 +93,7 @@ impl Handoffs {
         }
     }
 
-    /// Joins the local queue of lock `name` at the back, as a waiter that is still running
-    /// attempts of its own (`Retrying`): a releaser waits for it rather than freeing the lock
-    /// under it (see [`Claimed::AttemptRunning`]) until [`Place::requeue`] puts it in line.
+    /// Joins the local queue of lock `name` at the back.
     pub(crate) fn join(
         self: &Arc<Self>,
         name: &Arc<str>,
@@ -145,7 +107,7 @@ impl Handoffs {
         let slot = Arc::new(Slot {
             field: Arc::clone(field),
             lease_ms,
-            state: Mutex::new(SlotState::Retrying),
+            state: Mutex::new(SlotState::Queued),
             notify: Notify::new(),
         });
         let queue = {
@@ -154,7 +116,6 @@ impl Handoffs {
                 Arc::new(Queue {
                     slots: Mutex::new(VecDeque::new()),
                     in_row: AtomicU32::new(0),
-                    attempt_over: Arc::new(Notify::new()),
                 })
             });
             queue.slots.lock().push_back(Arc::clone(&slot));
@@ -170,34 +131,28 @@ impl Handoffs {
     }
 
     /// Claims the first waiting slot of lock `name` for a hand-off, unless hand-offs are off or
-    /// the fairness budget is spent (then the caller does a plain release). With
-    /// `wait_for_attempts`, a queue whose waiters are all running attempts of their own answers
-    /// [`Claimed::AttemptRunning`] instead of [`Claimed::Nobody`].
-    pub(crate) fn claim(&self, name: &str, wait_for_attempts: bool) -> Claimed {
-        let Some(queue) = self.queues.lock().get(name).cloned() else {
-            return Claimed::Nobody;
-        };
+    /// the fairness budget is spent (then the caller does a plain release). Returns the claim and
+    /// the receiving field and lease.
+    pub(crate) fn claim(&self, name: &str) -> Option<(Claim, Arc<str>, u64)> {
+        let queue = self.queues.lock().get(name).cloned()?;
         if queue.in_row.load(Ordering::Relaxed) >= self.max_in_row {
             queue.in_row.store(0, Ordering::Relaxed);
-            return Claimed::Nobody;
+            return None;
         }
-        let (mut slot, retrying) = take_first_queued(&queue);
-        if slot.is_none() && retrying && wait_for_attempts {
-            // Register for the signal first, then look again: a waiter that went back in line
-            // in between is claimed now, one that does so later signals the registration.
-            let mut over = Box::pin(Arc::clone(&queue.attempt_over).notified_owned());
-            over.as_mut().enable();
-            let (again, still_retrying) = take_first_queued(&queue);
-            if again.is_none() && still_retrying {
-                return Claimed::AttemptRunning(AttemptOver(over));
-            }
-            slot = again;
-        }
-        let Some(slot) = slot else {
-            return Claimed::Nobody;
+        let slot = {
+            let slots = queue.slots.lock();
+            let slot = slots.iter().find(|slot| {
+                let mut state = slot.state.lock();
+                let waiting = *state == SlotState::Queued;
+                if waiting {
+                    *state = SlotState::Taken;
+                }
+                waiting
+            })?;
+            Arc::clone(slot)
         };
         let (field, lease_ms) = (Arc::clone(&slot.field), slot.lease_ms);
-        Claimed::Waiter(
+        Some((
             Claim {
                 queue,
                 slot,
@@ -205,7 +160,7 @@ impl Handoffs {
             },
             field,
             lease_ms,
-        )
+        ))
     }
 
     fn leave(&self, name: &Arc<str>, queue: &Arc<Queue>, slot: &Arc<Slot>) {
@@ -216,23 +171,6 @@ impl Handoffs {
             queues.remove(name);
         }
     }
-}
-
-/// Marks the first `Queued` slot of `queue` as `Taken` and returns it, and whether any slot is
-/// `Retrying` (running an attempt of its own).
-fn take_first_queued(queue: &Queue) -> (Option<Arc<Slot>>, bool) {
-    let slots = queue.slots.lock();
-    let mut retrying = false;
-    let slot = slots.iter().find(|slot| {
-        let mut state = slot.state.lock();
-        retrying |= *state == SlotState::Retrying;
-        let waiting = *state == SlotState::Queued;
-        if waiting {
-            *state = SlotState::Taken;
-        }
-        waiting
-    });
-    (slot.map(Arc::clone), retrying)
 }
 
 impl Claim {
@@ -295,8 +233,6 @@ impl Place {
         let mut state = self.slot.state.lock();
         if *state == SlotState::Retrying {
             *state = SlotState::Queued;
-            drop(state);
-            self.queue.attempt_over.notify_waiters();
         }
     }
 
@@ -323,7 +259,6 @@ impl Drop for Place {
             orphan
         };
         self.handoffs.leave(&self.name, &self.queue, &self.slot);
-        self.queue.attempt_over.notify_waiters();
         if let Some(lease_ms) = orphan {
             tracing::debug!(lock = %self.name, "releasing a handed-over lock whose waiter left");
             self.janitor.submit(crate::janitor::Job::Release(Release {

@@ -65,13 +65,8 @@ pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Res
 
 /// The one release path (guards, `Lock::unlock`, dropped guards, undone acquires): when a local
 /// waiter is queued for the lock, the release names it and hands the lock to it in the same
-/// script (see `handoff.rs`); otherwise it is a plain `RELEASE`. A local waiter that is running
-/// an attempt of its own is waited for first (once, bounded by the response timeout). A hand-off
-/// is reported as a full release (1).
-///
-/// # Cancel safety
-/// Runs inside an [`InFlight`]: once polled, a dropped caller leaves it to the janitor, which
-/// finishes it (the wait included).
+/// script (see `handoff.rs`); otherwise it is a plain `RELEASE`. A hand-off is reported as a
+/// full release (1).
 pub(crate) async fn release_or_hand_off(
     redis: std::sync::Arc<crate::client::Redis>,
     handoffs: std::sync::Arc<handoff::Handoffs>,
@@ -80,32 +75,20 @@ pub(crate) async fn release_or_hand_off(
     // Set once the caller's own hold was handed over: later rounds only clean up after a waiter
     // that left, and do not change the caller's outcome.
     let mut handed_over = false;
-    // A releaser waits at most once for a local waiter's own attempt (see `Claimed`).
-    let mut wait_for_attempts = true;
     loop {
-        let (claim, to_field, to_lease_ms) = match handoffs.claim(&release.name, wait_for_attempts)
-        {
-            handoff::Claimed::Waiter(claim, field, lease_ms) => (claim, field, lease_ms),
-            handoff::Claimed::AttemptRunning(attempt) => {
-                wait_for_attempts = false;
-                // Bounded: the attempt is one script call, itself bounded by the timeout.
-                let _ = tokio::time::timeout(redis.response_timeout, attempt.wait()).await;
-                continue;
-            }
-            handoff::Claimed::Nobody => {
-                let reply = redis
-                    .run_lock_call(LockCall::Release {
-                        release,
-                        publish: redis.publish_arg,
-                        to: None,
-                    })
-                    .await;
-                return if handed_over {
-                    Ok(Value::Integer(1))
-                } else {
-                    reply
-                };
-            }
+        let Some((claim, to_field, to_lease_ms)) = handoffs.claim(&release.name) else {
+            let reply = redis
+                .run_lock_call(LockCall::Release {
+                    release,
+                    publish: redis.publish_arg,
+                    to: None,
+                })
+                .await;
+            return if handed_over {
+                Ok(Value::Integer(1))
+            } else {
+                reply
+            };
         };
         let reply = redis
             .run_lock_call(LockCall::Release {

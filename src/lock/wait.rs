@@ -91,16 +91,7 @@ where
     } else {
         client.pubsub.join_active(&waiter.channel())
     };
-    // A place in the local queue from the first attempt on, marked as running attempts of our
-    // own: a holder of this client that releases meanwhile waits for the attempt instead of
-    // freeing the lock for its own next acquire, which would otherwise win every such race (see
-    // `Claimed::AttemptRunning`). Left as soon as the lock is ours.
-    let mut place = client.handoffs.join(
-        &waiter.name,
-        &waiter.field,
-        waiter.lease_ms,
-        &client.janitor,
-    );
+    let mut place = None;
     let mut woken_by = WokenBy::Immediate;
     let mut attempts = 0u32;
     let mut backoff = Duration::from_millis(50);
@@ -149,7 +140,6 @@ where
             tracing::debug!(attempts, "not acquired within the wait bound");
             return Ok(None);
         }
-
         let Some(share) = subscription.as_ref() else {
             // Subscribe (bounded by the time left), then retry at once (step 3).
             // Boxed: the subscribe future is large and runs once per acquire at most, while a
@@ -186,8 +176,16 @@ where
         };
         // Step 4: in line for a local hand-off, keeping the place across retries. Only now, with
         // no attempt of ours running, may a releaser hand the lock to this place.
-        if let Some(place) = &place {
-            place.requeue();
+        match &place {
+            Some(place) => place.requeue(),
+            None => {
+                place = client.handoffs.join(
+                    &waiter.name,
+                    &waiter.field,
+                    waiter.lease_ms,
+                    &client.janitor,
+                )
+            }
         }
         let handed = async {
             match &place {
