@@ -46,7 +46,16 @@ impl Redis {
     ) -> Result<fred::types::Value, fred::error::Error> {
         match &self.dispatcher {
             Some(dispatcher) => dispatcher.run(call).await,
-            None => crate::dispatch::run_alone(&self.pool, &self.write_options, call).await,
+            // Boxed: fred's command future is several KB, and inline it would size every lock
+            // call's future (and the `InFlight` box each one is copied into) in every mode.
+            None => {
+                Box::pin(crate::dispatch::run_alone(
+                    &self.pool,
+                    &self.write_options,
+                    call,
+                ))
+                .await
+            }
         }
     }
 
@@ -365,4 +374,50 @@ async fn close(pool: &Pool, subscriber: &SubscriberClient) {
         let _ = subscriber.quit().await;
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), quit).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every acquire and release future is boxed once (into `InFlight`) and moved around by
+    /// value before that: a lock call future that embedded fred's command future inline (several
+    /// KB) made each call copy kilobytes.
+    #[tokio::test]
+    async fn lock_call_futures_stay_small() {
+        fn size<F: std::future::Future>(_: &F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let pool = Pool::new(fred::types::config::Config::default(), None, None, None, 1)
+            .expect("a pool that is not connected yet");
+        let call = || LockCall::Acquire {
+            name: "lock".into(),
+            field: "client:1".into(),
+            lease_ms: 1000,
+        };
+        for batching in [true, false] {
+            let (dispatcher, task) = if batching {
+                let (dispatcher, task) = Dispatcher::start(pool.clone(), Options::default());
+                (Some(dispatcher), Some(task))
+            } else {
+                (None, None)
+            };
+            let redis = Redis {
+                pool: pool.clone(),
+                dispatcher,
+                write_options: Options::default(),
+                read_options: Options::default(),
+                clustered: !batching,
+                publish_arg: "PUBLISH",
+                response_timeout: Duration::from_secs(1),
+            };
+            let future = redis.run_lock_call(call());
+            assert!(size(&future) <= 256, "{} bytes", size(&future));
+            drop(future);
+            drop(redis);
+            if let Some(task) = task {
+                task.await.expect("the dispatcher ends with its sender");
+            }
+        }
+    }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Identity spaces, so that task ids, thread ids and explicit owners never collide. All stay
 /// below 2^63 so that the decimal id is also a valid positive Java `long`.
@@ -130,9 +131,25 @@ fn task_number(task: tokio::task::Id) -> u64 {
     }
 }
 
-/// The holder field `<client uuid>:<owner id>`.
-pub(crate) fn holder_field(client_id: &str, owner: Owner) -> String {
-    format!("{client_id}:{}", owner.0)
+/// The holder field `<client uuid>:<owner id>`, built in place: one allocation per acquire
+/// instead of a formatted `String` copied into an `Arc`.
+pub(crate) fn holder_field(client_id: &str, owner: Owner) -> Arc<str> {
+    let mut digits = itoa::Buffer::new();
+    let id = digits.format(owner.0);
+    let mut buf = [0u8; 96];
+    let len = client_id.len() + 1 + id.len();
+    match buf.get_mut(..len) {
+        Some(field) => {
+            field[..client_id.len()].copy_from_slice(client_id.as_bytes());
+            field[client_id.len()] = b':';
+            field[client_id.len() + 1..].copy_from_slice(id.as_bytes());
+            match std::str::from_utf8(field) {
+                Ok(field) => Arc::from(field),
+                Err(_) => Arc::from(format!("{client_id}:{id}")), // never: both parts are str
+            }
+        }
+        None => Arc::from(format!("{client_id}:{id}")), // a client id longer than a uuid
+    }
 }
 
 #[cfg(test)]
@@ -169,6 +186,11 @@ mod tests {
     #[test]
     fn field_is_uuid_colon_decimal() {
         let owner = Owner::new();
-        assert_eq!(holder_field("abc", owner), format!("abc:{}", owner.id()));
+        assert_eq!(&*holder_field("abc", owner), format!("abc:{}", owner.id()));
+        let long = "x".repeat(200);
+        assert_eq!(
+            &*holder_field(&long, owner),
+            format!("{long}:{}", owner.id())
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! lost. SUBSCRIBE and UNSUBSCRIBE of one channel are serialised by the entry, so a quick
 //! leave-and-return can never end unsubscribed.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,7 +90,7 @@ impl PubSub {
             mode,
             when_unavailable,
             response_timeout,
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(HashMap::default()),
         });
         let tasks = vec![
             tokio::spawn(message_loop(Arc::clone(&shared), shutdown.clone())),

@@ -19,7 +19,9 @@
 //! nothing but two list entries, and a tracked hold is renewed at most a third plus a thirtieth
 //! of the timeout after it was taken, well before it could expire.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -243,7 +245,7 @@ pub(crate) fn start(
 ) -> (Arc<LeaseTable>, tokio::task::JoinHandle<()>) {
     let watchdog_ms = u64::try_from(watchdog_timeout.as_millis()).unwrap_or(u64::MAX);
     let table = Arc::new(LeaseTable {
-        entries: Mutex::new(HashMap::new()),
+        entries: Mutex::new(HashMap::default()),
         pending: Mutex::new(Vec::new()),
         next_generation: AtomicU64::new(1),
         watchdog_ms,
@@ -258,7 +260,7 @@ pub(crate) fn start(
         batch_size,
         queue: DelayQueue::new(),
         buckets: BTreeMap::new(),
-        tracked: HashMap::new(),
+        tracked: HashMap::default(),
     };
     let task = tokio::spawn(watchdog.run(shutdown));
     (table, task)
@@ -513,7 +515,7 @@ fn split_into_batches(
     batch_size: usize,
     clustered: bool,
 ) -> Vec<Vec<(HoldKey, u64)>> {
-    let mut groups: HashMap<u16, Vec<(HoldKey, u64)>> = HashMap::new();
+    let mut groups: HashMap<u16, Vec<(HoldKey, u64)>> = HashMap::default();
     for (key, generation) in due {
         let slot = if clustered {
             fred::util::redis_keyslot(key.name.as_bytes())

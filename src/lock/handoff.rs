@@ -19,7 +19,9 @@
 //! count one hold twice). A waiter that goes away leaves `Abandoned` behind if a hand-off is in
 //! flight, and whoever ends up with a hold nobody owns releases it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -88,7 +90,7 @@ impl Handoffs {
     /// `max_in_row`: consecutive hand-offs before a plain release; 0 disables hand-offs.
     pub(crate) fn new(max_in_row: u32) -> Handoffs {
         Handoffs {
-            queues: Mutex::new(HashMap::new()),
+            queues: Mutex::new(HashMap::default()),
             max_in_row,
         }
     }

@@ -223,7 +223,7 @@ impl Lock {
         let client = self.client();
         client.ensure_open()?;
         self.check_name()?;
-        let field: Arc<str> = holder_field(&client.id, self.owner()).into();
+        let field = holder_field(&client.id, self.owner());
         let key = HoldKey {
             name: self.name_arc(),
             field: Arc::clone(&field),
@@ -291,7 +291,7 @@ impl Lock {
     /// ```
     pub async fn is_held_by_current_owner(&self) -> Result<bool> {
         let field = holder_field(&self.client().id, self.owner());
-        self.query("HEXISTS", &[&field]).await
+        self.query("HEXISTS", &[&*field]).await
     }
 
     /// How many holds this handle's owner has on the lock (`HGET`; 0 when it holds none).
@@ -303,7 +303,7 @@ impl Lock {
     /// ```
     pub async fn hold_count(&self) -> Result<u64> {
         let field = holder_field(&self.client().id, self.owner());
-        let count: Option<u64> = self.query("HGET", &[&field]).await?;
+        let count: Option<u64> = self.query("HGET", &[&*field]).await?;
         Ok(count.unwrap_or(0))
     }
 
@@ -353,7 +353,7 @@ impl Lock {
             }
         }
         let owner = self.owner();
-        let field: Arc<str> = holder_field(&client.id, owner).into();
+        let field = holder_field(&client.id, owner);
         let span =
             tracing::debug_span!("ferrisson.acquire", lock = self.name(), owner = owner.id());
         let attempt = || self.attempt(owner, Arc::clone(&field), lease_kind, lease_ms);
