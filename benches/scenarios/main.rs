@@ -100,6 +100,8 @@ pub struct Plan {
     pub limit_duration: Duration,
     pub limit_pipeline: usize,
     pub ping_samples: usize,
+    /// Rounds of the uncontended comparison at `uncontended_summary` (see `compare_uncontended`).
+    pub compare_rounds: u32,
 }
 
 impl Plan {
@@ -126,6 +128,7 @@ impl Plan {
                 limit_duration: Duration::from_secs(3),
                 limit_pipeline: 16,
                 ping_samples: 20_000,
+                compare_rounds: 5,
             },
             Mode::Quick => Plan {
                 mode,
@@ -143,6 +146,7 @@ impl Plan {
                 limit_duration: ms(700),
                 limit_pipeline: 16,
                 ping_samples: 2_000,
+                compare_rounds: 2,
             },
             Mode::Smoke => Plan {
                 mode,
@@ -157,6 +161,7 @@ impl Plan {
                 limit_duration: ms(150),
                 limit_pipeline: 16,
                 ping_samples: 100,
+                compare_rounds: 1,
             },
         }
     }
@@ -449,6 +454,10 @@ async fn run_uncontended(
 ) -> Vec<UncontendedRow> {
     let mut rows = Vec::new();
     for &tasks in &plan.uncontended_tasks {
+        if with_peers && tasks == plan.uncontended_summary {
+            rows.push(compare_uncontended(plan, url, raw, tasks).await);
+            continue;
+        }
         let cpu = Cpu::start(raw).await;
         let ferrisson = bounded(
             plan.scenario_timeout(),
@@ -458,58 +467,126 @@ async fn run_uncontended(
         let mut cpu_us_per_pair = std::collections::BTreeMap::new();
         if let Ok(t) = &ferrisson {
             let pairs = t.pairs_per_s * (plan.warmup + plan.duration).as_secs_f64();
-            cpu_us_per_pair.insert("ferrisson", cpu.us_per(pairs, false, raw).await);
+            cpu_us_per_pair.insert("ferrisson", cpu.used(false, raw).await.per(pairs));
         }
         progress!(
             "uncontended T={tasks}: ferrisson {}",
             show(&ferrisson, report::throughput)
         );
-        let mut row = UncontendedRow {
+        rows.push(UncontendedRow {
             tasks,
             ferrisson,
             rslock: None,
             spin: None,
             node: None,
             cpu_us_per_pair,
-        };
-        if with_peers && tasks == plan.uncontended_summary {
-            let limit = plan.baseline_timeout();
-            let pairs = |t: &measure::Throughput| t.pairs_per_s * plan.duration.as_secs_f64();
-            let cpu = Cpu::start(raw).await;
-            let rslock = bounded(limit, peers::rslock_uncontended(url, tasks, plan.duration)).await;
-            if let Ok(t) = &rslock {
-                let used = cpu.us_per(pairs(t), false, raw).await;
-                row.cpu_us_per_pair.insert("rslock", used);
-            }
-            progress!(
-                "uncontended T={tasks}: rslock {}",
-                show(&rslock, report::throughput)
-            );
-            let cpu = Cpu::start(raw).await;
-            let spin = bounded(limit, peers::spin_uncontended(url, tasks, plan.duration)).await;
-            if let Ok(t) = &spin {
-                let used = cpu.us_per(pairs(t), false, raw).await;
-                row.cpu_us_per_pair.insert("spin", used);
-            }
-            progress!(
-                "uncontended T={tasks}: spin {}",
-                show(&spin, report::throughput)
-            );
-            let cpu = Cpu::start(raw).await;
-            let node = bounded(limit, peers::node_uncontended(url, tasks, plan.duration)).await;
-            if let Ok(t) = &node {
-                let used = cpu.us_per(pairs(t), true, raw).await;
-                row.cpu_us_per_pair.insert("node-redisson", used);
-            }
-            progress!(
-                "uncontended T={tasks}: node-redisson {}",
-                show(&node, report::throughput)
-            );
-            (row.rslock, row.spin, row.node) = (Some(rslock), Some(spin), Some(node));
-        }
-        rows.push(row);
+        });
     }
     rows
+}
+
+/// The locks of the uncontended comparison, in the order each round runs them.
+const COMPARED: [&str; 4] = ["ferrisson", "rslock", "spin", "node-redisson"];
+
+/// The uncontended comparison at T = `tasks`: ferrisson and the three peers take turns, in
+/// `plan.compare_rounds` rounds of `duration / rounds` each (every turn after its own warm-up).
+///
+/// Why rounds: this machine's speed drifts by up to 2× within a minute, so four back-to-back
+/// runs of the full duration compared ferrisson with peers measured on a different machine, in
+/// effect (the same build's ratio to rslock moved between 0.53 and 1.11 that way). Taking turns
+/// exposes every lock to the same drift. pairs/s is the mean over the rounds (total pairs over
+/// total time, the rounds being equally long); latency p50 and p99 are the medians of the
+/// rounds' own; CPU per pair is the total CPU over the total pairs.
+async fn compare_uncontended(
+    plan: &Plan,
+    url: &str,
+    raw: &fred::clients::Client,
+    tasks: usize,
+) -> UncontendedRow {
+    let rounds = plan.compare_rounds.max(1);
+    let turn = plan.duration / rounds;
+    let mut taken: [Turns; 4] = Default::default();
+    for round in 1..=rounds {
+        for (lock, turns) in COMPARED.iter().zip(taken.iter_mut()) {
+            let cpu = Cpu::start(raw).await;
+            let limit = plan.baseline_timeout();
+            // CPU is counted over the warm-up too, so per pair it counts the warm-up's pairs.
+            let (result, counted) = match *lock {
+                "ferrisson" => (
+                    bounded(
+                        plan.scenario_timeout(),
+                        ferrisson::uncontended(url, tasks, plan.warmup, turn),
+                    )
+                    .await,
+                    plan.warmup + turn,
+                ),
+                "rslock" => (
+                    bounded(limit, peers::rslock_uncontended(url, tasks, turn)).await,
+                    turn,
+                ),
+                "spin" => (
+                    bounded(limit, peers::spin_uncontended(url, tasks, turn)).await,
+                    turn,
+                ),
+                _ => (
+                    bounded(limit, peers::node_uncontended(url, tasks, turn)).await,
+                    turn,
+                ),
+            };
+            let used = cpu.used(*lock == "node-redisson", raw).await;
+            if let Ok(t) = &result {
+                turns.pairs += t.pairs_per_s * counted.as_secs_f64();
+                turns.used = Some(turns.used.map_or(used, |sum| sum.plus(&used)));
+            }
+            progress!(
+                "uncontended T={tasks}, round {round}/{rounds}: {lock} {}",
+                show(&result, report::throughput)
+            );
+            turns.results.push(result);
+        }
+    }
+    let [ferrisson, rslock, spin, node] = taken;
+    let mut cpu_us_per_pair = std::collections::BTreeMap::new();
+    for (lock, turns) in COMPARED.iter().zip([&ferrisson, &rslock, &spin, &node]) {
+        if let Some(used) = turns.used {
+            cpu_us_per_pair.insert(*lock, used.per(turns.pairs));
+        }
+    }
+    UncontendedRow {
+        tasks,
+        ferrisson: ferrisson.combined(),
+        rslock: Some(rslock.combined()),
+        spin: Some(spin.combined()),
+        node: Some(node.combined()),
+        cpu_us_per_pair,
+    }
+}
+
+/// One lock's turns in [`compare_uncontended`].
+#[derive(Default)]
+struct Turns {
+    results: Vec<Result<measure::Throughput, String>>,
+    /// Pairs made while its CPU was counted (warm-ups included).
+    pairs: f64,
+    used: Option<CpuUsed>,
+}
+
+impl Turns {
+    /// The turns as one measurement; any failed turn fails it.
+    fn combined(self) -> Result<measure::Throughput, String> {
+        let turns = self.results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let median = |field: fn(&measure::Throughput) -> f64| {
+            let mut values: Vec<f64> = turns.iter().map(field).collect();
+            values.sort_by(f64::total_cmp);
+            values.get(values.len() / 2).copied().unwrap_or(0.0)
+        };
+        Ok(measure::Throughput {
+            pairs_per_s: turns.iter().map(|t| t.pairs_per_s).sum::<f64>()
+                / turns.len().max(1) as f64,
+            p50_us: median(|t| t.p50_us),
+            p99_us: median(|t| t.p99_us),
+        })
+    }
 }
 
 /// CPU used by one measurement: the client's (this process's, or its finished children's: the
@@ -529,8 +606,8 @@ impl Cpu {
         }
     }
 
-    /// Client and server CPU µs per unit of work since `start`.
-    async fn us_per(&self, units: f64, children: bool, raw: &fred::clients::Client) -> CpuPer {
+    /// Client and server CPU used since `start`.
+    async fn used(&self, children: bool, raw: &fred::clients::Client) -> CpuUsed {
         let client = if children {
             measure::children_cpu_time().saturating_sub(self.children)
         } else {
@@ -540,6 +617,27 @@ impl Cpu {
             (Some(before), Some(after)) => Some(after.saturating_sub(before)),
             _ => None,
         };
+        CpuUsed { client, server }
+    }
+}
+
+/// CPU used by the client and the server (`None`: `INFO cpu` did not answer).
+#[derive(Clone, Copy, Debug)]
+struct CpuUsed {
+    client: Duration,
+    server: Option<Duration>,
+}
+
+impl CpuUsed {
+    fn plus(&self, other: &CpuUsed) -> CpuUsed {
+        CpuUsed {
+            client: self.client + other.client,
+            server: self.server.zip(other.server).map(|(a, b)| a + b),
+        }
+    }
+
+    /// µs per unit of work.
+    fn per(&self, units: f64) -> CpuPer {
         let per = |used: Duration| {
             if units > 0.0 {
                 used.as_secs_f64() * 1e6 / units
@@ -548,8 +646,8 @@ impl Cpu {
             }
         };
         CpuPer {
-            client_us: per(client),
-            server_us: server.map(per),
+            client_us: per(self.client),
+            server_us: self.server.map(per),
         }
     }
 }
