@@ -55,6 +55,10 @@ struct Worker {
     acquire: Histogram<u64>,
     handoff: Histogram<u64>,
     immediate: u64,
+    /// Hot: acquisitions by other tasks while one acquire waited (FIFO: about T − 1).
+    overtaken: Histogram<u64>,
+    /// Hot: when each measured acquisition returned, in 100 ms slots of the window.
+    slots: Vec<u64>,
 }
 
 impl Worker {
@@ -64,9 +68,14 @@ impl Worker {
             acquire: measure::histogram(),
             handoff: measure::histogram(),
             immediate: 0,
+            overtaken: measure::histogram(),
+            slots: Vec::new(),
         }
     }
 }
+
+/// The slot length of [`HotExtra::per_slot`].
+const SLOT: Duration = Duration::from_millis(100);
 
 /// Measured window of a timed loop: `warm_end .. deadline`.
 #[derive(Clone, Copy)]
@@ -149,6 +158,13 @@ pub struct HotExtra {
     pub handoffs: u64,
     /// Acquire latency p99.9 in µs.
     pub p999_us: f64,
+    /// Acquisitions by other tasks while one acquire waited: p50, p99, max. With FIFO service
+    /// every acquire waits for about T − 1 others, so a long wait with few overtakers is the
+    /// machine being slow then, not the lock serving out of order.
+    pub overtaken: [u64; 3],
+    /// Acquisitions per 100 ms slot of the window: min, median, max (how steady the machine
+    /// was: with FIFO service the acquire tail follows the slow slots).
+    pub per_slot: [u64; 3],
 }
 
 /// Hot: `tasks` tasks, each with its own [`Owner`], lock and unlock one lock in a loop with no
@@ -168,11 +184,13 @@ pub async fn hot(
     let base = client.lock(format!("ferrisson-bench:hot:{tasks}"));
     let epoch = Instant::now();
     let release_started = Arc::new(AtomicU64::new(0));
+    let acquisitions = Arc::new(AtomicU64::new(0));
     let window = Window::new(warmup, duration);
     let handles = (0..tasks)
         .map(|_| {
             let lock = base.with_owner(Owner::new());
             let release_started = Arc::clone(&release_started);
+            let acquisitions = Arc::clone(&acquisitions);
             tokio::spawn(async move {
                 let mut worker = Worker::new();
                 loop {
@@ -180,16 +198,21 @@ pub async fn hot(
                     if started >= window.deadline {
                         break;
                     }
+                    let before = acquisitions.load(Ordering::SeqCst);
                     let guard = lock.lock().await.map_err(err("lock"))?;
                     let acquired = Instant::now();
+                    let overtaken = acquisitions.fetch_add(1, Ordering::SeqCst) - before;
                     // Every acquire started in the window is recorded, also one that returns
                     // after it closed (long waits are not cut off); acq/s and the per-task
                     // counts take those that returned within it.
                     if started >= window.warm_end {
                         if acquired <= window.deadline {
                             worker.pairs += 1;
+                            let slot = (acquired - window.warm_end).as_nanos() / SLOT.as_nanos();
+                            worker.slots.push(u64::try_from(slot).unwrap_or(u64::MAX));
                         }
                         measure::record(&mut worker.acquire, acquired - started);
+                        worker.overtaken.saturating_record(overtaken);
                         if guard.acquisition().woken_by != WokenBy::Immediate {
                             let released_at = epoch
                                 + Duration::from_nanos(release_started.load(Ordering::SeqCst));
@@ -214,10 +237,21 @@ pub async fn hot(
     let workers = workers?;
     let mut acquire = measure::histogram();
     let mut handoff = measure::histogram();
+    let mut overtaken = measure::histogram();
+    let slot_count = (duration.as_nanos() / SLOT.as_nanos()).max(1) as usize;
+    let mut per_slot = vec![0u64; slot_count];
     let (mut total, mut immediate) = (0, 0);
     for worker in &workers {
         acquire.add(&worker.acquire).map_err(|e| e.to_string())?;
         handoff.add(&worker.handoff).map_err(|e| e.to_string())?;
+        overtaken
+            .add(&worker.overtaken)
+            .map_err(|e| e.to_string())?;
+        for &slot in &worker.slots {
+            if let Some(count) = usize::try_from(slot).ok().and_then(|s| per_slot.get_mut(s)) {
+                *count += 1;
+            }
+        }
         total += worker.pairs;
         immediate += worker.immediate;
     }
@@ -244,6 +278,23 @@ pub async fn hot(
             0.0
         } else {
             acquire.value_at_quantile(0.999) as f64
+        },
+        overtaken: if overtaken.is_empty() {
+            [0; 3]
+        } else {
+            [
+                overtaken.value_at_quantile(0.5),
+                overtaken.value_at_quantile(0.99),
+                overtaken.max(),
+            ]
+        },
+        per_slot: {
+            per_slot.sort_unstable();
+            [
+                per_slot[0],
+                per_slot[per_slot.len() / 2],
+                per_slot[per_slot.len() - 1],
+            ]
         },
     };
     Ok((hot, extra))

@@ -640,10 +640,18 @@ pub fn render(run: &Run) -> String {
             .filter_map(|r| r.ferrisson.as_ref().ok().map(|(_, x)| (r.tasks, x)))
             .map(|(t, x)| {
                 format!(
-                    "T={t}: {:.0} % of acquisitions did not wait, {} hand-offs, acquire p99.9 {}",
+                    "T={t}: {:.0} % of acquisitions did not wait, {} hand-offs, acquire p99.9 {}, \
+                     acquisitions by others during one acquire p50/p99/max {}/{}/{}, \
+                     acquisitions per 100 ms min/median/max {}/{}/{}",
                     x.immediate_share * 100.0,
                     x.handoffs,
-                    us(x.p999_us)
+                    us(x.p999_us),
+                    x.overtaken[0],
+                    x.overtaken[1],
+                    x.overtaken[2],
+                    x.per_slot[0],
+                    x.per_slot[1],
+                    x.per_slot[2]
                 )
             })
             .collect();
