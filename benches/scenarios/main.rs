@@ -373,7 +373,8 @@ fn main() {
             run.limit = Some(run_limit(&plan, &url, port).await);
         }
         if options.runs("uncontended") {
-            run.uncontended = Some(run_uncontended(&plan, &url, &raw, options.runs("peers")).await);
+            run.uncontended =
+                Some(run_uncontended(&plan, &url, port, &raw, options.runs("peers")).await);
         }
         if options.runs("hot") {
             run.hot = Some(run_hot(&plan, &url, options.runs("peers")).await);
@@ -449,13 +450,14 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
 async fn run_uncontended(
     plan: &Plan,
     url: &str,
+    port: u16,
     raw: &fred::clients::Client,
     with_peers: bool,
 ) -> Vec<UncontendedRow> {
     let mut rows = Vec::new();
     for &tasks in &plan.uncontended_tasks {
         if with_peers && tasks == plan.uncontended_summary {
-            rows.push(compare_uncontended(plan, url, raw, tasks).await);
+            rows.push(compare_uncontended(plan, url, port, raw, tasks).await);
             continue;
         }
         let cpu = Cpu::start(raw).await;
@@ -479,6 +481,7 @@ async fn run_uncontended(
             rslock: None,
             spin: None,
             node: None,
+            limit_in_turns: None,
             cpu_us_per_pair,
         });
     }
@@ -488,8 +491,9 @@ async fn run_uncontended(
 /// The locks of the uncontended comparison, in the order each round runs them.
 const COMPARED: [&str; 4] = ["ferrisson", "rslock", "spin", "node-redisson"];
 
-/// The uncontended comparison at T = `tasks`: ferrisson and the three peers take turns, in
-/// `plan.compare_rounds` rounds of `duration / rounds` each (every turn after its own warm-up).
+/// The uncontended comparison at T = `tasks`: ferrisson, the three peers and the limit
+/// (`redis-benchmark` running the acquire script pipelined, as in the limit scenario) take turns,
+/// in `plan.compare_rounds` rounds of `duration / rounds` each (every turn after its own warm-up).
 ///
 /// Why rounds: this machine's speed drifts by up to 2× within a minute, so four back-to-back
 /// runs of the full duration compared ferrisson with peers measured on a different machine, in
@@ -500,13 +504,26 @@ const COMPARED: [&str; 4] = ["ferrisson", "rslock", "spin", "node-redisson"];
 async fn compare_uncontended(
     plan: &Plan,
     url: &str,
+    port: u16,
     raw: &fred::clients::Client,
     tasks: usize,
 ) -> UncontendedRow {
     let rounds = plan.compare_rounds.max(1);
     let turn = plan.duration / rounds;
     let mut taken: [Turns; 4] = Default::default();
+    let mut limit_turns = Vec::new();
     for round in 1..=rounds {
+        let pipeline = plan.limit_pipeline;
+        let limit = bounded_blocking(plan.baseline_timeout(), move || {
+            limit::redis_benchmark_acquire(port, tasks, pipeline, turn)
+        })
+        .await
+        .map(|per_s| per_s / 2.0);
+        progress!(
+            "uncontended T={tasks}, round {round}/{rounds}: limit/2 {}",
+            show(&limit, |pairs| format!("{} pairs/s", report::rate(*pairs)))
+        );
+        limit_turns.push(limit);
         for (lock, turns) in COMPARED.iter().zip(taken.iter_mut()) {
             let cpu = Cpu::start(raw).await;
             let limit = plan.baseline_timeout();
@@ -558,6 +575,12 @@ async fn compare_uncontended(
         rslock: Some(rslock.combined()),
         spin: Some(spin.combined()),
         node: Some(node.combined()),
+        limit_in_turns: Some(
+            limit_turns
+                .into_iter()
+                .collect::<Result<Vec<f64>, String>>()
+                .map(|turns| turns.iter().sum::<f64>() / turns.len().max(1) as f64),
+        ),
         cpu_us_per_pair,
     }
 }

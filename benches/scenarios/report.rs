@@ -103,6 +103,9 @@ pub struct UncontendedRow {
     pub rslock: Option<Res<Throughput>>,
     pub spin: Option<Res<Throughput>>,
     pub node: Option<Res<Throughput>>,
+    /// The limit (pipelined `redis-benchmark` acquire-script rate / 2) measured in turns with the
+    /// locks at this T (`compare_uncontended`); `None` where it was not.
+    pub limit_in_turns: Option<Res<f64>>,
     /// Client and server CPU µs per lock+unlock pair, by lock (approximate: connection set-up
     /// included).
     pub cpu_us_per_pair: std::collections::BTreeMap<&'static str, crate::measure::CpuPer>,
@@ -167,6 +170,22 @@ impl Run {
             }
         }
         failures
+    }
+
+    /// The limit on pairs/s at T = `tasks`: measured in turns with the locks where it was, else
+    /// from the limit scenario (pipelined rate / 2).
+    fn limit_pairs(&self, tasks: usize) -> Res<f64> {
+        let in_turns = self
+            .uncontended
+            .iter()
+            .flatten()
+            .find(|r| r.tasks == tasks)
+            .and_then(|r| r.limit_in_turns.clone());
+        match (in_turns, self.limit_row(tasks)) {
+            (Some(limit), _) => limit,
+            (None, Some(l)) => l.pipelined_per_s.clone().map(|r| r / 2.0),
+            (None, None) => Err("limit not run".into()),
+        }
     }
 
     fn limit_row(&self, clients: usize) -> Option<&LimitRow> {
@@ -325,10 +344,7 @@ pub fn checks(run: &Run) -> Vec<Check> {
         if let Some(Ok(f)) = rows.iter().find(|r| r.tasks == t).map(|r| &r.ferrisson) {
             let row = rows.iter().find(|r| r.tasks == t).expect("row exists");
             let subject = format!("uncontended T={t}: {} pairs/s", rate(f.pairs_per_s));
-            let limit = match run.limit_row(t) {
-                Some(l) => l.pipelined_per_s.clone().map(|r| r / 2.0),
-                None => Err("limit not run".into()),
-            };
+            let limit = run.limit_pairs(t);
             checks.push(ratio_check(
                 "uncontended",
                 subject.clone(),
@@ -570,10 +586,7 @@ pub fn render(run: &Run) -> String {
             "| T | lock | pairs/s | acquire p50 | acquire p99 | × limit/2 | client CPU/pair | server CPU/pair |\n|---:|---|---:|---:|---:|---:|---:|---:|"
         );
         for row in rows {
-            let limit = run
-                .limit_row(row.tasks)
-                .and_then(|l| l.pipelined_per_s.as_ref().ok())
-                .map(|r| r / 2.0);
+            let limit = run.limit_pairs(row.tasks).ok();
             let mut line = |name: &str, result: &Option<Res<Throughput>>| {
                 let vs = match (result, limit) {
                     (Some(Ok(t)), Some(l)) if l > 0.0 => format!("{:.2}", t.pairs_per_s / l),
@@ -783,9 +796,8 @@ pub fn summary(run: &Run) -> Value {
         .as_ref()
         .and_then(|rows| rows.iter().find(|r| r.tasks == ut));
     let limit = run
-        .limit_row(ut)
-        .and_then(|l| l.pipelined_per_s.as_ref().ok())
-        .map_or(Value::Null, |r| json!({ "pairs_per_s": r / 2.0 }));
+        .limit_pairs(ut)
+        .map_or(Value::Null, |pairs| json!({ "pairs_per_s": pairs }));
     let ht = run.plan.hot_summary;
     let hrow = run
         .hot
@@ -906,6 +918,7 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
                         "pairs_per_s": p / 2.0,
                         "unpipelined_pairs_per_s": limit.and_then(|l| l.plain_per_s.as_ref().ok()).map(|v| v / 2.0),
                     })),
+                    "limit_in_turns": r.limit_in_turns.as_ref().map(res_json),
                 })
             })
             .collect();
