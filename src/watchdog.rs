@@ -137,6 +137,14 @@ impl LeaseTable {
         }
     }
 
+    /// Whether this client has a hold of `key` whose lease is not known lost.
+    pub(crate) fn holds(&self, key: &HoldKey) -> bool {
+        self.entries
+            .lock()
+            .get(key)
+            .is_some_and(|entry| !entry.lost && entry.holds > 0)
+    }
+
     /// Records the release of one hold of `ticket`.
     pub(crate) fn released(&self, ticket: &Ticket) -> Released {
         self.release_hold(&ticket.key, Some(ticket.generation), ticket.lease)

@@ -129,6 +129,105 @@ async fn without_handoffs_the_releaser_barges_back_in() {
     );
 }
 
+/// Two tasks of one client lock and unlock one lock back to back, with no work and no pause, and
+/// return the order in which they got it (0 or 1) up to the first task's last round.
+async fn two_tasks_back_to_back(client: &ferrisson::Client, name: &str, rounds: usize) -> Vec<u8> {
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..2u8)
+        .map(|task| {
+            let lock = client.lock(name).with_owner(Owner::new());
+            let order = order.clone();
+            tokio::spawn(async move {
+                for _ in 0..rounds {
+                    let guard = lock
+                        .lock_with_lease(Duration::from_secs(20))
+                        .await
+                        .expect("lock");
+                    order.lock().expect("order").push(task);
+                    assert!(guard.unlock().await.expect("unlock"));
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        timeout(Duration::from_secs(30), handle)
+            .await
+            .expect("no stall")
+            .expect("task");
+    }
+    let order = order.lock().expect("order").clone();
+    // After the first task's last round the other one is alone: cut there.
+    let last = order.last().copied().unwrap_or(0);
+    let first_done = order.iter().rposition(|&task| task != last).unwrap_or(0);
+    order[..=first_done].to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_asks_again_at_once_queues_behind_the_other_local_waiter() {
+    // The other task is always waiting: on its first attempt, retrying after an unlock message,
+    // or parked in line. A release followed at once by a new acquire must not take the lock
+    // back ahead of it, even while its attempt is still out (then the release is a plain one
+    // and the releaser's new acquire lines up behind it instead of trying).
+    let server = RedisServer::start();
+    let client = connect_with(config(&server, 16)).await;
+    let order = two_tasks_back_to_back(&client, "handoff:again", 300).await;
+    let repeats = order.windows(2).filter(|w| w[0] == w[1]).count();
+    assert!(
+        order.len() >= 400,
+        "both tasks ran side by side: {} acquisitions",
+        order.len()
+    );
+    assert!(
+        repeats * 20 <= order.len(),
+        "the releasing task took the lock again {repeats} times in {} acquisitions",
+        order.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_re_enters_at_once_while_local_waiters_are_in_line() {
+    // Acquires queue behind local waiters without trying first, but a re-entry by the holder
+    // must not: it would wait for a hand-off from itself.
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(config(&server, 16)).await;
+    let name = "handoff:reenter";
+    let holder = client.lock(name).with_owner(Owner::new());
+    let outer = holder
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .expect("lock");
+    let waiter = client.lock(name).with_owner(Owner::new());
+    let waiting =
+        tokio::spawn(async move { waiter.lock_with_lease(Duration::from_secs(20)).await });
+    support::redis_state::wait_numsub(
+        &raw,
+        &format!("redisson_lock__channel:{{{name}}}"),
+        1,
+        Duration::from_secs(5),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await; // let the waiter park in line
+    let inner = timeout(
+        Duration::from_secs(2),
+        holder.lock_with_lease(Duration::from_secs(20)),
+    )
+    .await
+    .expect("the holder re-entered without waiting")
+    .expect("re-enter");
+    assert_eq!(holder.hold_count().await.expect("HGET"), 2);
+    assert!(!waiting.is_finished(), "the waiter still waits");
+    assert!(inner.unlock().await.expect("unlock"));
+    assert!(outer.unlock().await.expect("unlock"));
+    let handed = timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("handed over")
+        .expect("task")
+        .expect("lock");
+    assert!(handed.unlock().await.expect("unlock"));
+    wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+}
+
 #[tokio::test]
 async fn a_handed_over_lock_carries_the_new_holders_field_and_lease() {
     let server = RedisServer::start();

@@ -12,6 +12,13 @@
 //! them. After `max_local_handoffs` consecutive hand-offs the next release is a plain one, which
 //! publishes the unlock message so that waiters of every client race for the lock again.
 //!
+//! Queueing behind local waiters: an acquire that starts while other owners of this client are
+//! in line for the lock takes its place at the back without a first attempt (`lock/wait.rs`,
+//! step 0); a waiter whose first attempt was refused takes its place at once, marked
+//! `Retrying`. So a task that releases and asks again at once lines up behind the local
+//! waiters instead of racing them, also behind one whose own attempt is still out (then its
+//! release was a plain one, and that attempt or its retry after the unlock message wins).
+//!
 //! A queue slot moves through these states, always under the queue's mutex:
 //! `Queued` → (a releaser takes it) `Taken` → `Owned` (the script gave the lock to the slot's
 //! field) or back to `Queued` (it did not). The waiter marks its slot `Retrying` while it runs
@@ -95,21 +102,37 @@ impl Handoffs {
         }
     }
 
-    /// Joins the local queue of lock `name` at the back.
+    /// Whether this client has waiters of lock `name` in line (waiting, retrying, or being
+    /// handed the lock).
+    pub(crate) fn contended(&self, name: &str) -> bool {
+        self.queues
+            .lock()
+            .get(name)
+            .is_some_and(|queue| !queue.slots.lock().is_empty())
+    }
+
+    /// Joins the local queue of lock `name` at the back: `retrying` while the caller still has
+    /// an attempt of its own to run (no hand-off may reach it before [`Place::requeue`]).
     pub(crate) fn join(
         self: &Arc<Self>,
         name: &Arc<str>,
         field: &Arc<str>,
         lease_ms: u64,
+        retrying: bool,
         janitor: &crate::janitor::Janitor,
     ) -> Option<Place> {
         if self.max_in_row == 0 {
             return None;
         }
+        let state = if retrying {
+            SlotState::Retrying
+        } else {
+            SlotState::Queued
+        };
         let slot = Arc::new(Slot {
             field: Arc::clone(field),
             lease_ms,
-            state: Mutex::new(SlotState::Queued),
+            state: Mutex::new(state),
             notify: Notify::new(),
         });
         let queue = {

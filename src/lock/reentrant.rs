@@ -30,7 +30,10 @@ use crate::watchdog::{HoldKey, Lease};
 ///
 /// # Fairness
 /// Not fair across clients (like Redisson's `RLock`): after a release, whichever waiter's retry
-/// reaches Redis first wins. Within one client, woken waiters are served in the order they parked.
+/// reaches Redis first wins. Within one client, waiters are served in the order they lined up:
+/// an acquire that starts while other owners of the same client wait for the lock queues behind
+/// them without trying first, so a task that releases and asks again at once does not overtake
+/// them.
 ///
 /// # Cancel safety
 /// Every acquire method is cancel safe: a dropped acquire future never leaves the lock held (an

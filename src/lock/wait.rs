@@ -1,14 +1,22 @@
 //! The wait loop shared by every pub/sub lock (protocol §1.6), with local hand-off.
 //!
+//! 0. If other owners of this client are in line for the lock already (see `handoff.rs`) and
+//!    the client holds a confirmed subscription of its channel, take a share of it and a place
+//!    at the back of the line *without* trying, and go to step 4: a task that releases the lock
+//!    and asks again at once must queue behind the local waiters, also behind one whose own
+//!    attempt is still out. (Not for a lone `try_lock`, nor when the owner holds the lock
+//!    already: a re-entry must not wait for itself.)
 //! 1. Try once. Acquired: done. (If this client already holds a confirmed subscription of the
 //!    lock's channel, a share of it is taken *before* this try, so step 3 is not needed.)
+//!    Refused: take a place in the local line, marked as retrying (no hand-off reaches it while
+//!    an attempt of its own may still run).
 //! 2. Take a share of the lock channel's subscription and wait for the server's confirmation.
 //! 3. Try again: a release between step 1 and the subscription is caught here, so no wake-up is
 //!    ever lost.
-//! 4. Join this client's local queue for the lock (see `handoff.rs`) and park until an unlock
-//!    message, a hand-off from a local releaser, or min(the lock's TTL, the time left). A
-//!    hand-off means the lock is already ours; anything else means: try again (step 3), keeping
-//!    the place in the queue.
+//! 4. Mark the place as waiting and park until an unlock message, a hand-off from a local
+//!    releaser, or min(the lock's TTL, the time left) (after step 0, whose waiter knows no TTL:
+//!    the watchdog timeout). A hand-off means the lock is already ours; anything else means: try
+//!    again (step 3), keeping the place in the queue.
 //!
 //! There is no fixed-interval polling: every retry follows a message, a TTL, or a reconnect.
 
@@ -24,6 +32,7 @@ use crate::client::ClientInner;
 use crate::config::WhenUnavailable;
 use crate::error::{Error, Result};
 use crate::pubsub::Wake;
+use crate::watchdog::HoldKey;
 
 /// The outcome of one acquire attempt.
 pub(crate) enum Attempt<T> {
@@ -92,22 +101,51 @@ where
         client.pubsub.join_active(&waiter.channel())
     };
     let mut place = None;
+    // Other owners of this client wait for the lock already: take the place behind them without
+    // a first attempt, so that a task that releases and asks again at once cannot overtake a
+    // local waiter whose own attempt is still out (the lock's holder, if local, hands it over
+    // on release). Not for a lone try (it has no time to wait), nor for a re-entry by a holder.
+    let mut in_line_first = false;
+    if subscription.is_some() {
+        let may_wait = time_left().is_none_or(|left| !left.is_zero());
+        if may_wait
+            && client.handoffs.contended(&waiter.name)
+            && !client.leases.holds(&HoldKey {
+                name: Arc::clone(&waiter.name),
+                field: Arc::clone(&waiter.field),
+            })
+        {
+            place = client.handoffs.join(
+                &waiter.name,
+                &waiter.field,
+                waiter.lease_ms,
+                false,
+                &client.janitor,
+            );
+            in_line_first = place.is_some();
+        }
+    }
     let mut woken_by = WokenBy::Immediate;
     let mut attempts = 0u32;
     let mut backoff = Duration::from_millis(50);
     loop {
-        attempts += 1;
-        // An attempt may wait for a connection (KeepWaiting) or a slow server: it counts against
-        // the wait bound. A lone try (no time to wait at all) gets the response timeout instead.
-        let outcome = match time_left() {
-            Some(left) if !left.is_zero() => match tokio::time::timeout(left, attempt()).await {
-                Ok(outcome) => outcome,
-                Err(_) => {
-                    tracing::debug!(attempts, "not acquired within the wait bound");
-                    return Ok(None);
-                }
-            },
-            _ => attempt().await,
+        let outcome = if std::mem::take(&mut in_line_first) {
+            // Wait as if the lock's TTL were the watchdog timeout: a hand-off or an unlock
+            // message normally comes first; the bound only covers a wake-up taken by a waiter
+            // that then went away.
+            Some(Ok(Attempt::Busy(
+                i64::try_from(client.config.watchdog_timeout.as_millis()).unwrap_or(i64::MAX),
+            )))
+        } else {
+            attempts += 1;
+            attempt_within(time_left(), &mut attempt).await
+        };
+        let outcome = match outcome {
+            Some(outcome) => outcome,
+            None => {
+                tracing::debug!(attempts, "not acquired within the wait bound");
+                return Ok(None);
+            }
         };
         let ttl_ms = match outcome {
             Ok(Attempt::Acquired(hold)) => {
@@ -139,6 +177,17 @@ where
         if time_left().is_some_and(|left| left.is_zero()) {
             tracing::debug!(attempts, "not acquired within the wait bound");
             return Ok(None);
+        }
+        // In line from the first refusal on, marked as retrying (the retry after subscribing is
+        // still to come), so that this client's other owners queue behind this waiter from now.
+        if place.is_none() {
+            place = client.handoffs.join(
+                &waiter.name,
+                &waiter.field,
+                waiter.lease_ms,
+                true,
+                &client.janitor,
+            );
         }
         let Some(share) = subscription.as_ref() else {
             // Subscribe (bounded by the time left), then retry at once (step 3).
@@ -176,16 +225,8 @@ where
         };
         // Step 4: in line for a local hand-off, keeping the place across retries. Only now, with
         // no attempt of ours running, may a releaser hand the lock to this place.
-        match &place {
-            Some(place) => place.requeue(),
-            None => {
-                place = client.handoffs.join(
-                    &waiter.name,
-                    &waiter.field,
-                    waiter.lease_ms,
-                    &client.janitor,
-                )
-            }
+        if let Some(place) = &place {
+            place.requeue();
         }
         let handed = async {
             match &place {
@@ -208,6 +249,23 @@ where
                 return Ok(Some((adopt(sent_at), acquired(WokenBy::Message, attempts))));
             }
         }
+    }
+}
+
+/// Runs one attempt within `left` of the wait bound (`None`: no bound); `None` when the bound ran
+/// out first. A slow server or a connection being re-established counts against the bound; a
+/// lone try (no time left at all) is bounded by the response timeout only.
+async fn attempt_within<T, F, Fut>(
+    left: Option<Duration>,
+    attempt: &mut F,
+) -> Option<Result<Attempt<T>>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    match left {
+        Some(left) if !left.is_zero() => tokio::time::timeout(left, attempt()).await.ok(),
+        _ => Some(attempt().await),
     }
 }
 
