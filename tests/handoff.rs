@@ -18,25 +18,39 @@ fn config(server: &RedisServer, max_local_handoffs: u32) -> Config {
     config
 }
 
-/// `tasks` spawned tasks of one client each take and release `name` `rounds` times. Returns, at
-/// the moment the first task finished, how many rounds the slowest task had done, and the total
-/// acquisitions woken by a message or hand-off.
+/// What [`round_robin`] saw.
+struct RoundRobin {
+    /// At the moment the first task finished, how many rounds the slowest task had done.
+    slowest: usize,
+    /// Acquisitions woken by a message or hand-off.
+    woken: usize,
+    /// Which task got the lock, in order, up to the first task's last round (after it, the
+    /// others run without it).
+    order: Vec<usize>,
+}
+
+/// `tasks` spawned tasks of one client each take and release `name` `rounds` times, back to
+/// back (no work, no pause).
 async fn round_robin(
     client: &ferrisson::Client,
     name: &str,
     tasks: usize,
     rounds: usize,
-) -> (usize, usize) {
+) -> RoundRobin {
     let done: Arc<Vec<AtomicUsize>> = Arc::new((0..tasks).map(|_| AtomicUsize::new(0)).collect());
     let slowest_when_first_finished = Arc::new(AtomicUsize::new(usize::MAX));
     let woken = Arc::new(AtomicUsize::new(0));
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let first_done_at = Arc::new(AtomicUsize::new(usize::MAX));
     let handles: Vec<_> = (0..tasks)
         .map(|i| {
             let lock = client.lock(name).with_owner(Owner::new());
-            let (done, slowest, woken) = (
+            let (done, slowest, woken, order, first_done_at) = (
                 done.clone(),
                 slowest_when_first_finished.clone(),
                 woken.clone(),
+                order.clone(),
+                first_done_at.clone(),
             );
             tokio::spawn(async move {
                 for _ in 0..rounds {
@@ -47,9 +61,16 @@ async fn round_robin(
                     if guard.acquisition().woken_by == WokenBy::Message {
                         woken.fetch_add(1, Ordering::Relaxed);
                     }
+                    order.lock().expect("order").push(i);
                     done[i].fetch_add(1, Ordering::SeqCst);
                     assert!(guard.unlock().await.expect("unlock"), "the hold was ours");
                 }
+                let _ = first_done_at.compare_exchange(
+                    usize::MAX,
+                    order.lock().expect("order").len(),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
                 let min = done
                     .iter()
                     .map(|n| n.load(Ordering::SeqCst))
@@ -61,15 +82,18 @@ async fn round_robin(
         })
         .collect();
     for handle in handles {
-        timeout(Duration::from_secs(20), handle)
+        timeout(Duration::from_secs(30), handle)
             .await
             .expect("no stall")
             .expect("task");
     }
-    (
-        slowest_when_first_finished.load(Ordering::SeqCst),
-        woken.load(Ordering::Relaxed),
-    )
+    let mut order = order.lock().expect("order").clone();
+    order.truncate(first_done_at.load(Ordering::SeqCst));
+    RoundRobin {
+        slowest: slowest_when_first_finished.load(Ordering::SeqCst),
+        woken: woken.load(Ordering::Relaxed),
+        order,
+    }
 }
 
 /// Spawns `acquire` as a waiter of `name`, waits until it is parked in line, releases `holder`
@@ -98,7 +122,7 @@ async fn local_waiters_take_turns_instead_of_the_releaser_barging_back_in() {
     let raw = raw_client(&server.url()).await;
     let client = connect_with(config(&server, 1_000_000)).await;
     reset_stats(&raw).await;
-    let (slowest, woken) = round_robin(&client, "handoff:turns", 6, 40).await;
+    let RoundRobin { slowest, woken, .. } = round_robin(&client, "handoff:turns", 6, 40).await;
     // FIFO hand-offs: when the first task is done, every other is only a few rounds behind (a plain
     // release still happens when no waiter is in line at that instant, e.g. while one retries).
     assert!(
@@ -122,44 +146,11 @@ async fn without_handoffs_the_releaser_barges_back_in() {
     // assertion above can fail.
     let server = RedisServer::start();
     let client = connect_with(config(&server, 0)).await;
-    let (slowest, _) = round_robin(&client, "handoff:barging", 6, 40).await;
+    let slowest = round_robin(&client, "handoff:barging", 6, 40).await.slowest;
     assert!(
         slowest < 38,
         "plain releases let the releaser re-acquire first (slowest {slowest})"
     );
-}
-
-/// Two tasks of one client lock and unlock one lock back to back, with no work and no pause, and
-/// return the order in which they got it (0 or 1) up to the first task's last round.
-async fn two_tasks_back_to_back(client: &ferrisson::Client, name: &str, rounds: usize) -> Vec<u8> {
-    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let handles: Vec<_> = (0..2u8)
-        .map(|task| {
-            let lock = client.lock(name).with_owner(Owner::new());
-            let order = order.clone();
-            tokio::spawn(async move {
-                for _ in 0..rounds {
-                    let guard = lock
-                        .lock_with_lease(Duration::from_secs(20))
-                        .await
-                        .expect("lock");
-                    order.lock().expect("order").push(task);
-                    assert!(guard.unlock().await.expect("unlock"));
-                }
-            })
-        })
-        .collect();
-    for handle in handles {
-        timeout(Duration::from_secs(30), handle)
-            .await
-            .expect("no stall")
-            .expect("task");
-    }
-    let order = order.lock().expect("order").clone();
-    // After the first task's last round the other one is alone: cut there.
-    let last = order.last().copied().unwrap_or(0);
-    let first_done = order.iter().rposition(|&task| task != last).unwrap_or(0);
-    order[..=first_done].to_vec()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,7 +161,7 @@ async fn a_task_that_asks_again_at_once_queues_behind_the_other_local_waiter() {
     // and the releaser's new acquire lines up behind it instead of trying).
     let server = RedisServer::start();
     let client = connect_with(config(&server, 16)).await;
-    let order = two_tasks_back_to_back(&client, "handoff:again", 300).await;
+    let order = round_robin(&client, "handoff:again", 2, 300).await.order;
     let repeats = order.windows(2).filter(|w| w[0] == w[1]).count();
     assert!(
         order.len() >= 400,
