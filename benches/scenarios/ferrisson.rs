@@ -333,6 +333,7 @@ pub async fn waiters(
     // Acquisitions, and hand-offs: acquisitions by another owner than the previous one.
     let count = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let last_owner = Arc::new(AtomicU64::new(0));
+    let arrived = Arc::new(AtomicU64::new(0));
     let parking_started = Instant::now();
     let mut handles = Vec::with_capacity(waiters);
     for chunk in 0..waiters.div_ceil(PARK_CHUNK) {
@@ -349,7 +350,9 @@ pub async fn waiters(
             let lock = base.with_owner(owner);
             let count = Arc::clone(&count);
             let last_owner = Arc::clone(&last_owner);
+            let arrived = Arc::clone(&arrived);
             tokio::spawn(async move {
+                arrived.fetch_add(1, Ordering::SeqCst);
                 loop {
                     let guard = match lock.lock().await {
                         Ok(guard) => guard,
@@ -366,10 +369,11 @@ pub async fn waiters(
             })
         }));
     }
-    // Parked = every waiter ran at least one acquire attempt (two when it had to subscribe
-    // first), the channel has its one subscriber, and the server has seen no attempt for a while:
-    // nothing retries while the holder's 60 s lease runs. Attempts are counted by the EXISTS
-    // that lua/acquire.lua runs first (Redis counts a script's commands in commandstats), since
+    // Parked = every waiter called `lock()`, the channel has its one subscriber, and the server
+    // has seen no attempt for a while: nothing retries while the holder's 60 s lease runs. Only
+    // the first waiters try the lock; the later ones line up behind them without trying
+    // (src/lock/wait.rs), within the call's first poll. Attempts are counted by the EXISTS that
+    // lua/acquire.lua runs first (Redis counts a script's commands in commandstats), since
     // concurrent attempts share one script run (src/dispatch.rs).
     let parked = async {
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -382,7 +386,8 @@ pub async fn waiters(
                 (last, changed) = (attempts, Instant::now());
             }
             let quiet = changed.elapsed() >= Duration::from_millis(200);
-            if attempts >= waiters as u64 && subscribers == 1 && quiet {
+            let all_arrived = arrived.load(Ordering::SeqCst) >= waiters as u64;
+            if all_arrived && attempts > 0 && subscribers == 1 && quiet {
                 return Ok(());
             }
             if Instant::now() >= deadline {

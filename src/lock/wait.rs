@@ -129,12 +129,19 @@ where
     let mut attempts = 0u32;
     let mut backoff = Duration::from_millis(50);
     loop {
+        let attempted = !in_line_first;
         let outcome = if std::mem::take(&mut in_line_first) {
-            // Wait as if the lock's TTL were the watchdog timeout: a hand-off or an unlock
-            // message normally comes first; the bound only covers a wake-up taken by a waiter
+            // No TTL of its own: wait until the lock's expiry as the waiters ahead learned it
+            // (else the watchdog timeout). A hand-off or an unlock message normally comes
+            // first; the bound covers a holder that vanished, or a wake-up taken by a waiter
             // that then went away.
+            let known = place.as_ref().and_then(|place| place.known_expiry());
+            let ttl = match known {
+                Some(at) => at.saturating_duration_since(Instant::now()),
+                None => client.config.watchdog_timeout,
+            };
             Some(Ok(Attempt::Busy(
-                i64::try_from(client.config.watchdog_timeout.as_millis()).unwrap_or(i64::MAX),
+                i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
             )))
         } else {
             attempts += 1;
@@ -226,6 +233,12 @@ where
         // Step 4: in line for a local hand-off, keeping the place across retries. Only now, with
         // no attempt of ours running, may a releaser hand the lock to this place.
         if let Some(place) = &place {
+            if attempted && ttl_ms > 0 {
+                // A lease too long for the clock is no expiry worth noting.
+                if let Some(at) = Instant::now().checked_add(Duration::from_millis(ttl_ms as u64)) {
+                    place.note_expiry(at);
+                }
+            }
             place.requeue();
         }
         let handed = async {
