@@ -219,6 +219,50 @@ async fn a_holder_re_enters_at_once_while_local_waiters_are_in_line() {
     wait_key_gone(&raw, name, Duration::from_secs(2)).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_lined_up_without_trying_waits_out_the_expiry_the_line_learned() {
+    // The first waiter's refused attempt learns the holder's 4 s TTL; the second waiter lines up
+    // behind it without an attempt of its own and must not retry before then (it used to retry
+    // after the watchdog timeout, here 1 s: with many such waiters, a herd of retries).
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let mut config = config(&server, 16);
+    config.watchdog_timeout = Duration::from_secs(1);
+    let client = connect_with(config).await;
+    let name = "handoff:expiry";
+    let holder = hold_with_lease(&client, name, Duration::from_secs(4)).await;
+    let first = client.lock(name).with_owner(Owner::new());
+    let first = tokio::spawn(async move { first.lock_with_lease(Duration::from_secs(20)).await });
+    support::redis_state::wait_numsub(
+        &raw,
+        &format!("redisson_lock__channel:{{{name}}}"),
+        1,
+        Duration::from_secs(5),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await; // the first waiter parks in line
+    reset_stats(&raw).await;
+    let second = client.lock(name).with_owner(Owner::new());
+    let second = tokio::spawn(async move { second.lock_with_lease(Duration::from_secs(20)).await });
+    tokio::time::sleep(Duration::from_millis(1_800)).await;
+    // Attempts are counted by the EXISTS that the acquire script runs first.
+    assert_eq!(
+        command_calls(&raw, "exists").await,
+        0,
+        "a waiter retried before the lock's expiry"
+    );
+    assert!(holder.unlock().await.expect("unlock"));
+    for waiter in [first, second] {
+        let guard = timeout(Duration::from_secs(2), waiter)
+            .await
+            .expect("served in turn")
+            .expect("task")
+            .expect("lock");
+        assert!(guard.unlock().await.expect("unlock"));
+    }
+    wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+}
+
 #[tokio::test]
 async fn a_handed_over_lock_carries_the_new_holders_field_and_lease() {
     let server = RedisServer::start();
