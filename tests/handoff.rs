@@ -96,6 +96,13 @@ async fn round_robin(
     }
 }
 
+/// Waits until this client subscribed to `name`'s channel and its waiter parked in line.
+async fn wait_in_line(raw: &fred::clients::Client, name: &str) {
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    support::redis_state::wait_numsub(raw, &channel, 1, Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
 /// Spawns `acquire` as a waiter of `name`, waits until it is parked in line, releases `holder`
 /// and returns the guard the waiter received (within 2 s).
 async fn hand_over(
@@ -105,9 +112,7 @@ async fn hand_over(
     acquire: impl std::future::Future<Output = ferrisson::Result<ferrisson::LockGuard>> + Send + 'static,
 ) -> ferrisson::LockGuard {
     let waiter = tokio::spawn(acquire);
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    support::redis_state::wait_numsub(raw, &channel, 1, Duration::from_secs(5)).await;
-    tokio::time::sleep(Duration::from_millis(50)).await; // let the waiter park in line
+    wait_in_line(raw, name).await;
     assert!(holder.unlock().await.expect("unlock"));
     timeout(Duration::from_secs(2), waiter)
         .await
@@ -191,14 +196,7 @@ async fn a_holder_re_enters_at_once_while_local_waiters_are_in_line() {
     let waiter = client.lock(name).with_owner(Owner::new());
     let waiting =
         tokio::spawn(async move { waiter.lock_with_lease(Duration::from_secs(20)).await });
-    support::redis_state::wait_numsub(
-        &raw,
-        &format!("redisson_lock__channel:{{{name}}}"),
-        1,
-        Duration::from_secs(5),
-    )
-    .await;
-    tokio::time::sleep(Duration::from_millis(50)).await; // let the waiter park in line
+    wait_in_line(&raw, name).await;
     let inner = timeout(
         Duration::from_secs(2),
         holder.lock_with_lease(Duration::from_secs(20)),
@@ -233,14 +231,7 @@ async fn a_waiter_that_lined_up_without_trying_waits_out_the_expiry_the_line_lea
     let holder = hold_with_lease(&client, name, Duration::from_secs(4)).await;
     let first = client.lock(name).with_owner(Owner::new());
     let first = tokio::spawn(async move { first.lock_with_lease(Duration::from_secs(20)).await });
-    support::redis_state::wait_numsub(
-        &raw,
-        &format!("redisson_lock__channel:{{{name}}}"),
-        1,
-        Duration::from_secs(5),
-    )
-    .await;
-    tokio::time::sleep(Duration::from_millis(100)).await; // the first waiter parks in line
+    wait_in_line(&raw, name).await;
     reset_stats(&raw).await;
     let second = client.lock(name).with_owner(Owner::new());
     let second = tokio::spawn(async move { second.lock_with_lease(Duration::from_secs(20)).await });
