@@ -488,15 +488,40 @@ async fn run_uncontended(
     rows
 }
 
-/// The locks of the uncontended comparison, in the order each round runs them.
-const COMPARED: [&str; 4] = ["ferrisson", "rslock", "spin", "node-redisson"];
+/// The locks of the uncontended comparison.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Compared {
+    Ferrisson,
+    Rslock,
+    Spin,
+    NodeRedisson,
+}
+
+impl Compared {
+    /// In the order each round runs them.
+    const ALL: [Compared; 4] = [
+        Compared::Ferrisson,
+        Compared::Rslock,
+        Compared::Spin,
+        Compared::NodeRedisson,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Compared::Ferrisson => "ferrisson",
+            Compared::Rslock => "rslock",
+            Compared::Spin => "spin",
+            Compared::NodeRedisson => "node-redisson",
+        }
+    }
+}
 
 /// The uncontended comparison at T = `tasks`: ferrisson, the three peers and the limit
 /// (`redis-benchmark` running the acquire script pipelined, as in the limit scenario) take turns,
 /// in `plan.compare_rounds` rounds of `duration / rounds` each (every turn after its own warm-up).
 ///
-/// Why rounds: this machine's speed drifts by up to 2× within a minute, so four back-to-back
-/// runs of the full duration compared ferrisson with peers measured on a different machine, in
+/// Why rounds: this machine's speed drifts by up to 2× within a minute, so runs of the full
+/// duration one after another compared ferrisson with peers measured on a different machine, in
 /// effect (the same build's ratio to rslock moved between 0.53 and 1.11 that way). Taking turns
 /// exposes every lock to the same drift. pairs/s is the mean over the rounds (total pairs over
 /// total time, the rounds being equally long); latency p50 and p99 are the medians of the
@@ -524,12 +549,12 @@ async fn compare_uncontended(
             show(&limit, |pairs| format!("{} pairs/s", report::rate(*pairs)))
         );
         limit_turns.push(limit);
-        for (lock, turns) in COMPARED.iter().zip(taken.iter_mut()) {
+        for (lock, turns) in Compared::ALL.into_iter().zip(taken.iter_mut()) {
             let cpu = Cpu::start(raw).await;
             let limit = plan.baseline_timeout();
             // CPU is counted over the warm-up too, so per pair it counts the warm-up's pairs.
-            let (result, counted) = match *lock {
-                "ferrisson" => (
+            let (result, counted) = match lock {
+                Compared::Ferrisson => (
                     bounded(
                         plan.scenario_timeout(),
                         ferrisson::uncontended(url, tasks, plan.warmup, turn),
@@ -537,26 +562,28 @@ async fn compare_uncontended(
                     .await,
                     plan.warmup + turn,
                 ),
-                "rslock" => (
+                Compared::Rslock => (
                     bounded(limit, peers::rslock_uncontended(url, tasks, turn)).await,
                     turn,
                 ),
-                "spin" => (
+                Compared::Spin => (
                     bounded(limit, peers::spin_uncontended(url, tasks, turn)).await,
                     turn,
                 ),
-                _ => (
+                Compared::NodeRedisson => (
                     bounded(limit, peers::node_uncontended(url, tasks, turn)).await,
                     turn,
                 ),
             };
-            let used = cpu.used(*lock == "node-redisson", raw).await;
+            // Node runs in a child process.
+            let used = cpu.used(lock == Compared::NodeRedisson, raw).await;
             if let Ok(t) = &result {
                 turns.pairs += t.pairs_per_s * counted.as_secs_f64();
                 turns.used = Some(turns.used.map_or(used, |sum| sum.plus(&used)));
             }
             progress!(
-                "uncontended T={tasks}, round {round}/{rounds}: {lock} {}",
+                "uncontended T={tasks}, round {round}/{rounds}: {} {}",
+                lock.name(),
                 show(&result, report::throughput)
             );
             turns.results.push(result);
@@ -564,9 +591,12 @@ async fn compare_uncontended(
     }
     let [ferrisson, rslock, spin, node] = taken;
     let mut cpu_us_per_pair = std::collections::BTreeMap::new();
-    for (lock, turns) in COMPARED.iter().zip([&ferrisson, &rslock, &spin, &node]) {
+    for (lock, turns) in Compared::ALL
+        .into_iter()
+        .zip([&ferrisson, &rslock, &spin, &node])
+    {
         if let Some(used) = turns.used {
-            cpu_us_per_pair.insert(*lock, used.per(turns.pairs));
+            cpu_us_per_pair.insert(lock.name(), used.per(turns.pairs));
         }
     }
     UncontendedRow {

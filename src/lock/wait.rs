@@ -100,6 +100,15 @@ where
     } else {
         client.pubsub.join_active(&waiter.channel())
     };
+    let join_line = |retrying| {
+        client.handoffs.join(
+            &waiter.name,
+            &waiter.field,
+            waiter.lease_ms,
+            retrying,
+            &client.janitor,
+        )
+    };
     let mut place = None;
     // Other owners of this client wait for the lock already: take the place behind them without
     // a first attempt, so that a task that releases and asks again at once cannot overtake a
@@ -115,13 +124,7 @@ where
                 field: Arc::clone(&waiter.field),
             })
         {
-            place = client.handoffs.join(
-                &waiter.name,
-                &waiter.field,
-                waiter.lease_ms,
-                false,
-                &client.janitor,
-            );
+            place = join_line(false);
             in_line_first = place.is_some();
         }
     }
@@ -129,8 +132,8 @@ where
     let mut attempts = 0u32;
     let mut backoff = Duration::from_millis(50);
     loop {
-        let attempted = !in_line_first;
-        let outcome = if std::mem::take(&mut in_line_first) {
+        let untried = std::mem::take(&mut in_line_first);
+        let outcome = if untried {
             // No TTL of its own: wait until the lock's expiry as the waiters ahead learned it
             // (else the watchdog timeout). A hand-off or an unlock message normally comes
             // first; the bound covers a holder that vanished, or a wake-up taken by a waiter
@@ -188,13 +191,7 @@ where
         // In line from the first refusal on, marked as retrying (the retry after subscribing is
         // still to come), so that this client's other owners queue behind this waiter from now.
         if place.is_none() {
-            place = client.handoffs.join(
-                &waiter.name,
-                &waiter.field,
-                waiter.lease_ms,
-                true,
-                &client.janitor,
-            );
+            place = join_line(true);
         }
         let Some(share) = subscription.as_ref() else {
             // Subscribe (bounded by the time left), then retry at once (step 3).
@@ -233,7 +230,7 @@ where
         // Step 4: in line for a local hand-off, keeping the place across retries. Only now, with
         // no attempt of ours running, may a releaser hand the lock to this place.
         if let Some(place) = &place {
-            if attempted && ttl_ms > 0 {
+            if !untried && ttl_ms > 0 {
                 // A lease too long for the clock is no expiry worth noting.
                 if let Some(at) = Instant::now().checked_add(Duration::from_millis(ttl_ms as u64)) {
                     place.note_expiry(at);
