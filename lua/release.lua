@@ -6,9 +6,11 @@
 -- ARGV[3] publish mode: PUBLISH, SPUBLISH or BOTH (lib/publish.lua),
 -- ARGV[4] (optional) the receiving holder field, ARGV[5] its lease in ms
 -- Returns nil when the field does not hold the lock (nothing changes, nothing is published),
--- 0 after a partial (reentrant) release, 1 after the full release, which deletes the hash
--- and publishes the unlock message 0, and 2 after a hand-off: the hash now holds only ARGV[4]
--- with a fresh lease, the lock was never free, and nothing is published.
+-- 0 after a partial (reentrant) release, -1 after a hand-off (the hash now holds only ARGV[4]
+-- with a fresh lease, the lock was never free, and nothing is published), and after the full
+-- release, which deletes the hash and publishes the unlock message 0, 1 + the number of
+-- subscribers that received the message (so the releasing client can tell whether waiters of
+-- other clients were told, see src/lock/handoff.rs).
 -- The steps are §2.3's HEXISTS, HINCRBY -1 and DEL, with the first two read as one HGET: the
 -- outcome is the same, and the common full release runs one command less.
 local count = redis.call('hget', KEYS[1], ARGV[2])
@@ -27,11 +29,10 @@ if ARGV[4] then
   if redis.call('hlen', KEYS[1]) == 0 then
     redis.call('hset', KEYS[1], ARGV[4], '1')
     redis.call('pexpire', KEYS[1], ARGV[5])
-    return 2
+    return -1
   end
   -- Another field holds too (never written by Redisson or ferrisson): fall through to the
   -- plain full release, which deletes the hash as Redisson's does.
 end
 redis.call('del', KEYS[1])
-publish(KEYS[2], '0', ARGV[3])
-return 1
+return 1 + publish(KEYS[2], '0', ARGV[3])

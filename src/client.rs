@@ -246,7 +246,7 @@ impl Client {
             config.renewal_batch_size,
             stop.clone(),
         );
-        let handoffs = Arc::new(Handoffs::new(config.max_local_handoffs));
+        let handoffs = Arc::new(Handoffs::new(config.max_local_handoffs, pubsub.clone()));
         let (janitor, janitor_task) = Janitor::start(
             Arc::clone(&redis),
             Arc::clone(&handoffs),

@@ -98,8 +98,11 @@ pub struct Config {
     /// Local hand-off: when this client releases a lock that other tasks of this client wait
     /// for, the release hands the lock to the longest-waiting one in the same script, instead of
     /// freeing it for a race. At most this many hand-offs follow each other; then one plain
-    /// release (with its unlock message) gives waiters of other clients their chance. Default
-    /// 16; 0 turns hand-offs off (every release frees the lock, exactly as Redisson does).
+    /// release (with its unlock message) gives waiters of other clients their chance; if the
+    /// message reached any, this client's own attempts on the lock give way for twice the
+    /// release's round trip (at least 2 ms), so that one of them takes it. Default 16; 0 turns
+    /// hand-offs and giving way off (every release frees the lock for a race, exactly as
+    /// Redisson does).
     pub max_local_handoffs: u32,
 }
 

@@ -31,6 +31,7 @@ pub(crate) enum Wake {
     Timeout,
 }
 
+#[derive(Clone)]
 pub(crate) struct PubSub {
     shared: Arc<Shared>,
 }
@@ -102,6 +103,13 @@ impl PubSub {
     /// Whether no channel has a subscription entry (a cheap check before deriving a channel).
     pub(crate) fn is_idle(&self) -> bool {
         self.shared.entries.lock().is_empty()
+    }
+
+    /// Whether this client's subscriber may be subscribed to `channel` on the server (an entry
+    /// lives from its SUBSCRIBE until its UNSUBSCRIBE is answered): whether an unlock message
+    /// on it counts this client among its receivers.
+    pub(crate) fn may_receive(&self, channel: &str) -> bool {
+        self.shared.entries.lock().contains_key(channel)
     }
 
     /// Takes a share of `channel`'s subscription if this client already has one confirmed by

@@ -10,7 +10,8 @@
 //!
 //! Fairness towards other clients: while local hand-offs chain, the lock never looks free to
 //! them. After `max_local_handoffs` consecutive hand-offs the next release is a plain one, which
-//! publishes the unlock message so that waiters of every client race for the lock again.
+//! publishes the unlock message so that waiters of every client race for the lock again, and
+//! this client gives way in that race when its message reached them (`give_way.rs`).
 //!
 //! Queueing behind local waiters: an acquire that starts while other owners of this client are
 //! in line for the lock takes its place at the back without a first attempt (`lock/wait.rs`,
@@ -37,12 +38,16 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::janitor::Release;
+use crate::pubsub::PubSub;
+
+use super::give_way::{GiveWay, PlainRelease};
 
 /// The per-client registry of local wait queues, one per lock with local waiters.
-#[derive(Default)]
 pub(crate) struct Handoffs {
     queues: Mutex<HashMap<Arc<str>, Arc<Queue>>>,
     max_in_row: u32,
+    /// Giving way to other clients' waiters after a plain release (`give_way.rs`).
+    pub(crate) give_way: GiveWay,
 }
 
 struct Queue {
@@ -97,12 +102,25 @@ pub(crate) struct Claim {
 }
 
 impl Handoffs {
-    /// `max_in_row`: consecutive hand-offs before a plain release; 0 disables hand-offs.
-    pub(crate) fn new(max_in_row: u32) -> Handoffs {
+    /// `max_in_row`: consecutive hand-offs before a plain release; 0 disables hand-offs and
+    /// giving way (every release then frees the lock for a race, as Redisson's do).
+    pub(crate) fn new(max_in_row: u32, pubsub: PubSub) -> Handoffs {
         Handoffs {
             queues: Mutex::new(HashMap::default()),
             max_in_row,
+            give_way: GiveWay::new(pubsub),
         }
+    }
+
+    /// Call before a plain release of lock `name` (`local_waiters`: as [`Handoffs::claim`]
+    /// reported): settle the result with the release's reply (see `give_way.rs`). `None` when
+    /// giving way is off.
+    pub(crate) fn plain_release(
+        &self,
+        name: &Arc<str>,
+        local_waiters: bool,
+    ) -> Option<PlainRelease<'_>> {
+        (self.max_in_row > 0).then(|| self.give_way.releasing(name, local_waiters))
     }
 
     /// Whether this client has waiters of lock `name` in line (waiting, retrying, or being
@@ -160,13 +178,15 @@ impl Handoffs {
     }
 
     /// Claims the first waiting slot of lock `name` for a hand-off, unless hand-offs are off or
-    /// the fairness budget is spent (then the caller does a plain release). Returns the claim and
-    /// the receiving field and lease.
-    pub(crate) fn claim(&self, name: &str) -> Option<(Claim, Arc<str>, u64)> {
-        let queue = self.queues.lock().get(name).cloned()?;
+    /// the fairness budget is spent. Returns the claim and the receiving field and lease, or
+    /// (the caller does a plain release) whether this client has waiters of the lock.
+    pub(crate) fn claim(&self, name: &str) -> Result<(Claim, Arc<str>, u64), bool> {
+        let Some(queue) = self.queues.lock().get(name).cloned() else {
+            return Err(false);
+        };
         if queue.in_row.load(Ordering::Relaxed) >= self.max_in_row {
             queue.in_row.store(0, Ordering::Relaxed);
-            return None;
+            return Err(true);
         }
         let slot = {
             let slots = queue.slots.lock();
@@ -177,11 +197,15 @@ impl Handoffs {
                     *state = SlotState::Taken;
                 }
                 waiting
-            })?;
-            Arc::clone(slot)
+            });
+            match slot {
+                Some(slot) => Arc::clone(slot),
+                // Every waiter is running an attempt of its own: they race for the lock.
+                None => return Err(true),
+            }
         };
         let (field, lease_ms) = (Arc::clone(&slot.field), slot.lease_ms);
-        Some((
+        Ok((
             Claim {
                 queue,
                 slot,

@@ -1,6 +1,7 @@
 //! The lock primitives, one file each, and what they share: the wait loop every pub/sub lock
 //! uses ([`wait`]), guards, and the in-flight script wrapper that makes acquires cancel safe.
 
+mod give_way;
 mod guard;
 pub(crate) mod handoff;
 mod in_flight;
@@ -65,8 +66,9 @@ pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Res
 
 /// The one release path (guards, `Lock::unlock`, dropped guards, undone acquires): when a local
 /// waiter is queued for the lock, the release names it and hands the lock to it in the same
-/// script (see `handoff.rs`); otherwise it is a plain `RELEASE`. A hand-off is reported as a
-/// full release (1).
+/// script (see `handoff.rs`); otherwise it is a plain `RELEASE`, after which this client gives
+/// way to other clients' waiters if its unlock message reached any. Replies as `RELEASE` to a
+/// caller: nil (not held), 0 (partial) or 1 (full release, a hand-off included).
 pub(crate) async fn release_or_hand_off(
     redis: std::sync::Arc<crate::client::Redis>,
     handoffs: std::sync::Arc<handoff::Handoffs>,
@@ -76,20 +78,28 @@ pub(crate) async fn release_or_hand_off(
     // that left, and do not change the caller's outcome.
     let mut handed_over = false;
     loop {
-        let Some((claim, to_field, to_lease_ms)) = handoffs.claim(&release.name) else {
-            let reply = redis
-                .run_lock_call(LockCall::Release {
-                    release,
-                    publish: redis.publish_arg,
-                    to: None,
-                })
-                .await;
-            return if handed_over {
-                Ok(Value::Integer(1))
-            } else {
-                reply
-            };
+        let (claim, to_field, to_lease_ms) = match handoffs.claim(&release.name) {
+            Ok(claim) => claim,
+            Err(local_waiters) => {
+                let plain = handoffs.plain_release(&release.name, local_waiters);
+                let reply = redis
+                    .run_lock_call(LockCall::Release {
+                        release,
+                        publish: redis.publish_arg,
+                        to: None,
+                    })
+                    .await;
+                let reply = plain_release_reply(plain, reply);
+                return if handed_over {
+                    Ok(Value::Integer(1))
+                } else {
+                    reply
+                };
+            }
         };
+        // Becomes a plain release if another field holds the lock too (lua/release.lua): not
+        // worth making local waiters wait for the outcome of every hand-off.
+        let plain = handoffs.plain_release(&release.name, false);
         let reply = redis
             .run_lock_call(LockCall::Release {
                 release: release.clone(),
@@ -97,7 +107,7 @@ pub(crate) async fn release_or_hand_off(
                 to: Some((Arc::clone(&to_field), to_lease_ms)),
             })
             .await;
-        let handed = matches!(reply, Ok(Value::Integer(2)));
+        let handed = matches!(reply, Ok(Value::Integer(-1)));
         match claim.settle(handed) {
             // The waiter left while the lock was being handed to it: release its hold too.
             Some(lease_ms) => {
@@ -109,8 +119,28 @@ pub(crate) async fn release_or_hand_off(
                 };
             }
             None if handed || handed_over => return Ok(Value::Integer(1)),
-            None => return reply,
+            // Not handed over: another field held the lock too and the script fell back to
+            // the plain full release, or the call failed.
+            None => return plain_release_reply(plain, reply),
         }
+    }
+}
+
+/// Reads `lua/release.lua`'s reply to a call that freed the lock (1 + the number of subscribers
+/// its unlock message reached) as the 1 that callers see, settling `plain` with that number
+/// (see `give_way.rs`). Other replies pass through, and leave `plain` unsettled.
+fn plain_release_reply(
+    plain: Option<give_way::PlainRelease<'_>>,
+    reply: Result<Value, fred::error::Error>,
+) -> Result<Value, fred::error::Error> {
+    match reply {
+        Ok(Value::Integer(full)) if full >= 1 => {
+            if let Some(plain) = plain {
+                plain.settle(full.unsigned_abs() - 1);
+            }
+            Ok(Value::Integer(1))
+        }
+        other => other,
     }
 }
 

@@ -18,6 +18,9 @@
 //!    the watchdog timeout). A hand-off means the lock is already ours; anything else means: try
 //!    again (step 3), keeping the place in the queue.
 //!
+//! Before any attempt (steps 1 and 3), an acquire waits while this client gives way on the lock
+//! to other clients' waiters after a release of its own (`handoff.rs`).
+//!
 //! There is no fixed-interval polling: every retry follows a message, a TTL, or a reconnect.
 
 use std::future::Future;
@@ -147,6 +150,7 @@ where
                 i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
             )))
         } else {
+            give_way(client, waiter, deadline).await;
             attempts += 1;
             attempt_within(time_left(), &mut attempt).await
         };
@@ -260,6 +264,29 @@ where
             }
         }
     }
+}
+
+/// Waits, before an attempt, while this client gives way on the lock to other clients' waiters
+/// after a release of its own (see `give_way.rs`), at most until `deadline`. Not for a lone try
+/// (no time to wait), nor for a re-entry by a holder.
+async fn give_way(client: &ClientInner, waiter: &Waiter, deadline: Option<Instant>) {
+    if client.handoffs.give_way.is_idle()
+        || deadline.is_some_and(|deadline| deadline <= Instant::now())
+    {
+        return;
+    }
+    let key = HoldKey {
+        name: Arc::clone(&waiter.name),
+        field: Arc::clone(&waiter.field),
+    };
+    if client.leases.holds(&key) {
+        return;
+    }
+    client
+        .handoffs
+        .give_way
+        .wait_turn(&waiter.name, deadline)
+        .await;
 }
 
 /// Runs one attempt within `left` of the wait bound (`None`: no bound); `None` when the bound ran
