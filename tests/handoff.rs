@@ -10,7 +10,7 @@ use std::time::Duration;
 use ferrisson::{Config, Owner, WokenBy};
 use support::redis_state::{command_calls, hgetall, pttl, reset_stats, wait_key_gone};
 use support::{connect_with, hold_with_lease, raw_client, RedisServer};
-use tokio::time::{timeout, Instant};
+use tokio::time::timeout;
 
 fn config(server: &RedisServer, max_local_handoffs: u32) -> Config {
     let mut config = Config::new(server.url());
