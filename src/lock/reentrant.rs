@@ -29,11 +29,17 @@ use crate::watchdog::{HoldKey, Lease};
 /// taken with a lease, it expires after that lease unless released earlier.
 ///
 /// # Fairness
-/// Not fair across clients (like Redisson's `RLock`): after a release, whichever waiter's retry
-/// reaches Redis first wins. Within one client, waiters are served in the order they lined up:
-/// an acquire that starts while other owners of the same client wait for the lock queues behind
-/// them without trying first, so a task that releases and asks again at once does not overtake
-/// them.
+/// Not strictly fair across clients (like Redisson's `RLock`): after a release, whichever
+/// waiter's retry reaches Redis first wins. But when a release by this client frees the lock
+/// and its unlock message reached waiters of other clients, this client gives way for a moment
+/// (twice the release's round trip, at least 2 ms) before its own next attempt on the lock, so
+/// one of them takes it rather than losing the race to this client's waiters or to the
+/// releasing task asking again. Within one client, waiters are served in the order they lined
+/// up: an acquire that starts while other owners of the same client wait for the lock queues
+/// behind them without trying first, and a release hands the lock straight to the first of them
+/// (after [`Config::max_local_handoffs`](crate::Config::max_local_handoffs) such hand-offs in a
+/// row, one release frees it for other clients). A lone `try_lock` and a re-entry by the holder
+/// always attempt at once.
 ///
 /// # Cancel safety
 /// Every acquire method is cancel safe: a dropped acquire future never leaves the lock held (an
