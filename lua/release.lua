@@ -10,7 +10,7 @@
 -- with a fresh lease, the lock was never free, and nothing is published), and after the full
 -- release, which deletes the hash and publishes the unlock message 0, 1 + the number of
 -- subscribers that received the message (so the releasing client can tell whether waiters of
--- other clients were told, see src/lock/handoff.rs).
+-- other clients were told, see src/lock/give_way.rs).
 -- The steps are §2.3's HEXISTS, HINCRBY -1 and DEL, with the first two read as one HGET: the
 -- outcome is the same, and the common full release runs one command less.
 local count = redis.call('hget', KEYS[1], ARGV[2])

@@ -19,7 +19,7 @@
 //!    again (step 3), keeping the place in the queue.
 //!
 //! Before any attempt (steps 1 and 3), an acquire waits while this client gives way on the lock
-//! to other clients' waiters after a release of its own (`handoff.rs`).
+//! to other clients' waiters after a release of its own (`give_way.rs`).
 //!
 //! There is no fixed-interval polling: every retry follows a message, a TTL, or a reconnect.
 
