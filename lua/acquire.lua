@@ -1,13 +1,17 @@
 -- Acquire or re-enter a reentrant lock (protocol §2.2).
--- KEYS[1] lock name N
--- ARGV[1] lease in ms, ARGV[2] holder field "<client uuid>:<owner id>"
+-- As a script of its own: acquire(KEYS[1], ARGV[1], ARGV[2]) (src/script.rs adds that line).
+-- name: the lock name N; lease: in ms; field: the holder "<client uuid>:<owner id>".
 -- Returns nil when acquired or re-entered (the TTL is reset to the lease, not extended),
 -- otherwise the lock's PTTL in ms so that the caller bounds its wait by it.
 -- Numbers passed to redis.call are written as strings: Redis would format a Lua number with
 -- printf on every call.
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], '1')
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
+-- A function of plain values rather than of (KEYS, ARGV), so that lua/batch.lua calls it
+-- without building two tables per call (those took about 15 % of a batch's script time).
+local function acquire(name, lease, field)
+  if redis.call('exists', name) == 0 or redis.call('hexists', name, field) == 1 then
+    redis.call('hincrby', name, field, '1')
+    redis.call('pexpire', name, lease)
+    return nil
+  end
+  return redis.call('pttl', name)
 end
-return redis.call('pttl', KEYS[1])

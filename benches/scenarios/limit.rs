@@ -20,8 +20,11 @@ use fred::prelude::*;
 
 use crate::measure;
 
-/// The acquire script under test, exactly as ferrisson sends it.
-const ACQUIRE_LUA: &str = include_str!("../../lua/acquire.lua");
+/// The acquire script under test, exactly as ferrisson sends it (src/script.rs's `ACQUIRE`).
+const ACQUIRE_LUA: &str = concat!(
+    include_str!("../../lua/acquire.lua"),
+    "return acquire(KEYS[1], ARGV[1], ARGV[2])\n"
+);
 /// The lease argument of the benchmarked acquire (ms).
 const LEASE_MS: &str = "30000";
 /// Random key space of `-r`.
