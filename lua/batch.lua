@@ -8,6 +8,7 @@
 --   acquire  1 key (name)           2 arguments (lease, field)
 --   release  2 keys (name, channel) 3 arguments (lease, field, mode)
 --   handoff  2 keys (name, channel) 5 arguments (lease, field, mode, heir, heir lease)
+--   handoff_if_alone  the same and a sixth (own: see lua/release.lua)
 -- Returns an array with one entry per call: the call's integer reply, false for a nil reply
 -- (sent as nil), or the error message (a string) when the call failed. A failed call stops only
 -- itself, as it would in a script of its own (every operation checks the key's type before
@@ -27,6 +28,10 @@ for call = 1, tonumber(ARGV[1]) do
     ok, reply = pcall(release, KEYS[k], KEYS[k + 1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
       ARGV[a + 4], ARGV[a + 5])
     k, a = k + 2, a + 6
+  elseif shape == 'handoff_if_alone' then
+    ok, reply = pcall(release, KEYS[k], KEYS[k + 1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
+      ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
+    k, a = k + 2, a + 7
   else
     return redis.error_reply('ERR unknown call shape in a lock batch: ' .. tostring(shape))
   end

@@ -11,7 +11,7 @@ use fred::types::Builder;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, WhenUnavailable};
+use crate::config::{Config, PublishMode, WhenUnavailable};
 use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result};
 use crate::janitor::Janitor;
@@ -246,7 +246,14 @@ impl Client {
             config.renewal_batch_size,
             stop.clone(),
         );
-        let handoffs = Arc::new(Handoffs::new(config.max_local_handoffs, pubsub.clone()));
+        // A conditional hand-off counts the channel's subscribers on the lock's server, which
+        // sees them all only with PUBLISH outside a cluster (src/lock/handoff.rs).
+        let conditional = !clustered && config.publish_mode == PublishMode::Classic;
+        let handoffs = Arc::new(Handoffs::new(
+            config.max_local_handoffs,
+            conditional,
+            pubsub.clone(),
+        ));
         let (janitor, janitor_task) = Janitor::start(
             Arc::clone(&redis),
             Arc::clone(&handoffs),

@@ -100,9 +100,12 @@ pub struct Config {
     /// freeing it for a race. At most this many hand-offs follow each other; then one plain
     /// release (with its unlock message) gives waiters of other clients their chance; if the
     /// message reached any, this client's own attempts on the lock give way for twice the
-    /// release's round trip (at least 2 ms), so that one of them takes it. Default 16; 0 turns
-    /// hand-offs and giving way off (every release frees the lock for a race, exactly as
-    /// Redisson does).
+    /// release's round trip (at least 2 ms), so that one of them takes it. With
+    /// [`PublishMode::Classic`] outside a cluster, that release frees the lock only if the unlock
+    /// channel has a subscriber besides this client (another client's waiter), and otherwise
+    /// hands over too, with a plain release every 16 such budgets regardless (for waiters that
+    /// poll instead of subscribing). Default 16; 0 turns hand-offs and giving way off (every
+    /// release frees the lock for a race, exactly as Redisson does).
     pub max_local_handoffs: u32,
 }
 

@@ -221,12 +221,22 @@ pub(crate) enum LockCall {
         lease_ms: u64,
     },
     /// [`RELEASE`]: release one hold of `release`, announcing a full release as `publish`
-    /// (the publish mode's script argument); with `to`, hand the lock to that field and lease.
+    /// (the publish mode's script argument); with `to`, hand the lock to that waiter.
     Release {
         release: Release,
         publish: &'static str,
-        to: Option<(Arc<str>, u64)>,
+        to: Option<Heir>,
     },
+}
+
+/// The local waiter that a full release hands the lock to (`heir` in lua/release.lua).
+pub(crate) struct Heir {
+    pub(crate) field: Arc<str>,
+    pub(crate) lease_ms: u64,
+    /// With `Some(own)`, hand over only while the unlock channel has no more subscribers than
+    /// `own` (this client's): otherwise the release is a plain one, so that waiters of other
+    /// clients get their turn (`src/lock/handoff.rs`).
+    pub(crate) unless_listeners_above: Option<u64>,
 }
 
 impl LockCall {
@@ -244,7 +254,10 @@ impl LockCall {
         match self {
             LockCall::Acquire { .. } => "acquire",
             LockCall::Release { to: None, .. } => "release",
-            LockCall::Release { to: Some(_), .. } => "handoff",
+            LockCall::Release { to: Some(heir), .. } => match heir.unless_listeners_above {
+                None => "handoff",
+                Some(_) => "handoff_if_alone",
+            },
         }
     }
 
@@ -259,7 +272,10 @@ impl LockCall {
         match self {
             LockCall::Acquire { .. } => 2,
             LockCall::Release { to: None, .. } => 3,
-            LockCall::Release { to: Some(_), .. } => 5,
+            LockCall::Release { to: Some(heir), .. } => match heir.unless_listeners_above {
+                None => 5,
+                Some(_) => 6,
+            },
         }
     }
 
@@ -270,7 +286,7 @@ impl LockCall {
             LockCall::Release { release, to, .. } => {
                 2 * release.name.len()
                     + release.field.len()
-                    + to.as_ref().map_or(0, |(field, _)| field.len() + 20)
+                    + to.as_ref().map_or(0, |heir| heir.field.len() + 40)
                     + 64
             }
         }
@@ -304,8 +320,11 @@ impl LockCall {
                 out.number(release.lease_ms)
                     .arg(&release.field)
                     .arg(publish);
-                if let Some((field, lease_ms)) = to {
-                    out.arg(field).number(*lease_ms);
+                if let Some(heir) = to {
+                    out.arg(&heir.field).number(heir.lease_ms);
+                    if let Some(own) = heir.unless_listeners_above {
+                        out.number(own);
+                    }
                 }
             }
         }
@@ -358,7 +377,7 @@ pub(crate) static RELEASE: Script = Script::new(
     concat!(
         include_str!("../lua/lib/publish.lua"),
         include_str!("../lua/release.lua"),
-        "return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
+        "return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])\n"
     ),
 );
 /// `ACQUIRE` and `RELEASE` calls of several callers in one run (`src/dispatch.rs`): the same
@@ -429,7 +448,11 @@ mod tests {
                 lease_ms: 30_000,
             },
             publish: "PUBLISH",
-            to: to.map(|(field, lease)| (field.into(), lease)),
+            to: to.map(|(field, lease_ms)| Heir {
+                field: field.into(),
+                lease_ms,
+                unless_listeners_above: None,
+            }),
         }
     }
 
@@ -499,6 +522,26 @@ mod tests {
         let command = batch.command(Value::from_static_str("EVALSHA"));
         assert_eq!(command.len(), 2 + 13);
         assert_eq!(command[1], Value::Integer(3));
+
+        // A conditional hand-off has its own shape and one more argument.
+        let mut conditional = release("c", Some(("uuid:4", 30)));
+        if let LockCall::Release { to: Some(heir), .. } = &mut conditional {
+            heir.unless_listeners_above = Some(1);
+        }
+        let batch = LockCall::encode_batch([&conditional].into_iter());
+        assert_eq!(
+            text(&batch)[2..],
+            [
+                "1",
+                "handoff_if_alone",
+                "30000",
+                "uuid:2",
+                "PUBLISH",
+                "uuid:4",
+                "30",
+                "1"
+            ]
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson::{Config, Owner, WokenBy};
+use fred::interfaces::PubsubInterface;
 use support::redis_state::{command_calls, hgetall, pttl, reset_stats, wait_key_gone};
 use support::{connect_with, hold_with_lease, raw_client, RedisServer};
 use tokio::time::timeout;
@@ -422,5 +423,62 @@ async fn this_client_gives_way_to_another_clients_waiter_after_a_plain_release()
     assert!(
         worst <= 50,
         "worst {worst} local acquisitions: {overtaken:?}"
+    );
+}
+
+/// PUBLISH calls (unlock messages) and PUBSUB NUMSUB calls (conditional hand-offs) the server
+/// ran while 2 tasks of a client with a budget of 2 hand-offs took `name` 100 times each.
+async fn messages_and_checks(
+    server: &RedisServer,
+    raw: &fred::clients::Client,
+    name: &str,
+) -> (u64, u64) {
+    let client = connect_with(config(server, 2)).await;
+    reset_stats(raw).await;
+    let RoundRobin { woken, .. } = round_robin(&client, name, 2, 100).await;
+    assert!(
+        woken > 150,
+        "most acquisitions were handed over, got {woken} of 200"
+    );
+    let publishes = command_calls(raw, "publish").await;
+    // Redis 7 counts subcommands on their own.
+    let checks = command_calls(raw, "pubsub|numsub").await + command_calls(raw, "pubsub").await;
+    client.shutdown().await;
+    (publishes, checks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_keeps_handing_off_while_no_other_client_listens() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let (publishes, checks) = messages_and_checks(&server, &raw, "handoff:alone").await;
+    // Every budget of 2 ends in a conditional hand-off (about 200 / 3 of them), which hands over
+    // since nobody else listens. Plain releases remain: one every 16 budgets regardless (at
+    // least 200 / 33 = 6, but one window is cut by the end), and a release that finds nobody in
+    // line (the last task's last rounds, a waiter's own attempt out, which a plain release's
+    // message can cause). Measured: 8-12 in 12 of 13 runs, 21 once; 94-104 with a listener
+    // (the test below), as every budget used to end.
+    assert!(checks >= 40, "{checks} conditional hand-offs");
+    assert!(
+        (5..=30).contains(&publishes),
+        "{publishes} unlock messages for 200 releases"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_frees_the_lock_when_another_client_listens() {
+    // The control for the test above: with a subscriber of the unlock channel besides this
+    // client's, every budget ends in a plain release.
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let listener = raw_client(&server.url()).await;
+    listener
+        .subscribe("redisson_lock__channel:{handoff:listened}")
+        .await
+        .expect("raw SUBSCRIBE");
+    let (publishes, _) = messages_and_checks(&server, &raw, "handoff:listened").await;
+    assert!(
+        publishes >= 50,
+        "{publishes} unlock messages for 200 releases with a budget of 2"
     );
 }

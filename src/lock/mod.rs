@@ -78,7 +78,7 @@ pub(crate) async fn release_or_hand_off(
     // that left, and do not change the caller's outcome.
     let mut handed_over = false;
     loop {
-        let (claim, to_field, to_lease_ms) = match handoffs.claim(&release.name) {
+        let (claim, heir) = match handoffs.claim(&release.name) {
             Ok(claim) => claim,
             Err(local_waiters) => {
                 let plain = handoffs.plain_release(&release.name, local_waiters);
@@ -98,13 +98,15 @@ pub(crate) async fn release_or_hand_off(
             }
         };
         // Becomes a plain release if another field holds the lock too (lua/release.lua): not
-        // worth making local waiters wait for the outcome of every hand-off.
-        let plain = handoffs.plain_release(&release.name, false);
+        // worth making local waiters wait for the outcome of every hand-off. A conditional
+        // hand-off becomes one whenever another client listens: then they wait for it.
+        let plain = handoffs.plain_release(&release.name, claim.conditional);
+        let to_field = Arc::clone(&heir.field);
         let reply = redis
             .run_lock_call(LockCall::Release {
                 release: release.clone(),
                 publish: redis.publish_arg,
-                to: Some((Arc::clone(&to_field), to_lease_ms)),
+                to: Some(heir),
             })
             .await;
         let handed = matches!(reply, Ok(Value::Integer(-1)));

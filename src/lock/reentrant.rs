@@ -38,8 +38,9 @@ use crate::watchdog::{HoldKey, Lease};
 /// up: an acquire that starts while other owners of the same client wait for the lock queues
 /// behind them without trying first, and a release hands the lock straight to the first of them
 /// (after [`Config::max_local_handoffs`](crate::Config::max_local_handoffs) such hand-offs in a
-/// row, one release frees it for other clients). A lone `try_lock` and a re-entry by the holder
-/// always attempt at once.
+/// row, one release frees it for other clients: on a single server with classic `PUBLISH`, only
+/// if another client subscribes to the lock's channel, or after 16 such budgets regardless).
+/// A lone `try_lock` and a re-entry by the holder always attempt at once.
 ///
 /// # Cancel safety
 /// Every acquire method is cancel safe: a dropped acquire future never leaves the lock held (an
