@@ -117,6 +117,53 @@ pub async fn ping_us(url: &str, samples: usize) -> Result<(f64, f64), String> {
     result
 }
 
+/// A T = 2 hand-off with no lock in it: two tasks take turns on one connection, each sending
+/// one PING once the other's reply arrived, for `duration`. Returns the p50, p99 and max of
+/// the time from one task's reply to the next one's (a task wake and a round trip, as a local
+/// hand-off is a release script's round trip and the heir's wake), in microseconds: the floor
+/// under the hot scenario's T = 2 figures, on this machine, in the same run.
+pub async fn ping_relay(url: &str, duration: Duration) -> Result<(f64, f64, f64), String> {
+    let client = fred_client(url).await?;
+    let (to_first, first_turn) = tokio::sync::mpsc::channel::<Instant>(1);
+    let (to_second, second_turn) = tokio::sync::mpsc::channel::<Instant>(1);
+    let deadline = Instant::now() + duration;
+    let start = to_first.clone();
+    let first = tokio::spawn(relay_turns(client.clone(), first_turn, to_second, deadline));
+    let second = tokio::spawn(relay_turns(client.clone(), second_turn, to_first, deadline));
+    let started = start.send(Instant::now()).await;
+    drop(start);
+    let joined = (first.await, second.await);
+    let _ = client.quit().await;
+    started.map_err(|_| "the relay ended before it started".to_owned())?;
+    let mut hops = measure::histogram();
+    for task in [joined.0, joined.1] {
+        let task = task.map_err(|e| format!("relay task: {e}"))??;
+        hops.add(task)
+            .map_err(|e| format!("merging histograms: {e}"))?;
+    }
+    Ok(measure::percentiles(&hops))
+}
+
+/// One side of [`ping_relay`]: on each turn, PING, record since the turn was passed, pass it on.
+/// Ends after `deadline` (dropping `next` ends the other side too).
+async fn relay_turns(
+    client: fred::clients::Client,
+    mut turn: tokio::sync::mpsc::Receiver<Instant>,
+    next: tokio::sync::mpsc::Sender<Instant>,
+    deadline: Instant,
+) -> Result<hdrhistogram::Histogram<u64>, String> {
+    let mut hops = measure::histogram();
+    while let Some(passed_at) = turn.recv().await {
+        let _: String = client.ping(None).await.map_err(|e| format!("PING: {e}"))?;
+        let now = Instant::now();
+        measure::record(&mut hops, now - passed_at);
+        if now >= deadline || next.send(now).await.is_err() {
+            break;
+        }
+    }
+    Ok(hops)
+}
+
 /// One `redis-benchmark` run of `requests` acquires: (requests/s it reports, wall time).
 fn run_redis_benchmark(
     port: u16,

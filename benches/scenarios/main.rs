@@ -417,6 +417,18 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
         "limit: PING p50 {}",
         show(&ping, |(p50, p99)| format!("{p50:.0} µs, p99 {p99:.0} µs"))
     );
+    // As long as a hot scenario's window, for its worst case too.
+    let relay = bounded(
+        plan.baseline_timeout(),
+        limit::ping_relay(url, plan.duration),
+    )
+    .await;
+    progress!(
+        "limit: PING relay between 2 tasks: {}",
+        show(&relay, |(p50, p99, max)| format!(
+            "p50 {p50:.0} µs, p99 {p99:.0} µs, max {max:.0} µs"
+        ))
+    );
     let mut rows = Vec::new();
     for &clients in &plan.uncontended_tasks {
         let (duration, pipeline) = (plan.limit_duration, plan.limit_pipeline);
@@ -442,6 +454,7 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
     report::Limit {
         ping_p50_us: ping.clone().map(|(p50, _)| p50),
         ping_p99_us: ping.map(|(_, p99)| p99),
+        relay_us: relay,
         pipeline: plan.limit_pipeline,
         rows,
     }

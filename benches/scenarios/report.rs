@@ -85,6 +85,8 @@ pub struct Limit {
     pub ping_p50_us: Res<f64>,
     /// The same samples' p99: how far this machine's own round trips spread.
     pub ping_p99_us: Res<f64>,
+    /// Two tasks taking turns, one PING each (`limit::ping_relay`): p50, p99 and max in µs.
+    pub relay_us: Res<(f64, f64, f64)>,
     pub pipeline: usize,
     pub rows: Vec<LimitRow>,
 }
@@ -562,6 +564,18 @@ pub fn render(run: &Run) -> String {
                 Err(_) => "n/a".into(),
             }
         );
+        if let Ok((p50, p99, max)) = &limit.relay_us {
+            let _ = writeln!(
+                out,
+                "PING relay, 2 tasks taking turns on one connection (a T = 2 hand-off with no \
+                 lock): p50 {}, p99 {} ({:.2} × p50), max {} ({:.2} × p50)\n",
+                us(*p50),
+                us(*p99),
+                p99 / p50.max(1.0),
+                us(*max),
+                max / p50.max(1.0)
+            );
+        }
         let _ = writeln!(
             out,
             "| clients | acquire script/s | pipelined ×{} /s | pipelined / 2 (pairs/s) |\n|---:|---:|---:|---:|",
@@ -893,7 +907,7 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
         write_json(
             dir,
             "limit.json",
-            &json!({ "mode": mode, "ping_p50_us": res_json(&limit.ping_p50_us), "ping_p99_us": res_json(&limit.ping_p99_us), "pipeline": limit.pipeline, "redis_benchmark": rows }),
+            &json!({ "mode": mode, "ping_p50_us": res_json(&limit.ping_p50_us), "ping_p99_us": res_json(&limit.ping_p99_us), "ping_relay_us": limit.relay_us.as_ref().ok().map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})), "pipeline": limit.pipeline, "redis_benchmark": rows }),
         )?;
         written.push("limit.json");
     }
