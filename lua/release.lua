@@ -1,8 +1,9 @@
 -- Whether anyone besides the releasing client's `own` subscriptions may hear `channel`.
 local function others_listen(channel, own)
   -- PUBSUB is a non-deterministic command: a script may write after it only under effects
-  -- replication, the default from Redis 5 on (and a no-op call there). An older server cannot
-  -- switch once the script has written (in a batch): then assume listeners, the safe answer.
+  -- replication (the default from Redis 5 on; from Redis 7 on this call is a no-op returning
+  -- true). Before Redis 7 the call returns false once the script has written (in a batch after
+  -- other calls): then assume listeners, the safe answer, and release plainly.
   if redis.replicate_commands and not redis.replicate_commands() then
     return true
   end
