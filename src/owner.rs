@@ -1,5 +1,6 @@
 //! Who holds a lock: the `threadId` half of Redisson's holder field `<client uuid>:<threadId>`.
 
+use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -131,9 +132,41 @@ fn task_number(task: tokio::task::Id) -> u64 {
     }
 }
 
-/// The holder field `<client uuid>:<owner id>`, built in place: one allocation per acquire
-/// instead of a formatted `String` copied into an `Arc`.
+thread_local! {
+    /// The last holder field built on this thread, by owner id. An owner that takes several
+    /// locks, or one lock again and again, then shares one allocation: fewer allocations on the
+    /// acquire and release paths, and its holds share the string in the lease table (a field
+    /// per held lock was about 60 bytes of its memory).
+    static LAST_FIELD: RefCell<Option<(u64, Arc<str>)>> = const { RefCell::new(None) };
+}
+
+/// The holder field `<client uuid>:<owner id>`: the one this thread built last when it matches,
+/// otherwise built in place (one allocation, no formatted `String` copied into an `Arc`).
 pub(crate) fn holder_field(client_id: &str, owner: Owner) -> Arc<str> {
+    LAST_FIELD.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((id, field)) = &*last {
+            // Same owner id, so the field ends in ":<that id>"; same length and prefix, so the
+            // client id before it is this one.
+            if *id == owner.0
+                && field.len() == client_id.len() + 1 + digit_count(owner.0)
+                && field.starts_with(client_id)
+            {
+                return Arc::clone(field);
+            }
+        }
+        let field = build_holder_field(client_id, owner);
+        *last = Some((owner.0, Arc::clone(&field)));
+        field
+    })
+}
+
+/// Decimal digits of `value`.
+fn digit_count(value: u64) -> usize {
+    value.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+fn build_holder_field(client_id: &str, owner: Owner) -> Arc<str> {
     let mut digits = itoa::Buffer::new();
     let id = digits.format(owner.0);
     let mut buf = [0u8; 96];
@@ -192,5 +225,24 @@ mod tests {
             &*holder_field(&long, owner),
             format!("{long}:{}", owner.id())
         );
+    }
+
+    #[test]
+    fn the_last_field_is_reused_only_for_the_same_client_and_owner() {
+        let (owner, other) = (Owner::new(), Owner::new());
+        let first = holder_field("abc", owner);
+        assert!(Arc::ptr_eq(&first, &holder_field("abc", owner)));
+        // A client id that the cached one merely starts with, or that starts with it, and
+        // another owner, each get their own field.
+        assert_eq!(&*holder_field("ab", owner), format!("ab:{}", owner.id()));
+        assert_eq!(&*holder_field("abc", owner), format!("abc:{}", owner.id()));
+        assert_eq!(
+            &*holder_field("abcd", owner),
+            format!("abcd:{}", owner.id())
+        );
+        assert_eq!(&*holder_field("abc", other), format!("abc:{}", other.id()));
+        for value in [0, 9, 10, 99, 100, u64::MAX] {
+            assert_eq!(digit_count(value), value.to_string().len());
+        }
     }
 }
