@@ -1,7 +1,8 @@
 //! Concurrent acquire and release calls of one client share script runs (src/dispatch.rs), and
 //! each call still behaves as its own script: the same replies, the same Redis state, the same
 //! unlock messages, a failing call failing alone, and contenders in one batch excluding each
-//! other in call order.
+//! other in call order; a conditional hand-off inside a batch frees only a lock that another
+//! client listens to.
 //!
 //! These tests use the default current-thread test runtime: tasks spawned together all queue
 //! their calls before the dispatcher task gets its turn, so they land in one batch.
@@ -239,5 +240,92 @@ async fn hand_offs_in_one_batch_each_reach_their_own_waiter() {
     assert!(
         runs < LOCKS as u64,
         "{LOCKS} concurrent hand-offs took {runs} script runs"
+    );
+}
+
+#[tokio::test]
+async fn conditional_hand_offs_in_one_batch_free_only_the_listened_locks() {
+    // A budget of 1: the first hand-off of each lock spends it, so the next release of each is a
+    // conditional hand-off. Releasing them all at once puts them in one batch.
+    const LOCKS: usize = 8;
+    const LISTENED: usize = 4;
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let listener = raw_client(&server.url()).await;
+    let mut config = ferrisson::Config::new(server.url());
+    config.max_local_handoffs = 1;
+    let client = support::connect_with(config).await;
+
+    let mut holders = Vec::new();
+    let mut firsts = Vec::new();
+    let mut seconds = Vec::new();
+    for i in 0..LOCKS {
+        let name = format!("conditional-batch:{i}");
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let holder = client.lock(name.clone()).with_owner(Owner::new());
+        holders.push(
+            holder
+                .lock_with_lease(Duration::from_secs(30))
+                .await
+                .expect("lock"),
+        );
+        for line in [&mut firsts, &mut seconds] {
+            let waiter = client.lock(name.clone()).with_owner(Owner::new());
+            line.push(tokio::spawn(async move {
+                waiter.lock_with_lease(Duration::from_secs(30)).await
+            }));
+            // In line before the next one: the first waiter's refused attempt and subscription.
+            support::redis_state::wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    for holder in holders {
+        assert!(holder.unlock().await.expect("unlock"));
+    }
+    let mut firsts_held = Vec::new();
+    for first in firsts {
+        firsts_held.push(first.await.expect("task").expect("first waiter"));
+    }
+    for i in 0..LISTENED {
+        listener
+            .subscribe(format!("redisson_lock__channel:{{conditional-batch:{i}}}"))
+            .await
+            .expect("raw SUBSCRIBE");
+    }
+    reset_stats(&raw).await;
+
+    let releases: Vec<_> = firsts_held
+        .into_iter()
+        .map(|guard| tokio::spawn(guard.unlock()))
+        .collect();
+    for release in releases {
+        assert!(release.await.expect("task").expect("unlock"));
+    }
+    for second in seconds {
+        let guard = tokio::time::timeout(Duration::from_secs(5), second)
+            .await
+            .expect("the second waiter gets the lock")
+            .expect("task")
+            .expect("lock");
+        std::mem::forget(guard); // keep the hold: the stats below count the releases only
+    }
+    let stats = command_stats(&raw).await;
+    assert_eq!(
+        stats.get("publish").copied(),
+        Some(LISTENED as u64),
+        "only the locks with another listener were freed: {stats:?}"
+    );
+    let checks = stats.get("pubsub|numsub").copied().unwrap_or(0)
+        + stats.get("pubsub").copied().unwrap_or(0);
+    assert!(
+        checks >= LOCKS as u64,
+        "every release was conditional: {stats:?}"
+    );
+    // The first release goes out alone, the other 7 in one batch; then at most one run per
+    // retry of a freed lock's waiter (4-5 measured). Each release alone would take 12.
+    let runs = script_runs(&raw).await;
+    assert!(
+        runs <= 2 + LISTENED as u64,
+        "{LOCKS} concurrent releases and {LISTENED} retries took {runs} script runs"
     );
 }
