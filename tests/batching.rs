@@ -22,6 +22,18 @@ async fn script_runs(raw: &fred::clients::Client) -> u64 {
     stats.get("evalsha").copied().unwrap_or(0) + stats.get("eval").copied().unwrap_or(0)
 }
 
+/// Releases `guards` from tasks spawned together, so that the releases share a batch, and
+/// checks that each was a full release.
+async fn release_together(guards: Vec<ferrisson::LockGuard>) {
+    let releases: Vec<_> = guards
+        .into_iter()
+        .map(|guard| tokio::spawn(guard.unlock()))
+        .collect();
+    for release in releases {
+        assert!(release.await.expect("task").expect("unlock"));
+    }
+}
+
 #[tokio::test]
 async fn concurrent_acquires_and_releases_share_script_runs() {
     const CALLS: usize = 32;
@@ -209,13 +221,7 @@ async fn hand_offs_in_one_batch_each_reach_their_own_waiter() {
     tokio::time::sleep(Duration::from_millis(50)).await; // let the waiters park in line
     reset_stats(&raw).await;
 
-    let releases: Vec<_> = holders
-        .into_iter()
-        .map(|holder| tokio::spawn(holder.unlock()))
-        .collect();
-    for release in releases {
-        assert!(release.await.expect("task").expect("unlock"));
-    }
+    release_together(holders).await;
     for (name, field, waiter) in waiters {
         let guard = tokio::time::timeout(Duration::from_secs(2), waiter)
             .await
@@ -294,13 +300,7 @@ async fn conditional_hand_offs_in_one_batch_free_only_the_listened_locks() {
     }
     reset_stats(&raw).await;
 
-    let releases: Vec<_> = firsts_held
-        .into_iter()
-        .map(|guard| tokio::spawn(guard.unlock()))
-        .collect();
-    for release in releases {
-        assert!(release.await.expect("task").expect("unlock"));
-    }
+    release_together(firsts_held).await;
     for second in seconds {
         let guard = tokio::time::timeout(Duration::from_secs(5), second)
             .await
