@@ -173,6 +173,12 @@ impl GiveWay {
         }
     }
 
+    /// How many of this client's subscriptions an unlock message of lock `name` would reach:
+    /// 1 while this client may be subscribed to its channel, else 0.
+    pub(crate) fn own_listeners(&self, name: &str) -> u64 {
+        u64::from(self.pubsub.may_receive(&crate::name::lock_channel(name)))
+    }
+
     fn entry(&self, name: &Arc<str>) -> Arc<Courtesy> {
         let mut locks = self.locks.lock();
         if locks.len() >= SWEEP_ABOVE {
@@ -207,10 +213,7 @@ impl PlainRelease<'_> {
     }
 
     fn finish(&mut self, receivers: u64, took: Duration) {
-        let others = receivers > 0 && {
-            let channel = crate::name::lock_channel(&self.name);
-            receivers > u64::from(self.give_way.pubsub.may_receive(&channel))
-        };
+        let others = receivers > 0 && receivers > self.give_way.own_listeners(&self.name);
         let courtesy = match (others, self.pending.take()) {
             (false, None) => return,
             (true, None) => self.give_way.entry(&self.name),

@@ -66,7 +66,6 @@ pub(crate) struct Handoffs {
     /// Whether a spent budget may end in a conditional hand-off: only where this server sees
     /// every subscriber of the unlock channel (`PUBLISH` mode, no cluster).
     conditional: bool,
-    pubsub: PubSub,
     /// Giving way to other clients' waiters after a plain release (`give_way.rs`).
     pub(crate) give_way: GiveWay,
 }
@@ -135,8 +134,7 @@ impl Handoffs {
             queues: Mutex::new(HashMap::default()),
             max_in_row,
             conditional,
-            give_way: GiveWay::new(pubsub.clone()),
-            pubsub,
+            give_way: GiveWay::new(pubsub),
         }
     }
 
@@ -240,10 +238,7 @@ impl Handoffs {
                 None => return Err(true),
             }
         };
-        // Counted as this client's own listener: the unlock message would reach this client's
-        // subscription of the channel, if it has one.
-        let unless_listeners_above = conditional
-            .then(|| u64::from(self.pubsub.may_receive(&crate::name::lock_channel(name))));
+        let unless_listeners_above = conditional.then(|| self.give_way.own_listeners(name));
         let heir = Heir {
             field: Arc::clone(&slot.field),
             lease_ms: slot.lease_ms,
