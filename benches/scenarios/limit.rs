@@ -1,5 +1,6 @@
 //! The physical limit, measured in the same run: the acquire script run by `redis-benchmark`
-//! at the same concurrency (with and without pipelining), and single-connection PING latency.
+//! at the same concurrency (with and without pipelining), and single-connection PING latency
+//! (from this process through fred, and from `redis-benchmark`, a C client with no runtime).
 //!
 //! `redis-benchmark` (Redis 7.0 flags: `-c`, `-P`, `-n`, `-r`, `--csv`) runs
 //! `EVALSHA <sha of lua/acquire.lua> 1 bench:limit:<run id>:__rand_int__ 30000 <uuid>:1`, where
@@ -164,22 +165,50 @@ async fn relay_turns(
     Ok(hops)
 }
 
-/// One `redis-benchmark` run of `requests` acquires: (requests/s it reports, wall time).
-fn run_redis_benchmark(
+/// Sequential PINGs on one connection by `redis-benchmark` (`-c 1`), for about `duration`
+/// (`p50_hint_us`: a PING p50 measured just before, to size the run): its p50, p99 and max in
+/// microseconds. A C client with no async runtime, no task wakes and no allocation per call,
+/// so its max over a hot scenario's window shows how long this machine stalls a bare round
+/// trip, independently of fred and tokio.
+pub fn redis_benchmark_ping(
     port: u16,
-    clients: usize,
-    pipeline: usize,
-    requests: usize,
-    sha: &str,
-    key: &str,
-    field: &str,
-) -> Result<(f64, Duration), String> {
-    let started = Instant::now();
+    duration: Duration,
+    p50_hint_us: Option<f64>,
+) -> Result<(f64, f64, f64), String> {
+    let per_second = 1e6 / p50_hint_us.filter(|p50| *p50 > 0.0).unwrap_or(100.0);
+    let requests = ((per_second * duration.as_secs_f64()).ceil() as usize).clamp(1_000, 1_000_000);
+    let stdout = redis_benchmark(
+        port,
+        &[
+            "-c",
+            "1",
+            "-n",
+            &requests.to_string(),
+            "--precision",
+            "3",
+            "--csv",
+            "PING",
+        ],
+    )?;
+    let column = |index| {
+        parse_csv_column(&stdout, index)
+            .map(|ms| ms * 1_000.0)
+            .ok_or_else(|| {
+                format!("cannot find column {index} in redis-benchmark's output: {stdout:?}")
+            })
+    };
+    Ok((
+        column(CSV_P50_MS)?,
+        column(CSV_P99_MS)?,
+        column(CSV_MAX_MS)?,
+    ))
+}
+
+/// Runs `redis-benchmark` against 127.0.0.1:`port` with `args` and returns its standard output.
+fn redis_benchmark(port: u16, args: &[&str]) -> Result<String, String> {
     let output = Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
-        .args(["-n", &requests.to_string(), "-r", KEYSPACE, "--csv"])
-        .args(["EVALSHA", sha, "1", key, LEASE_MS, field])
+        .args(args)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| {
@@ -191,34 +220,74 @@ fn run_redis_benchmark(
                 format!("cannot run redis-benchmark: {e}")
             }
         })?;
-    let took = started.elapsed();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     if !output.status.success() {
         return Err(format!(
             "redis-benchmark failed ({}): {} {}",
             output.status,
             stdout.trim(),
-            stderr.trim()
+            String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
-    let rate = parse_csv_rps(&stdout).ok_or_else(|| {
-        format!("cannot find the requests/s in redis-benchmark's output: {stdout:?} {stderr:?}")
+    Ok(stdout)
+}
+
+/// One `redis-benchmark` run of `requests` acquires: (requests/s it reports, wall time).
+fn run_redis_benchmark(
+    port: u16,
+    clients: usize,
+    pipeline: usize,
+    requests: usize,
+    sha: &str,
+    key: &str,
+    field: &str,
+) -> Result<(f64, Duration), String> {
+    let started = Instant::now();
+    let stdout = redis_benchmark(
+        port,
+        &[
+            "-c",
+            &clients.to_string(),
+            "-P",
+            &pipeline.to_string(),
+            "-n",
+            &requests.to_string(),
+            "-r",
+            KEYSPACE,
+            "--csv",
+            "EVALSHA",
+            sha,
+            "1",
+            key,
+            LEASE_MS,
+            field,
+        ],
+    )?;
+    let took = started.elapsed();
+    let rate = parse_csv_column(&stdout, CSV_RPS).ok_or_else(|| {
+        format!("cannot find the requests/s in redis-benchmark's output: {stdout:?}")
     })?;
     Ok((rate, took))
 }
 
-/// The `rps` column of the data row of `redis-benchmark --csv`:
+/// Columns of `redis-benchmark --csv` (Redis 7.0): `"test","rps","avg_latency_ms",
+/// "min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"`.
+const CSV_RPS: usize = 1;
+const CSV_P50_MS: usize = 4;
+const CSV_P99_MS: usize = 6;
+const CSV_MAX_MS: usize = 7;
+
+/// Column `index` of the data row of `redis-benchmark --csv`:
 /// `"test","rps",...` then `"EVALSHA ...","44247.79",...`.
-fn parse_csv_rps(csv: &str) -> Option<f64> {
+fn parse_csv_column(csv: &str, index: usize) -> Option<f64> {
     csv.lines()
         .map(str::trim)
         .find(|line| line.starts_with('"') && !line.starts_with("\"test\""))
         .and_then(|line| {
             // The test name may contain commas only inside its quotes; split on `","`.
-            line.split("\",\"").nth(1)
+            line.split("\",\"").nth(index)
         })
-        .and_then(|rps| rps.trim_matches('"').parse::<f64>().ok())
+        .and_then(|value| value.trim_matches('"').parse::<f64>().ok())
 }
 
 /// SCAN MATCH `<prefix>:*` + UNLINK, page by page.

@@ -429,6 +429,18 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
             "p50 {p50:.0} µs, p99 {p99:.0} µs, max {max:.0} µs"
         ))
     );
+    // The same window again, by a C client: how long this machine stalls a bare round trip.
+    let (duration, p50_hint) = (plan.duration, ping.as_ref().ok().map(|(p50, _)| *p50));
+    let bare = bounded_blocking(plan.baseline_timeout(), move || {
+        limit::redis_benchmark_ping(port, duration, p50_hint)
+    })
+    .await;
+    progress!(
+        "limit: redis-benchmark PING, 1 connection: {}",
+        show(&bare, |(p50, p99, max)| format!(
+            "p50 {p50:.0} µs, p99 {p99:.0} µs, max {max:.0} µs"
+        ))
+    );
     let mut rows = Vec::new();
     for &clients in &plan.uncontended_tasks {
         let (duration, pipeline) = (plan.limit_duration, plan.limit_pipeline);
@@ -455,6 +467,7 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
         ping_p50_us: ping.clone().map(|(p50, _)| p50),
         ping_p99_us: ping.map(|(_, p99)| p99),
         relay_us: relay,
+        bare_ping_us: bare,
         pipeline: plan.limit_pipeline,
         rows,
     }
