@@ -1,6 +1,7 @@
 //! The physical limit, measured in the same run: the acquire script run by `redis-benchmark`
 //! at the same concurrency (with and without pipelining), and single-connection PING latency
-//! (from this process through fred, and from `redis-benchmark`, a C client with no runtime).
+//! (from this process through fred, and from `redis-benchmark`, a C client with no runtime),
+//! and, as the floor under every round trip, two threads taking turns through a socket pair.
 //!
 //! `redis-benchmark` (Redis 7.0 flags: `-c`, `-P`, `-n`, `-r`, `--csv`) runs
 //! `EVALSHA <sha of lua/acquire.lua> 1 bench:limit:<run id>:__rand_int__ 30000 <uuid>:1`, where
@@ -202,6 +203,47 @@ pub fn redis_benchmark_ping(
         column(CSV_P99_MS)?,
         column(CSV_MAX_MS)?,
     ))
+}
+
+/// Two threads of this process taking turns through a Unix socket pair for `duration`, one
+/// byte each way: the p50, p99 and max of a round trip in microseconds. No Redis, no network
+/// stack, no async runtime: two thread wakes by the kernel, as every round trip to Redis has.
+/// Its max shows how long this machine's scheduler (here a VM's) can leave a woken thread
+/// waiting, which no client can do anything about.
+pub fn thread_relay(duration: Duration) -> Result<(f64, f64, f64), String> {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    let (mut near, mut far) =
+        UnixStream::pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
+    // Echoes until `near` is closed (read returns 0 bytes or fails).
+    let echo = std::thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        while matches!(far.read(&mut byte), Ok(1)) {
+            if far.write_all(&byte).is_err() {
+                break;
+            }
+        }
+    });
+    let mut round_trips = measure::histogram();
+    let deadline = Instant::now() + duration;
+    let result = (|| {
+        let mut byte = [0u8; 1];
+        loop {
+            let started = Instant::now();
+            near.write_all(&byte)
+                .and_then(|()| near.read_exact(&mut byte))
+                .map_err(|e| format!("socket pair round trip: {e}"))?;
+            let now = Instant::now();
+            measure::record(&mut round_trips, now - started);
+            if now >= deadline {
+                return Ok(());
+            }
+        }
+    })();
+    drop(near);
+    let _ = echo.join();
+    result.map(|()| measure::percentiles(&round_trips))
 }
 
 /// Runs `redis-benchmark` against 127.0.0.1:`port` with `args` and returns its standard output.

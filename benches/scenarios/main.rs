@@ -441,6 +441,16 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
             "p50 {p50:.0} µs, p99 {p99:.0} µs, max {max:.0} µs"
         ))
     );
+    let threads = bounded_blocking(plan.baseline_timeout(), move || {
+        limit::thread_relay(duration)
+    })
+    .await;
+    progress!(
+        "limit: 2 threads taking turns through a socket pair: {}",
+        show(&threads, |(p50, p99, max)| format!(
+            "p50 {p50:.0} µs, p99 {p99:.0} µs, max {max:.0} µs"
+        ))
+    );
     let mut rows = Vec::new();
     for &clients in &plan.uncontended_tasks {
         let (duration, pipeline) = (plan.limit_duration, plan.limit_pipeline);
@@ -468,6 +478,7 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
         ping_p99_us: ping.map(|(_, p99)| p99),
         relay_us: relay,
         bare_ping_us: bare,
+        thread_relay_us: threads,
         pipeline: plan.limit_pipeline,
         rows,
     }

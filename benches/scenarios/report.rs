@@ -90,6 +90,9 @@ pub struct Limit {
     /// Sequential PINGs on one connection by `redis-benchmark`, a C client
     /// (`limit::redis_benchmark_ping`), for a hot window's length: p50, p99 and max in µs.
     pub bare_ping_us: Res<(f64, f64, f64)>,
+    /// Two threads taking turns through a socket pair (`limit::thread_relay`), for a hot
+    /// window's length: p50, p99 and max in µs.
+    pub thread_relay_us: Res<(f64, f64, f64)>,
     pub pipeline: usize,
     pub rows: Vec<LimitRow>,
 }
@@ -208,23 +211,22 @@ impl Run {
             Spread::P99 => "p99",
             Spread::Max => "max",
         };
-        let times = |&(p50, p99, max): &(f64, f64, f64)| {
+        // "<tail> = <tail / p50> × its p50", from (p50, p99, max).
+        let tail = |&(p50, p99, max): &(f64, f64, f64)| {
             let tail = match spread {
                 Spread::P99 => p99,
                 Spread::Max => max,
             };
-            tail / p50.max(1.0)
+            format!("{} = {:.2} × its p50", us(tail), tail / p50.max(1.0))
         };
-        let mut floors = Vec::new();
-        if let Ok(bare) = &limit.bare_ping_us {
-            floors.push(format!(
-                "redis-benchmark PING {name} {:.2} × its p50",
-                times(bare)
-            ));
-        }
-        if let Ok(relay) = &limit.relay_us {
-            floors.push(format!("PING relay {name} {:.2} × its p50", times(relay)));
-        }
+        let floors: Vec<String> = [
+            ("redis-benchmark PING", &limit.bare_ping_us),
+            ("PING relay", &limit.relay_us),
+            ("socket-pair thread relay", &limit.thread_relay_us),
+        ]
+        .into_iter()
+        .filter_map(|(what, sample)| Some(format!("{what} {name} {}", tail(sample.as_ref().ok()?))))
+        .collect();
         (!floors.is_empty()).then(|| format!("bare round trips in this run: {}", floors.join(", ")))
     }
 
@@ -628,6 +630,19 @@ pub fn render(run: &Run) -> String {
                 max / p50.max(1.0)
             );
         }
+        if let Ok((p50, p99, max)) = &limit.thread_relay_us {
+            let _ = writeln!(
+                out,
+                "Thread relay, 2 threads taking turns through a socket pair for a hot window's \
+                 length (no Redis: two thread wakes): p50 {}, p99 {} ({:.2} × p50), max {} \
+                 ({:.2} × p50)\n",
+                us(*p50),
+                us(*p99),
+                p99 / p50.max(1.0),
+                us(*max),
+                max / p50.max(1.0)
+            );
+        }
         if let Ok((p50, p99, max)) = &limit.bare_ping_us {
             let _ = writeln!(
                 out,
@@ -972,7 +987,7 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
         write_json(
             dir,
             "limit.json",
-            &json!({ "mode": mode, "ping_p50_us": res_json(&limit.ping_p50_us), "ping_p99_us": res_json(&limit.ping_p99_us), "ping_relay_us": limit.relay_us.as_ref().ok().map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})), "redis_benchmark_ping_us": limit.bare_ping_us.as_ref().ok().map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})), "pipeline": limit.pipeline, "redis_benchmark": rows }),
+            &json!({ "mode": mode, "ping_p50_us": res_json(&limit.ping_p50_us), "ping_p99_us": res_json(&limit.ping_p99_us), "ping_relay_us": limit.relay_us.as_ref().ok().map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})), "redis_benchmark_ping_us": limit.bare_ping_us.as_ref().ok().map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})), "thread_relay_us": limit.thread_relay_us.as_ref().ok().map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})), "pipeline": limit.pipeline, "redis_benchmark": rows }),
         )?;
         written.push("limit.json");
     }
