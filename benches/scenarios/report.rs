@@ -618,43 +618,35 @@ pub fn render(run: &Run) -> String {
                 Err(_) => "n/a".into(),
             }
         );
-        if let Ok((p50, p99, max)) = &limit.relay_us {
-            let _ = writeln!(
-                out,
+        let round_trips = [
+            (
                 "PING relay, 2 tasks taking turns on one connection (a T = 2 hand-off with no \
-                 lock): p50 {}, p99 {} ({:.2} × p50), max {} ({:.2} × p50)\n",
-                us(*p50),
-                us(*p99),
-                p99 / p50.max(1.0),
-                us(*max),
-                max / p50.max(1.0)
-            );
-        }
-        if let Ok((p50, p99, max)) = &limit.thread_relay_us {
-            let _ = writeln!(
-                out,
+                 lock)",
+                &limit.relay_us,
+            ),
+            (
                 "Thread relay, 2 threads taking turns through a socket pair for a hot window's \
-                 length (no Redis: two thread wakes): p50 {}, p99 {} ({:.2} × p50), max {} \
-                 ({:.2} × p50)\n",
-                us(*p50),
-                us(*p99),
-                p99 / p50.max(1.0),
-                us(*max),
-                max / p50.max(1.0)
-            );
-        }
-        if let Ok((p50, p99, max)) = &limit.bare_ping_us {
-            let _ = writeln!(
-                out,
+                 length (no Redis: two thread wakes)",
+                &limit.thread_relay_us,
+            ),
+            (
                 "PING by redis-benchmark, one connection, for a hot window's length (a C \
-                 client: no runtime, no task wakes): p50 {}, p99 {} ({:.2} × p50), max {} \
-                 ({:.2} × p50)\n",
-                us(*p50),
-                us(*p99),
-                p99 / p50.max(1.0),
-                us(*max),
-                max / p50.max(1.0)
-            );
+                 client: no runtime, no task wakes)",
+                &limit.bare_ping_us,
+            ),
+        ];
+        for (what, sample) in round_trips {
+            if let Ok((p50, p99, max)) = sample {
+                let _ = writeln!(
+                    out,
+                    "{what}: p50 {}, p99 {} ({:.2} × p50), max {} ({:.2} × p50)\n",
+                    us(*p50),
+                    us(*p99),
+                    p99 / p50.max(1.0),
+                    us(*max),
+                    max / p50.max(1.0)
+                );
+            }
         }
         let _ = writeln!(
             out,
