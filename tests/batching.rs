@@ -22,6 +22,16 @@ async fn script_runs(raw: &fred::clients::Client) -> u64 {
     stats.get("evalsha").copied().unwrap_or(0) + stats.get("eval").copied().unwrap_or(0)
 }
 
+/// Takes lock `name` for a fresh owner of `client`, with a 30 s lease.
+async fn hold_as_new_owner(client: &ferrisson::Client, name: &str) -> ferrisson::LockGuard {
+    client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .expect("lock")
+}
+
 /// Releases `guards` from tasks spawned together, so that the releases share a batch, and
 /// checks that each was a full release.
 async fn release_together(guards: Vec<ferrisson::LockGuard>) {
@@ -201,13 +211,7 @@ async fn hand_offs_in_one_batch_each_reach_their_own_waiter() {
     let mut waiters = Vec::new();
     for i in 0..LOCKS {
         let name = format!("handoff-batch:{i}");
-        let holder = client.lock(name.clone()).with_owner(Owner::new());
-        holders.push(
-            holder
-                .lock_with_lease(Duration::from_secs(30))
-                .await
-                .expect("lock"),
-        );
+        holders.push(hold_as_new_owner(&client, &name).await);
         let waiter = client.lock(name.clone()).with_owner(Owner::new());
         let field = format!("{}:{}", client.id(), waiter.owner().id());
         waiters.push((
@@ -268,13 +272,7 @@ async fn conditional_hand_offs_in_one_batch_free_only_the_listened_locks() {
     for i in 0..LOCKS {
         let name = format!("conditional-batch:{i}");
         let channel = format!("redisson_lock__channel:{{{name}}}");
-        let holder = client.lock(name.clone()).with_owner(Owner::new());
-        holders.push(
-            holder
-                .lock_with_lease(Duration::from_secs(30))
-                .await
-                .expect("lock"),
-        );
+        holders.push(hold_as_new_owner(&client, &name).await);
         for line in [&mut firsts, &mut seconds] {
             let waiter = client.lock(name.clone()).with_owner(Owner::new());
             line.push(tokio::spawn(async move {

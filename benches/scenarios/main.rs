@@ -407,6 +407,11 @@ fn support_redacted(url: &str) -> String {
     ::ferrisson::Config::new(url).redacted_url()
 }
 
+/// A round trip's (p50, p99, max) in µs, for progress lines.
+fn tails((p50, p99, max): &(f64, f64, f64)) -> String {
+    format!("p50 {p50:.0} µs, p99 {p99:.0} µs, max {max:.0} µs")
+}
+
 async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
     let ping = bounded(
         plan.baseline_timeout(),
@@ -423,12 +428,7 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
         limit::ping_relay(url, plan.duration),
     )
     .await;
-    progress!(
-        "limit: PING relay between 2 tasks: {}",
-        show(&relay, |(p50, p99, max)| format!(
-            "p50 {p50:.0} µs, p99 {p99:.0} µs, max {max:.0} µs"
-        ))
-    );
+    progress!("limit: PING relay between 2 tasks: {}", show(&relay, tails));
     // The same window again, by a C client: how long this machine stalls a bare round trip.
     let (duration, p50_hint) = (plan.duration, ping.as_ref().ok().map(|(p50, _)| *p50));
     let bare = bounded_blocking(plan.baseline_timeout(), move || {
@@ -437,9 +437,7 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
     .await;
     progress!(
         "limit: redis-benchmark PING, 1 connection: {}",
-        show(&bare, |(p50, p99, max)| format!(
-            "p50 {p50:.0} µs, p99 {p99:.0} µs, max {max:.0} µs"
-        ))
+        show(&bare, tails)
     );
     let threads = bounded_blocking(plan.baseline_timeout(), move || {
         limit::thread_relay(duration)
@@ -447,9 +445,7 @@ async fn run_limit(plan: &Plan, url: &str, port: u16) -> report::Limit {
     .await;
     progress!(
         "limit: 2 threads taking turns through a socket pair: {}",
-        show(&threads, |(p50, p99, max)| format!(
-            "p50 {p50:.0} µs, p99 {p99:.0} µs, max {max:.0} µs"
-        ))
+        show(&threads, tails)
     );
     let mut rows = Vec::new();
     for &clients in &plan.uncontended_tasks {
