@@ -357,6 +357,30 @@ impl ClientInner {
             Ok(())
         }
     }
+
+    /// Classifies an error from fred for an operation on the key `name` (see
+    /// [`Error::from_redis`]), and tells the cases where the client itself is gone apart from
+    /// an unreachable server.
+    pub(crate) fn redis_error(&self, name: &str, err: fred::error::Error) -> Error {
+        self.explain(Error::from_redis(err, name, self.redis.response_timeout))
+    }
+
+    /// `err`, or the reason the client cannot work at all: it was shut down, or the runtime that
+    /// ran its connections and background tasks is gone (fred then only says that it failed to
+    /// send the command to its router task).
+    pub(crate) fn explain(&self, err: Error) -> Error {
+        if !err.is_transient() && !matches!(err, Error::Redis(_)) {
+            return err;
+        }
+        if self.shut_down.load(Ordering::Acquire) {
+            return Error::Shutdown;
+        }
+        // Our background tasks end only on shutdown or when their runtime drops them.
+        if self.tasks.lock().iter().any(|task| task.is_finished()) {
+            return Error::RuntimeGone;
+        }
+        err
+    }
 }
 
 impl Drop for ClientInner {

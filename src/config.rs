@@ -73,7 +73,7 @@ pub enum WhenUnavailable {
 /// config.watchdog_timeout = Duration::from_secs(10);
 /// assert_eq!(config.renewal_batch_size, 100);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct Config {
     /// Where Redis is: `redis://[user:pass@]host:port[/db]`, `rediss://` for TLS,
@@ -166,25 +166,53 @@ impl Config {
     }
 }
 
-/// Replaces the password of `scheme://user:password@host` (or `scheme://:password@host`) with
-/// `***`; other URLs are returned unchanged.
-fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
+/// Masks the credentials of a Redis URL for messages, logs and `Debug` output: the password
+/// (`redis://user:***@host`), or a lone user part, which Redis may take for a password
+/// (`redis://***@host`). The one redaction function of the crate and its command-line tool.
+/// Text that is not a URL is masked from the scheme to the last `@` before the path, if any.
+pub(crate) fn redact(raw: &str) -> String {
+    if let Ok(mut url) = url::Url::parse(raw) {
+        // Setting credentials fails only for URLs that cannot carry them (no host), which
+        // then carry none either.
+        let masked = if url.password().is_some() {
+            url.set_password(Some("***")).is_ok()
+        } else if !url.username().is_empty() {
+            url.set_username("***").is_ok()
+        } else {
+            true
+        };
+        if masked {
+            return url.into();
+        }
+    }
+    let Some(scheme_end) = raw.find("://").map(|i| i + 3) else {
+        return raw.to_owned();
     };
-    let rest = &url[scheme_end..];
+    let rest = &raw[scheme_end..];
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    match rest[..at].find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &url[..scheme_end],
-            &rest[..colon],
-            &rest[at..]
-        ),
-        None => url.to_owned(),
+    match rest[..authority_end].rfind('@') {
+        Some(at) => match rest[..at].split_once(':') {
+            Some((user, _)) => format!("{}{user}:***{}", &raw[..scheme_end], &rest[at..]),
+            None => format!("{}***{}", &raw[..scheme_end], &rest[at..]),
+        },
+        None => raw.to_owned(),
+    }
+}
+
+impl std::fmt::Debug for Config {
+    /// Prints every field, with the URL's credentials masked (see [`Config::redacted_url`]).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("url", &self.redacted_url())
+            .field("watchdog_timeout", &self.watchdog_timeout)
+            .field("renewal_batch_size", &self.renewal_batch_size)
+            .field("publish_mode", &self.publish_mode)
+            .field("when_unavailable", &self.when_unavailable)
+            .field("response_timeout", &self.response_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("pool_size", &self.pool_size)
+            .field("max_local_handoffs", &self.max_local_handoffs)
+            .finish()
     }
 }
 
@@ -197,8 +225,26 @@ mod tests {
         assert_eq!(redact("redis://u:p@h:1/2"), "redis://u:***@h:1/2");
         assert_eq!(redact("rediss://:p@h"), "rediss://:***@h");
         assert_eq!(redact("redis://h:6379"), "redis://h:6379");
-        assert_eq!(redact("redis://user@h"), "redis://user@h");
+        assert_eq!(redact("redis://pw@h"), "redis://***@h");
         assert_eq!(redact("not a url"), "not a url");
         assert_eq!(redact("redis://u:p@ss@h/x@y"), "redis://u:***@h/x@y");
+        assert_eq!(
+            redact("redis-cluster://u:p@h:1?node=h:2&node=h:3"),
+            "redis-cluster://u:***@h:1?node=h:2&node=h:3"
+        );
+        // Not parseable as a URL (a space in the host), still masked.
+        assert_eq!(redact("redis://u:p w@h x:1"), "redis://u:***@h x:1");
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_password() {
+        let config = Config::new("redis://app:s3cret@cache:6379/0");
+        let printed = format!("{config:?} {config:#?}");
+        assert!(!printed.contains("s3cret"), "{printed}");
+        assert!(
+            printed.contains("redis://app:***@cache:6379/0"),
+            "{printed}"
+        );
+        assert!(printed.contains("watchdog_timeout"), "{printed}");
     }
 }

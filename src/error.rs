@@ -60,6 +60,13 @@ pub enum Error {
     /// The client was shut down; no further operations are possible.
     #[error("the client has been shut down")]
     Shutdown,
+
+    /// The tokio runtime that created the client has shut down, and with it the client's
+    /// connections and background tasks (watchdog, pub/sub, releases of dropped guards): the
+    /// client can no longer be used, from any runtime. Create the client on a runtime that
+    /// outlives its use (for blocking code, see [`crate::blocking`]).
+    #[error("the tokio runtime that created this client has shut down; the client cannot be used from another runtime")]
+    RuntimeGone,
 }
 
 impl Error {

@@ -118,7 +118,7 @@ impl Client {
                 &[] as &[&str],
             )
             .await
-            .map_err(|err| Error::from_redis(err, name, inner.redis.response_timeout))?;
+            .map_err(|err| inner.redis_error(name, err))?;
         parse(name, reply)
     }
 }

@@ -121,6 +121,7 @@ impl LockGuard {
     pub async fn unlock(mut self) -> Result<bool> {
         self.done = true;
         let client = self.lock.client();
+        client.ensure_open()?;
         let released = client.leases.released(&self.ticket);
         if released.lost {
             return Ok(false);

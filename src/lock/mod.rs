@@ -59,7 +59,7 @@ pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Res
         client.janitor.clone(),
     )
     .await
-    .map_err(|err| Error::from_redis(err, &release.name, client.redis.response_timeout))?;
+    .map_err(|err| client.redis_error(&release.name, err))?;
     tracing::debug!(lock = %release.name, field = %release.field, ?reply, "released");
     Ok(reply)
 }

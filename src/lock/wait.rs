@@ -134,6 +134,15 @@ where
     let mut woken_by = WokenBy::Immediate;
     let mut attempts = 0u32;
     let mut backoff = Duration::from_millis(50);
+    // What the wait reports when its bound runs out: the lock is busy only if Redis said so.
+    // While Redis is unreachable (or silent), the caller gets that error instead.
+    let mut answered = false;
+    let mut outage: Option<Error> = None;
+    let out_of_time = |answered: bool, outage: Option<Error>| match outage {
+        Some(err) => Err(client.explain(err)),
+        None if !answered => Err(Error::Timeout(wait.unwrap_or_default())),
+        None => Ok(None),
+    };
     loop {
         let untried = std::mem::take(&mut in_line_first);
         let outcome = if untried {
@@ -152,13 +161,13 @@ where
         } else {
             give_way(client, waiter, deadline).await;
             attempts += 1;
-            attempt_within(time_left(), &mut attempt).await
+            attempt_within(time_left(), attempts == 1, &mut attempt).await
         };
         let outcome = match outcome {
             Some(outcome) => outcome,
             None => {
                 tracing::debug!(attempts, "not acquired within the wait bound");
-                return Ok(None);
+                return out_of_time(answered, outage);
             }
         };
         let ttl_ms = match outcome {
@@ -168,24 +177,29 @@ where
                 }
                 return Ok(Some((hold, acquired(woken_by, attempts))));
             }
-            Ok(Attempt::Busy(ttl_ms)) => ttl_ms,
+            Ok(Attempt::Busy(ttl_ms)) => {
+                answered = true;
+                outage = None;
+                ttl_ms
+            }
             Err(err)
                 if err.is_transient()
                     && client.config.when_unavailable == WhenUnavailable::KeepWaiting =>
             {
                 // Redis is unreachable: wait for it within the bound, backing off.
                 let pause = match time_left() {
-                    Some(left) if left.is_zero() => return Err(err),
+                    Some(left) if left.is_zero() => return Err(client.explain(err)),
                     Some(left) => backoff.min(left),
                     None => backoff,
                 };
                 tracing::debug!(error = %err, ?pause, "redis unavailable; waiting for it");
+                outage = Some(err);
                 tokio::time::sleep(pause).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
                 subscription = None; // re-subscribe once Redis is back
                 continue;
             }
-            Err(err) => return Err(err),
+            Err(err) => return Err(client.explain(err)),
         };
         backoff = Duration::from_millis(50);
         if time_left().is_some_and(|left| left.is_zero()) {
@@ -206,7 +220,7 @@ where
             let share = match time_left() {
                 Some(left) => match tokio::time::timeout(left, subscribe).await {
                     Ok(share) => share,
-                    Err(_) => return Ok(None),
+                    Err(_) => return out_of_time(answered, outage),
                 },
                 None => subscribe.await,
             };
@@ -216,9 +230,10 @@ where
                     if err.is_transient()
                         && client.config.when_unavailable == WhenUnavailable::KeepWaiting =>
                 {
+                    outage = Some(err);
                     tokio::time::sleep(time_left().map_or(backoff, |left| left.min(backoff))).await;
                 }
-                Err(err) => return Err(err),
+                Err(err) => return Err(client.explain(err)),
             }
             continue;
         };
@@ -290,10 +305,12 @@ async fn give_way(client: &ClientInner, waiter: &Waiter, deadline: Option<Instan
 }
 
 /// Runs one attempt within `left` of the wait bound (`None`: no bound); `None` when the bound ran
-/// out first. A slow server or a connection being re-established counts against the bound; a
-/// lone try (no time left at all) is bounded by the response timeout only.
+/// out first, or had already. A slow server or a connection being re-established counts against
+/// the bound; a `first` attempt with no time left at all (a lone try, `try_lock`) is bounded by
+/// the response timeout only.
 async fn attempt_within<T, F, Fut>(
     left: Option<Duration>,
+    first: bool,
     attempt: &mut F,
 ) -> Option<Result<Attempt<T>>>
 where
@@ -302,11 +319,12 @@ where
 {
     match left {
         Some(left) if !left.is_zero() => tokio::time::timeout(left, attempt()).await.ok(),
+        Some(_) if !first => None,
         _ => Some(attempt().await),
     }
 }
 
 /// Maps a script error to the crate's error for the lock `name`.
 pub(crate) fn script_error(client: &ClientInner, name: &str, err: fred::error::Error) -> Error {
-    Error::from_redis(err, name, client.redis.response_timeout)
+    client.redis_error(name, err)
 }

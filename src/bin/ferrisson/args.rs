@@ -98,24 +98,9 @@ impl Connection {
     }
 }
 
-/// `scheme://user:***@host...`: masks the password (or a lone userinfo, which Redis treats as
-/// a password) of a URL.
+/// `scheme://user:***@host...`: the library's masking of a URL's credentials.
 pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest_start = scheme_end + 3;
-    let rest = &url[rest_start..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    let userinfo = &rest[..at];
-    let masked = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None => "***".to_owned(),
-    };
-    format!("{}{}{}", &url[..rest_start], masked, &rest[at..])
+    ferrisson::Config::new(url).redacted_url()
 }
 
 /// The subcommands.
