@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, PublishMode, WhenUnavailable};
 use crate::dispatch::Dispatcher;
+use crate::doubt::Doubts;
 use crate::error::{Error, Result};
-use crate::janitor::Janitor;
+use crate::janitor::{Janitor, Releaser};
 use crate::lock::handoff::Handoffs;
 use crate::lock::Lock;
 use crate::pubsub::PubSub;
@@ -240,12 +241,19 @@ impl Client {
             config.response_timeout,
             stop.clone(),
         );
+        let doubts = Doubts::new(stop.child_token());
         let (leases, watchdog_task) = watchdog::start(
             Arc::clone(&redis),
             config.watchdog_timeout,
             config.renewal_batch_size,
+            Arc::clone(&doubts),
             stop.clone(),
         );
+        let reconciler_task = tokio::spawn(crate::doubt::run(
+            Arc::clone(&doubts),
+            Arc::downgrade(&leases),
+            Arc::clone(&redis),
+        ));
         // A conditional hand-off counts the channel's subscribers on the lock's server, which
         // sees them all only with PUBLISH outside a cluster (src/lock/handoff.rs).
         let conditional = !clustered && config.publish_mode == PublishMode::Classic;
@@ -255,12 +263,16 @@ impl Client {
             pubsub.clone(),
         ));
         let (janitor, janitor_task) = Janitor::start(
-            Arc::clone(&redis),
-            Arc::clone(&handoffs),
+            Releaser {
+                redis: Arc::clone(&redis),
+                handoffs: Arc::clone(&handoffs),
+                doubts,
+            },
             subscriber.clone(),
         );
         tasks.push(watchdog_task);
         tasks.push(janitor_task);
+        tasks.push(reconciler_task);
         tasks.extend(dispatcher_task);
 
         let id = uuid::Uuid::new_v4().to_string();
@@ -355,6 +367,15 @@ impl ClientInner {
             Err(Error::Shutdown)
         } else {
             Ok(())
+        }
+    }
+
+    /// What releases need (see [`Releaser`]).
+    pub(crate) fn releaser(&self) -> Releaser {
+        Releaser {
+            redis: Arc::clone(&self.redis),
+            handoffs: Arc::clone(&self.handoffs),
+            doubts: Arc::clone(&self.leases.doubts),
         }
     }
 

@@ -14,6 +14,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::client::Redis;
+use crate::doubt::{Call, Doubts};
 use crate::lock::handoff::Handoffs;
 
 /// A release to perform: one hold of `field` on lock `name`.
@@ -25,16 +26,29 @@ pub(crate) struct Release {
 }
 
 pub(crate) enum Job {
-    /// Release one hold.
-    Release(Release),
+    /// Release one hold, registered as a lock-changing call since the lease table counted it
+    /// released (`None` for a hold the table never counted: a hand-off whose waiter left).
+    Release(Release, Option<Call>),
     /// A script whose caller was dropped while it was in flight: wait for its reply, then, if it
     /// acquired the lock, release that hold.
     Settle {
         reply: BoxFuture<'static, Result<Value, fred::error::Error>>,
         undo: Option<Release>,
+        /// The script's registration, kept until its reply (and the undo) are handled.
+        call: Option<Call>,
     },
     /// Answer once every job queued before this one is done.
     Flush(oneshot::Sender<()>),
+}
+
+impl Release {
+    /// The lock and holder field this release is for.
+    pub(crate) fn key(&self) -> crate::watchdog::HoldKey {
+        crate::watchdog::HoldKey {
+            name: Arc::clone(&self.name),
+            field: Arc::clone(&self.field),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -42,14 +56,22 @@ pub(crate) struct Janitor {
     jobs: mpsc::UnboundedSender<Job>,
 }
 
+/// What the janitor's releases need: the connections, the local hand-off queues and the fields
+/// in doubt.
+#[derive(Clone)]
+pub(crate) struct Releaser {
+    pub(crate) redis: Arc<Redis>,
+    pub(crate) handoffs: Arc<Handoffs>,
+    pub(crate) doubts: Arc<Doubts>,
+}
+
 impl Janitor {
     pub(crate) fn start(
-        redis: Arc<Redis>,
-        handoffs: Arc<Handoffs>,
+        releaser: Releaser,
         subscriber: fred::clients::SubscriberClient,
     ) -> (Janitor, tokio::task::JoinHandle<()>) {
         let (jobs, receiver) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(redis, handoffs, subscriber, receiver));
+        let task = tokio::spawn(run(releaser, subscriber, receiver));
         (Janitor { jobs }, task)
     }
 
@@ -70,8 +92,7 @@ impl Janitor {
 }
 
 async fn run(
-    redis: Arc<Redis>,
-    handoffs: Arc<Handoffs>,
+    releaser: Releaser,
     subscriber: fred::clients::SubscriberClient,
     mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
@@ -81,17 +102,24 @@ async fn run(
     while open || !running.is_empty() {
         tokio::select! {
             job = jobs.recv(), if open => match job {
-                Some(Job::Release(release)) => {
-                    running.push(Box::pin(release_hold(Arc::clone(&redis), Arc::clone(&handoffs), release)));
-                }
-                Some(Job::Settle { reply, undo }) => {
-                    let (redis, handoffs) = (Arc::clone(&redis), Arc::clone(&handoffs));
+                Some(Job::Release(release, call)) => {
+                    let releaser = releaser.clone();
                     running.push(Box::pin(async move {
+                        release_hold(releaser, release).await;
+                        drop(call);
+                    }));
+                }
+                Some(Job::Settle { reply, undo, call }) => {
+                    let releaser = releaser.clone();
+                    running.push(Box::pin(async move {
+                        // A reply lost to the connection puts the field in doubt (the reply
+                        // future does that itself); the reconciler then settles it.
                         let acquired = matches!(reply.await, Ok(Value::Null));
                         if let (true, Some(undo)) = (acquired, undo) {
                             tracing::debug!(lock = %undo.name, "releasing a lock whose acquire was cancelled");
-                            release_hold(redis, handoffs, undo).await;
+                            release_hold(releaser, undo).await;
                         }
+                        drop(call);
                     }));
                 }
                 Some(Job::Flush(done)) => flushes.push(done),
@@ -106,13 +134,13 @@ async fn run(
         }
     }
     // The client is gone: close its connections.
-    let _ = redis.pool.quit().await;
+    let _ = releaser.redis.pool.quit().await;
     let _ = subscriber.quit().await;
 }
 
-async fn release_hold(redis: Arc<Redis>, handoffs: Arc<Handoffs>, release: Release) {
+async fn release_hold(releaser: Releaser, release: Release) {
     let name = Arc::clone(&release.name);
-    match crate::lock::release_or_hand_off(redis, handoffs, release).await {
+    match crate::lock::release_or_hand_off(releaser, release).await {
         Ok(Value::Null) => {
             tracing::debug!(lock = %name, "dropped guard's lock was no longer held")
         }

@@ -67,6 +67,7 @@ pub mod blocking;
 mod client;
 mod config;
 mod dispatch;
+mod doubt;
 mod error;
 mod inspect;
 mod janitor;

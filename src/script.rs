@@ -403,12 +403,29 @@ pub(crate) static FORCE_RELEASE: Script = Script::new(
 /// Batched watchdog renewal (§3.2).
 pub(crate) static RENEW: Script = Script::new("renew", include_str!("../lua/renew.lua"));
 
+/// Bring a holder field whose last call had an unknown outcome down to the client's count
+/// (`src/doubt.rs`).
+pub(crate) static RECONCILE: Script = Script::new(
+    "reconcile",
+    concat!(
+        include_str!("../lua/lib/publish.lua"),
+        include_str!("../lua/reconcile.lua")
+    ),
+);
+
 /// Read a lock's state for status displays.
 pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
 
 /// Every script, for loading them once at connect time.
-pub(crate) static ALL: [&Script; 6] =
-    [&ACQUIRE, &RELEASE, &BATCH, &FORCE_RELEASE, &RENEW, &INSPECT];
+pub(crate) static ALL: [&Script; 7] = [
+    &ACQUIRE,
+    &RELEASE,
+    &BATCH,
+    &FORCE_RELEASE,
+    &RENEW,
+    &RECONCILE,
+    &INSPECT,
+];
 
 /// Loads every script into the server's cache (on every primary in a cluster), so that the first
 /// lock operations need no fallback. Best effort: EVALSHA's fallback covers any failure.

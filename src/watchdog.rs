@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::time::{delay_queue, DelayQueue};
 
 use crate::client::Redis;
+use crate::doubt::Doubts;
 use crate::script;
 
 /// A lock and one of its holder fields.
@@ -63,8 +64,13 @@ pub(crate) struct Ticket {
 struct HoldEntry {
     holds: u32,
     watchdog_holds: u32,
-    /// Set when the watchdog found the lease gone; the entry's holds no longer exist.
+    /// Set when the lease is known gone (the server said so) or can no longer be proven (its
+    /// renewal was not confirmed before the lease would end); the entry's holds count as gone.
     lost: bool,
+    /// Until when the server is known to keep the watchdog lease: the last confirmed renewal's
+    /// (or the acquire's) send time plus the watchdog timeout. Meaningful while
+    /// `watchdog_holds > 0`.
+    renewed_until: Instant,
     last_lease_ms: u64,
     generation: u64,
     /// Made only when a guard asks for it (`lost()`, `lost_token()`): most holds never do, and
@@ -81,7 +87,8 @@ pub(crate) struct Released {
 }
 
 enum Command {
-    Track(HoldKey, u64),
+    /// A hold to renew: its key, generation, and when its lease ends unless renewed.
+    Track(HoldKey, u64, Instant),
     Untrack(u64),
 }
 
@@ -92,11 +99,15 @@ pub(crate) struct LeaseTable {
     pending: Mutex<Vec<Command>>,
     next_generation: AtomicU64,
     watchdog_ms: u64,
+    /// Holder fields whose server state is unknown (see `doubt.rs`): a watchdog lease given up
+    /// without the server's word puts its field there.
+    pub(crate) doubts: Arc<Doubts>,
 }
 
 impl LeaseTable {
-    /// Records a successful acquisition and returns its ticket.
-    pub(crate) fn acquired(&self, key: &HoldKey, lease: Lease) -> Ticket {
+    /// Records a successful acquisition, whose script was sent at `sent_at`, and returns its
+    /// ticket.
+    pub(crate) fn acquired(&self, key: &HoldKey, lease: Lease, sent_at: Instant) -> Ticket {
         let mut entries = self.entries.lock();
         let entry = match entries.get_mut(key) {
             // Holds whose lease was lost no longer exist on the server: start afresh.
@@ -111,6 +122,7 @@ impl LeaseTable {
                     holds: 0,
                     watchdog_holds: 0,
                     lost: false,
+                    renewed_until: sent_at,
                     last_lease_ms: self.watchdog_ms,
                     generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
                     lost_token: None,
@@ -122,10 +134,17 @@ impl LeaseTable {
             Lease::Watchdog => {
                 entry.last_lease_ms = self.watchdog_ms;
                 entry.watchdog_holds += 1;
+                // The script reset the key's TTL to the watchdog timeout when it ran.
+                let lease_end = sent_at + Duration::from_millis(self.watchdog_ms);
                 if entry.watchdog_holds == 1 {
-                    self.pending
-                        .lock()
-                        .push(Command::Track(key.clone(), entry.generation));
+                    entry.renewed_until = lease_end;
+                    self.pending.lock().push(Command::Track(
+                        key.clone(),
+                        entry.generation,
+                        lease_end,
+                    ));
+                } else {
+                    entry.renewed_until = entry.renewed_until.max(lease_end);
                 }
             }
             Lease::Fixed(ms) => entry.last_lease_ms = ms,
@@ -151,12 +170,33 @@ impl LeaseTable {
     }
 
     /// Whether the holds of `ticket` are known lost (also when a later acquisition replaced
-    /// them after the loss).
+    /// them after the loss), or their watchdog lease has run past its last confirmed renewal:
+    /// read from the clock, so a holder that was paused knows it as soon as it runs again.
     pub(crate) fn is_lost(&self, ticket: &Ticket) -> bool {
         let entries = self.entries.lock();
-        entries
-            .get(&ticket.key)
-            .is_none_or(|entry| entry.lost || entry.generation != ticket.generation)
+        entries.get(&ticket.key).is_none_or(|entry| {
+            entry.lost
+                || entry.generation != ticket.generation
+                || (ticket.lease == Lease::Watchdog && Instant::now() >= entry.renewed_until)
+        })
+    }
+
+    /// How many holds of `key` this client has that are not given up as lost: what the server
+    /// should keep of the field once its doubts are settled.
+    pub(crate) fn live_holds(&self, key: &HoldKey) -> u64 {
+        self.entries
+            .lock()
+            .get(key)
+            .filter(|entry| !entry.lost)
+            .map_or(0, |entry| u64::from(entry.holds))
+    }
+
+    /// The server keeps fewer holds of `key` than this client has: they are lost.
+    pub(crate) fn lost_on_server(&self, key: &HoldKey) {
+        let generation = self.entries.lock().get(key).map(|entry| entry.generation);
+        if let Some(generation) = generation {
+            self.mark_lost(key, generation, Proof::Server);
+        }
     }
 
     /// A token cancelled when the holds of `ticket` are found lost (already cancelled if they
@@ -229,19 +269,43 @@ impl LeaseTable {
         }
     }
 
-    /// Marks the holds of `key` lost, if they are still those of `generation`.
-    fn mark_lost(&self, key: &HoldKey, generation: u64) {
+    /// Marks the holds of `key` lost, if they are still those of `generation`. A loss the server
+    /// did not confirm puts the field in doubt: the server may still keep the holds, and they
+    /// must be taken back before the field is used again.
+    fn mark_lost(&self, key: &HoldKey, generation: u64, proof: Proof) {
         let mut entries = self.entries.lock();
-        if let Some(entry) = entries.get_mut(key) {
-            if entry.generation == generation {
-                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner");
-                entry.lost = true;
-                if let Some(token) = &entry.lost_token {
-                    token.cancel();
-                }
+        let Some(entry) = entries.get_mut(key) else {
+            return;
+        };
+        if entry.generation != generation || entry.lost {
+            return;
+        }
+        match proof {
+            Proof::Server => {
+                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner")
+            }
+            Proof::Clock => {
+                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: its renewal was not confirmed before the lease would end")
             }
         }
+        entry.lost = true;
+        if let Some(token) = &entry.lost_token {
+            token.cancel();
+        }
+        drop(entries);
+        if proof == Proof::Clock {
+            self.doubts.mark(key);
+        }
     }
+}
+
+/// How a lease is known to be lost.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Proof {
+    /// The server said the field no longer holds the lock.
+    Server,
+    /// The lease's end passed without a confirmed renewal; the server's state is unknown.
+    Clock,
 }
 
 /// Starts the watchdog task and returns the lease table it serves.
@@ -249,6 +313,7 @@ pub(crate) fn start(
     redis: Arc<Redis>,
     watchdog_timeout: Duration,
     batch_size: usize,
+    doubts: Arc<Doubts>,
     shutdown: CancellationToken,
 ) -> (Arc<LeaseTable>, tokio::task::JoinHandle<()>) {
     let watchdog_ms = u64::try_from(watchdog_timeout.as_millis()).unwrap_or(u64::MAX);
@@ -257,6 +322,7 @@ pub(crate) fn start(
         pending: Mutex::new(Vec::new()),
         next_generation: AtomicU64::new(1),
         watchdog_ms,
+        doubts,
     });
     let watchdog = Watchdog {
         table: Arc::downgrade(&table),
@@ -294,6 +360,9 @@ struct Tracked {
     /// The tick of the bucket the hold waits in, or [`IN_FLIGHT`] while a renewal of it is in
     /// flight (a plain `u64` rather than an `Option`: 8 bytes less per held lock).
     tick: u64,
+    /// The tick at or just before the end of the lease as last confirmed: a hold whose renewal
+    /// is not confirmed by then is given up as lost, without waiting for Redis.
+    expiry: u64,
 }
 
 /// The holds due at one tick of the grid, and that tick's timer in the wheel.
@@ -319,14 +388,16 @@ struct Watchdog {
     tracked: HashMap<u64, Tracked>,
 }
 
-type BatchResult = Vec<(u64, Outcome)>;
+/// When a renewal batch was sent, and each hold's outcome.
+type BatchResult = (Instant, Vec<(u64, Outcome)>);
 
 impl Watchdog {
     async fn run(mut self, shutdown: CancellationToken) {
         let mut in_flight: FuturesUnordered<futures::future::BoxFuture<'static, BatchResult>> =
             FuturesUnordered::new();
-        let mut backlog: std::collections::VecDeque<Vec<(HoldKey, u64)>> =
-            std::collections::VecDeque::new();
+        let mut backlog: std::collections::VecDeque<Vec<Due>> = std::collections::VecDeque::new();
+        // Holds whose lease ended without a confirmed renewal, to be reported lost.
+        let mut lapsed: Vec<(HoldKey, u64)> = Vec::new();
         let mut tick = tokio::time::interval(self.grid);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -343,10 +414,20 @@ impl Watchdog {
                     }
                 },
                 Some(expired) = self.queue.next(), if !self.queue.is_empty() => {
-                    let due = self.take_due(expired.into_inner());
+                    let due = self.take_due(expired.into_inner(), &mut lapsed);
                     backlog.extend(self.batches(due));
                 },
-                Some(results) = in_flight.next(), if !in_flight.is_empty() => self.settle(results),
+                Some(results) = in_flight.next(), if !in_flight.is_empty() => {
+                    self.settle(results, &mut lapsed);
+                }
+            }
+            if !lapsed.is_empty() {
+                if let Some(table) = self.table.upgrade() {
+                    for (key, generation) in lapsed.drain(..) {
+                        table.mark_lost(&key, generation, Proof::Clock);
+                    }
+                }
+                lapsed.clear();
             }
             // A bounded number of renewal calls at a time: when many holds fall due together
             // (say 100,000 taken within one grid tick), the rest wait as compact batches here
@@ -356,10 +437,12 @@ impl Watchdog {
                 let Some(batch) = backlog.pop_front() else {
                     break;
                 };
+                let lease_end = self.instant_of(batch.iter().map(|(_, _, expiry)| *expiry).min());
                 in_flight.push(Box::pin(renew(
                     Arc::clone(&self.redis),
                     self.watchdog_ms,
                     batch,
+                    lease_end,
                 )));
             }
         }
@@ -368,12 +451,14 @@ impl Watchdog {
     fn apply(&mut self, command: Command) {
         match command {
             // An older generation's bucket entry becomes stale by the overwrite.
-            Command::Track(key, generation) => {
+            Command::Track(key, generation, lease_end) => {
+                let expiry = self.tick_at(lease_end);
                 self.tracked.insert(
                     generation,
                     Tracked {
                         key,
                         tick: IN_FLIGHT,
+                        expiry,
                     },
                 );
                 self.schedule(generation, self.interval);
@@ -386,8 +471,21 @@ impl Watchdog {
 
     /// The grid tick at or just before `after` from now: renewing a little early is safe.
     fn tick_after(&self, after: Duration) -> u64 {
-        let target = (Instant::now() + after - self.epoch).as_nanos();
+        self.tick_at(Instant::now() + after)
+    }
+
+    /// The grid tick at or just before `at` (0 for instants before the task started).
+    fn tick_at(&self, at: Instant) -> u64 {
+        let target = at.saturating_duration_since(self.epoch).as_nanos();
         u64::try_from(target / self.grid.as_nanos().max(1)).unwrap_or(IN_FLIGHT - 1)
+    }
+
+    /// The instant tick `tick` starts at (`None`: never).
+    fn instant_of(&self, tick: Option<u64>) -> Option<Instant> {
+        let nanos = u64::try_from(self.grid.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_mul(tick?);
+        self.epoch.checked_add(Duration::from_nanos(nanos))
     }
 
     fn schedule(&mut self, generation: u64, after: Duration) {
@@ -403,15 +501,14 @@ impl Watchdog {
         if holds.is_empty() {
             return;
         }
+        let at = self
+            .instant_of(Some(tick))
+            .unwrap_or_else(|| Instant::now() + self.interval);
         match self.buckets.entry(tick) {
             std::collections::btree_map::Entry::Occupied(mut bucket) => {
                 bucket.get_mut().holds.append(&mut holds);
             }
             std::collections::btree_map::Entry::Vacant(vacant) => {
-                let nanos = u64::try_from(self.grid.as_nanos())
-                    .unwrap_or(u64::MAX)
-                    .saturating_mul(tick);
-                let at = self.epoch + Duration::from_nanos(nanos);
                 let timer = self.queue.insert_at(tick, at);
                 vacant.insert(Bucket { holds, timer });
             }
@@ -421,11 +518,13 @@ impl Watchdog {
     /// Takes the live holds of bucket `tick` (marking them in flight), topped up from the next
     /// buckets within half an interval so that the last batch is full: with every batch full,
     /// L held locks cost about L / batch_size calls per period, and the holds renewed early
-    /// join this bucket's phase for good.
-    fn take_due(&mut self, tick: u64) -> Vec<(HoldKey, u64)> {
+    /// join this bucket's phase for good. Holds whose lease end has come without a confirmed
+    /// renewal go to `expired` instead.
+    fn take_due(&mut self, tick: u64, expired: &mut Vec<(HoldKey, u64)>) -> Vec<Due> {
+        let now = self.tick_after(Duration::ZERO);
         let mut due = Vec::new();
         if let Some(bucket) = self.buckets.remove(&tick) {
-            self.take_live(tick, bucket.holds, &mut due, usize::MAX);
+            self.take_live(tick, bucket.holds, &mut due, expired, usize::MAX, now);
         }
         if self.redis.clustered {
             return due; // batches are per hash slot there; topping up one would not help
@@ -441,7 +540,7 @@ impl Watchdog {
             let wanted = self.batch_size - due.len() % self.batch_size;
             let split = bucket.holds.len().saturating_sub(wanted);
             let taken = bucket.holds.split_off(split);
-            self.take_live(next, taken, &mut due, wanted);
+            self.take_live(next, taken, &mut due, expired, wanted, now);
             if bucket.holds.is_empty() {
                 self.queue.try_remove(&bucket.timer);
             } else {
@@ -451,42 +550,59 @@ impl Watchdog {
         due
     }
 
-    /// Moves the live entries of `holds` (due at `tick`) into `due`, marking them in flight.
+    /// Moves the live entries of `holds` (due at `tick`) into `due`, marking them in flight,
+    /// or, when their lease ends by tick `now`, out of the watchdog into `expired`.
     fn take_live(
         &mut self,
         tick: u64,
         holds: Vec<u64>,
-        due: &mut Vec<(HoldKey, u64)>,
+        due: &mut Vec<Due>,
+        expired: &mut Vec<(HoldKey, u64)>,
         limit: usize,
+        now: u64,
     ) {
         let mut taken = 0;
         for generation in holds {
             if taken == limit {
                 break;
             }
-            if let Some(tracked) = self.tracked.get_mut(&generation) {
-                if tracked.tick == tick {
-                    tracked.tick = IN_FLIGHT;
-                    due.push((tracked.key.clone(), generation));
-                    taken += 1;
-                }
+            let Some(tracked) = self.tracked.get_mut(&generation) else {
+                continue;
+            };
+            if tracked.tick != tick {
+                continue;
             }
+            if tracked.expiry <= now {
+                if let Some(tracked) = self.tracked.remove(&generation) {
+                    expired.push((tracked.key, generation));
+                }
+                continue;
+            }
+            tracked.tick = IN_FLIGHT;
+            due.push((tracked.key.clone(), generation, tracked.expiry));
+            taken += 1;
         }
     }
 
     /// Splits the due holds into script calls: per hash slot in a cluster, at most `batch_size`
     /// keys each.
-    fn batches(&self, due: Vec<(HoldKey, u64)>) -> Vec<Vec<(HoldKey, u64)>> {
+    fn batches(&self, due: Vec<Due>) -> Vec<Vec<Due>> {
         split_into_batches(due, self.batch_size, self.redis.clustered)
     }
 
-    /// Reschedules a renewed batch: one clock read, one bucket and one map lookup per hold.
-    fn settle(&mut self, results: BatchResult) {
-        let table = self.table.upgrade();
+    /// Reschedules a renewed batch: one clock read, one bucket and one map lookup per hold. A
+    /// renewal that failed is retried, but not past the end of the lease as last confirmed:
+    /// then the hold is given up (`expired`).
+    fn settle(&mut self, (sent, results): BatchResult, expired: &mut Vec<(HoldKey, u64)>) {
+        let now = self.tick_after(Duration::ZERO);
         let renew_tick = self.tick_after(self.interval);
         // Retry well before the lease can run out.
         let retry_tick = self.tick_after(self.interval / 2);
-        let (mut renewed, mut failed) = (Vec::with_capacity(results.len()), Vec::new());
+        let lease_end = sent + Duration::from_millis(self.watchdog_ms);
+        let renewed_expiry = self.tick_at(lease_end);
+        let mut renewed = Vec::with_capacity(results.len());
+        let mut retries: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        let mut not_held = Vec::new();
         for (generation, outcome) in results {
             let Some(tracked) = self.tracked.get_mut(&generation) else {
                 continue; // untracked (released) meanwhile
@@ -497,40 +613,66 @@ impl Watchdog {
             match outcome {
                 Outcome::Renewed => {
                     tracked.tick = renew_tick;
+                    tracked.expiry = renewed_expiry;
                     renewed.push(generation);
                 }
+                Outcome::Failed if tracked.expiry > now => {
+                    let tick = retry_tick.min(tracked.expiry);
+                    tracked.tick = tick;
+                    retries.entry(tick).or_default().push(generation);
+                }
                 Outcome::Failed => {
-                    tracked.tick = retry_tick;
-                    failed.push(generation);
+                    if let Some(tracked) = self.tracked.remove(&generation) {
+                        expired.push((tracked.key, generation));
+                    }
                 }
                 Outcome::NotHeld => {
-                    if let (Some(tracked), Some(table)) = (self.tracked.remove(&generation), &table)
-                    {
-                        table.mark_lost(&tracked.key, generation);
+                    if let Some(tracked) = self.tracked.remove(&generation) {
+                        not_held.push((tracked.key, generation));
                     }
                 }
             }
         }
+        if let Some(table) = self.table.upgrade() {
+            if !renewed.is_empty() {
+                let mut entries = table.entries.lock();
+                for generation in &renewed {
+                    if let Some(entry) = self
+                        .tracked
+                        .get(generation)
+                        .and_then(|tracked| entries.get_mut(&tracked.key))
+                    {
+                        if entry.generation == *generation {
+                            entry.renewed_until = entry.renewed_until.max(lease_end);
+                        }
+                    }
+                }
+            }
+            for (key, generation) in not_held {
+                table.mark_lost(&key, generation, Proof::Server);
+            }
+        }
         self.add_to_bucket(renew_tick, renewed);
-        self.add_to_bucket(retry_tick, failed);
+        for (tick, holds) in retries {
+            self.add_to_bucket(tick, holds);
+        }
     }
 }
 
+/// A hold due for renewal: its key, generation and expiry tick.
+type Due = (HoldKey, u64, u64);
+
 /// Groups `due` per hash slot (in a cluster; one group otherwise) and cuts each group into
 /// batches of at most `batch_size`.
-fn split_into_batches(
-    due: Vec<(HoldKey, u64)>,
-    batch_size: usize,
-    clustered: bool,
-) -> Vec<Vec<(HoldKey, u64)>> {
-    let mut groups: HashMap<u16, Vec<(HoldKey, u64)>> = HashMap::default();
-    for (key, generation) in due {
+fn split_into_batches(due: Vec<Due>, batch_size: usize, clustered: bool) -> Vec<Vec<Due>> {
+    let mut groups: HashMap<u16, Vec<Due>> = HashMap::default();
+    for hold in due {
         let slot = if clustered {
-            fred::util::redis_keyslot(key.name.as_bytes())
+            fred::util::redis_keyslot(hold.0.name.as_bytes())
         } else {
             0
         };
-        groups.entry(slot).or_default().push((key, generation));
+        groups.entry(slot).or_default().push(hold);
     }
     // Each batch in a vector of its own size: splitting one vector in place (`split_off`)
     // would leave every batch holding the capacity of all the holds after it, which is
@@ -539,7 +681,7 @@ fn split_into_batches(
     for (_, group) in groups {
         let mut holds = group.into_iter();
         loop {
-            let batch: Vec<(HoldKey, u64)> = holds.by_ref().take(batch_size.max(1)).collect();
+            let batch: Vec<Due> = holds.by_ref().take(batch_size.max(1)).collect();
             if batch.is_empty() {
                 break;
             }
@@ -549,23 +691,32 @@ fn split_into_batches(
     batches
 }
 
-/// One batched renewal script call.
-async fn renew(redis: Arc<Redis>, watchdog_ms: u64, batch: Vec<(HoldKey, u64)>) -> BatchResult {
-    let keys: Vec<&str> = batch.iter().map(|(key, _)| &*key.name).collect();
+/// One batched renewal script call, given up at `lease_end` (the earliest lease end of the
+/// batch): a reply after that could not keep the lease proven anyway.
+async fn renew(
+    redis: Arc<Redis>,
+    watchdog_ms: u64,
+    batch: Vec<Due>,
+    lease_end: Option<Instant>,
+) -> BatchResult {
+    let sent = Instant::now();
+    let keys: Vec<&str> = batch.iter().map(|(key, _, _)| &*key.name).collect();
     let timeout = watchdog_ms.to_string();
     let mut args: Vec<&str> = Vec::with_capacity(batch.len() + 1);
     args.push(&timeout);
-    args.extend(batch.iter().map(|(key, _)| &*key.field));
-    let reply = script::RENEW
-        .run(&redis.pool, &redis.write_options, &keys, &args)
-        .await;
-    match reply {
-        Ok(fred::prelude::Value::Array(flags)) if flags.len() == batch.len() => {
+    args.extend(batch.iter().map(|(key, _, _)| &*key.field));
+    let call = script::RENEW.run(&redis.pool, &redis.write_options, &keys, &args);
+    let reply = match lease_end {
+        Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
+        None => Some(call.await),
+    };
+    let outcomes = match reply {
+        Some(Ok(fred::prelude::Value::Array(flags))) if flags.len() == batch.len() => {
             tracing::debug!(locks = batch.len(), "renewed watchdog leases");
             batch
                 .into_iter()
                 .zip(flags)
-                .map(|((_, generation), flag)| {
+                .map(|((_, generation, _), flag)| {
                     let outcome = if flag.as_i64() == Some(1) {
                         Outcome::Renewed
                     } else {
@@ -577,31 +728,38 @@ async fn renew(redis: Arc<Redis>, watchdog_ms: u64, batch: Vec<(HoldKey, u64)>) 
         }
         other => {
             match other {
-                Err(err) => {
+                Some(Err(err)) => {
                     tracing::warn!(locks = batch.len(), error = %err, "lease renewal failed; retrying")
                 }
-                Ok(reply) => tracing::warn!(?reply, "unexpected reply to lease renewal; retrying"),
+                Some(Ok(reply)) => {
+                    tracing::warn!(?reply, "unexpected reply to lease renewal; retrying")
+                }
+                None => tracing::warn!(
+                    locks = batch.len(),
+                    "lease renewal not answered before the lease would end"
+                ),
             }
             batch
                 .into_iter()
-                .map(|(_, generation)| (generation, Outcome::Failed))
+                .map(|(_, generation, _)| (generation, Outcome::Failed))
                 .collect()
         }
-    }
+    };
+    (sent, outcomes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn due(count: u64) -> Vec<(HoldKey, u64)> {
+    fn due(count: u64) -> Vec<Due> {
         (0..count)
             .map(|i| {
                 let key = HoldKey {
                     name: format!("lock:{i}").into(),
                     field: "client:1".into(),
                 };
-                (key, i)
+                (key, i, u64::MAX)
             })
             .collect()
     }
@@ -614,7 +772,7 @@ mod tests {
         assert_eq!(batches[10].len(), 50);
         // A batch cut from a shared vector would keep the capacity of everything after it.
         assert!(batches.iter().all(|batch| batch.capacity() <= 100));
-        let mut generations: Vec<u64> = batches.iter().flatten().map(|(_, g)| *g).collect();
+        let mut generations: Vec<u64> = batches.iter().flatten().map(|(_, g, _)| *g).collect();
         generations.sort_unstable();
         assert_eq!(
             generations,
@@ -629,7 +787,7 @@ mod tests {
             let slot = fred::util::redis_keyslot(batch[0].0.name.as_bytes());
             assert!(batch
                 .iter()
-                .all(|(key, _)| fred::util::redis_keyslot(key.name.as_bytes()) == slot));
+                .all(|(key, _, _)| fred::util::redis_keyslot(key.name.as_bytes()) == slot));
         }
     }
 }

@@ -370,11 +370,13 @@ impl Drop for Place {
         self.handoffs.leave(&self.name, &self.queue, &self.slot);
         if let Some(lease_ms) = orphan {
             tracing::debug!(lock = %self.name, "releasing a handed-over lock whose waiter left");
-            self.janitor.submit(crate::janitor::Job::Release(Release {
+            let release = Release {
                 name: Arc::clone(&self.name),
                 field: Arc::clone(&self.slot.field),
                 lease_ms,
-            }));
+            };
+            self.janitor
+                .submit(crate::janitor::Job::Release(release, None));
         }
     }
 }

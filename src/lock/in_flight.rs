@@ -13,11 +13,16 @@ use std::task::{Context, Poll};
 use fred::prelude::Value;
 use futures::future::BoxFuture;
 
+use crate::doubt::Call;
 use crate::janitor::{Janitor, Job, Release};
 
 pub(crate) struct InFlight {
     reply: Option<BoxFuture<'static, Result<Value, fred::error::Error>>>,
     undo: Option<Release>,
+    /// The script's registration as a lock-changing call (`doubt.rs`): kept as long as the
+    /// `InFlight` (the caller drops it once it recorded the outcome), or by the janitor until
+    /// the reply and the undo are handled.
+    call: Option<Call>,
     janitor: Janitor,
     /// Whether the reply future was polled, i.e. the command may have been sent.
     sent: bool,
@@ -29,11 +34,13 @@ impl InFlight {
     pub(crate) fn new(
         reply: impl Future<Output = Result<Value, fred::error::Error>> + Send + 'static,
         undo: Option<Release>,
+        call: Option<Call>,
         janitor: Janitor,
     ) -> InFlight {
         InFlight {
             reply: Some(Box::pin(reply)),
             undo,
+            call,
             janitor,
             sent: false,
         }
@@ -65,6 +72,7 @@ impl Drop for InFlight {
             self.janitor.submit(Job::Settle {
                 reply,
                 undo: self.undo.take(),
+                call: self.call.take(),
             });
         }
     }

@@ -18,9 +18,11 @@ use std::time::Duration;
 use fred::prelude::Value;
 
 use crate::client::ClientInner;
+use crate::doubt::{outcome_unknown, Call};
 use crate::error::{Error, Result};
-use crate::janitor::Release;
+use crate::janitor::{Release, Releaser};
 use crate::script::LockCall;
+use crate::watchdog::HoldKey;
 use std::sync::Arc;
 
 /// The longest lease accepted, about 146 million years.
@@ -44,17 +46,25 @@ pub(crate) fn lease_millis(lease: Duration, what: &str) -> Result<u64> {
 }
 
 /// Releases one hold now and returns the script's reply (nil: not held, 0: partial, 1: full
-/// release).
+/// release). `call` is the release's registration, taken before the lease table counted the
+/// hold released (`doubt.rs`).
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, a dropped call's release is finished by the background task.
-pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Result<Value> {
+pub(crate) async fn send_release(
+    client: &ClientInner,
+    release: &Release,
+    call: Call,
+) -> Result<Value> {
+    let releaser = client.releaser();
+    let release_now = release.clone();
     let reply = InFlight::new(
-        release_or_hand_off(
-            std::sync::Arc::clone(&client.redis),
-            std::sync::Arc::clone(&client.handoffs),
-            release.clone(),
-        ),
+        async move {
+            let reply = release_or_hand_off(releaser, release_now).await;
+            drop(call);
+            reply
+        },
+        None,
         None,
         client.janitor.clone(),
     )
@@ -70,15 +80,32 @@ pub(crate) async fn send_release(client: &ClientInner, release: &Release) -> Res
 /// way to other clients' waiters if its unlock message reached any. Replies as `RELEASE` to a
 /// caller: nil (not held), 0 (partial) or 1 (full release, a hand-off included).
 pub(crate) async fn release_or_hand_off(
-    redis: std::sync::Arc<crate::client::Redis>,
-    handoffs: std::sync::Arc<handoff::Handoffs>,
+    releaser: Releaser,
     mut release: Release,
 ) -> Result<Value, fred::error::Error> {
+    let Releaser {
+        redis,
+        handoffs,
+        doubts,
+    } = releaser;
     // Set once the caller's own hold was handed over: later rounds only clean up after a waiter
     // that left, and do not change the caller's outcome.
     let mut handed_over = false;
     loop {
-        let (claim, heir) = match handoffs.claim(&release.name) {
+        let key = release.key();
+        // A field in doubt is brought down to this client's count by the reconciler, which the
+        // lease table already lowered for this hold: that does this release's work.
+        if doubts.take_release(&key) {
+            return Ok(Value::Integer(1));
+        }
+        // No hand-offs while anything is in doubt: a field in doubt must not receive a hold
+        // that the reconciler does not count.
+        let claimed = if doubts.any() {
+            Err(handoffs.contended(&release.name))
+        } else {
+            handoffs.claim(&release.name)
+        };
+        let (claim, heir) = match claimed {
             Ok(claim) => claim,
             Err(local_waiters) => {
                 let plain = handoffs.plain_release(&release.name, local_waiters);
@@ -89,6 +116,9 @@ pub(crate) async fn release_or_hand_off(
                         to: None,
                     })
                     .await;
+                if reply.as_ref().is_err_and(outcome_unknown) {
+                    doubts.mark(&key);
+                }
                 let reply = plain_release_reply(plain, reply);
                 return if handed_over {
                     Ok(Value::Integer(1))
@@ -109,6 +139,14 @@ pub(crate) async fn release_or_hand_off(
                 to: Some(heir),
             })
             .await;
+        if reply.as_ref().is_err_and(outcome_unknown) {
+            // Either field may now hold what this client does not know of.
+            doubts.mark(&key);
+            doubts.mark(&HoldKey {
+                name: Arc::clone(&release.name),
+                field: Arc::clone(&to_field),
+            });
+        }
         let handed = matches!(reply, Ok(Value::Integer(-1)));
         match claim.settle(handed) {
             // The waiter left while the lock was being handed to it: release its hold too.

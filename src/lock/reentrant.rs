@@ -10,6 +10,8 @@ use super::guard::LockGuard;
 use super::wait::{acquire_with_wait, script_error, Attempt, Waiter};
 use super::{lease_millis, InFlight};
 use crate::client::ClientInner;
+use crate::config::WhenUnavailable;
+use crate::doubt::{outcome_unknown, Call};
 use crate::error::{Error, Result};
 use crate::janitor::Release;
 use crate::name;
@@ -238,13 +240,14 @@ impl Lock {
             name: self.name_arc(),
             field: Arc::clone(&field),
         };
+        let call = client.leases.doubts.enter();
         let lease_ms = client.leases.released_by_key(&key);
         let release = Release {
             name: self.name_arc(),
             field,
             lease_ms,
         };
-        let reply = super::send_release(client, &release).await?;
+        let reply = super::send_release(client, &release, call).await?;
         match reply {
             Value::Null => Err(self.not_held()),
             _ => Ok(()),
@@ -395,6 +398,11 @@ impl Lock {
     ) -> Result<Attempt<LockGuard>> {
         let client = self.client();
         let redis = Arc::clone(&client.redis);
+        let key = HoldKey {
+            name: self.name_arc(),
+            field: Arc::clone(&field),
+        };
+        let registration = self.settled_call(&key).await?;
         let undo = Release {
             name: self.name_arc(),
             field: Arc::clone(&field),
@@ -405,14 +413,24 @@ impl Lock {
             field: Arc::clone(&field),
             lease_ms,
         };
+        let doubts = Arc::clone(&client.leases.doubts);
         let sent_at = Instant::now();
-        let reply = InFlight::new(
-            async move { redis.run_lock_call(call).await },
+        // Bound to a name: its registration must outlive the recording of the hold below.
+        let mut in_flight = InFlight::new(
+            async move {
+                let reply = redis.run_lock_call(call).await;
+                if reply.as_ref().is_err_and(outcome_unknown) {
+                    doubts.mark(&key);
+                }
+                reply
+            },
             Some(undo),
+            Some(registration),
             client.janitor.clone(),
-        )
-        .await
-        .map_err(|err| script_error(client, self.name(), err))?;
+        );
+        let reply = (&mut in_flight)
+            .await
+            .map_err(|err| script_error(client, self.name(), err))?;
         match reply {
             Value::Null => Ok(Attempt::Acquired(self.adopt(owner, field, lease, sent_at))),
             Value::Integer(ttl) => Ok(Attempt::Busy(ttl)),
@@ -423,6 +441,31 @@ impl Lock {
         }
     }
 
+    /// Registers an acquire of `key` as a lock-changing call (`doubt.rs`), first waiting while
+    /// the field is in doubt: the reconciler settles it before this owner may take it again.
+    /// Fails at once with `Unavailable` under `FailFast` while the connection is down.
+    async fn settled_call(&self, key: &HoldKey) -> Result<Call> {
+        let client = self.client();
+        let doubts = &client.leases.doubts;
+        loop {
+            let call = doubts.enter();
+            if !doubts.contains(key) {
+                return Ok(call);
+            }
+            drop(call);
+            if client.config.when_unavailable == WhenUnavailable::FailFast
+                && !fred::interfaces::ClientLike::is_connected(&client.redis.pool)
+            {
+                return Err(Error::Unavailable(fred::error::Error::new(
+                    fred::error::ErrorKind::IO,
+                    "redis is unreachable, and an earlier call on this lock of unknown outcome is not settled yet",
+                )));
+            }
+            doubts.settled(key).await;
+            client.ensure_open()?;
+        }
+    }
+
     /// Registers a hold this owner just got (by its own acquire, or handed over by a local
     /// releaser) and builds its guard. Synchronous, so nothing can drop the hold unseen.
     fn adopt(&self, owner: Owner, field: Arc<str>, lease: Lease, sent_at: Instant) -> LockGuard {
@@ -430,7 +473,7 @@ impl Lock {
             name: self.name_arc(),
             field,
         };
-        let ticket = self.client().leases.acquired(&key, lease);
+        let ticket = self.client().leases.acquired(&key, lease, sent_at);
         let placeholder = super::Acquisition {
             waited: Duration::ZERO,
             woken_by: super::WokenBy::Immediate,

@@ -1,0 +1,170 @@
+//! A holder learns within its own lease when it can no longer prove the lease, and a lock-changing
+//! call of unknown outcome is settled by the client, never adopted.
+//!
+//! * The watchdog gives a lease up at its end, timed locally, when its renewal is not confirmed
+//!   by then (server killed, or paused with the renewal in flight).
+//! * A lease given up that way, and an acquire whose reply timed out, put the holder field in
+//!   doubt: once Redis answers again the client takes back whatever the server kept of it, so
+//!   the lock is free for others, and the same owner's next acquire counts from one.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ferrisson::{Config, Error, Owner};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use support::redis_state::{hgetall, wait_key_gone};
+use support::{connect_with, raw_client, RedisServer};
+
+fn signal(server: &RedisServer, signal: Signal) {
+    let pid = server.pid().expect("the server runs");
+    kill(Pid::from_raw(pid as i32), signal).expect("signal the server");
+}
+
+fn config(server: &RedisServer, watchdog: Duration, response: Duration) -> Config {
+    let mut config = Config::new(server.url());
+    config.watchdog_timeout = watchdog;
+    config.response_timeout = response;
+    config
+}
+
+const WATCHDOG: Duration = Duration::from_millis(1500);
+
+/// Waits for `guard.lost()` at most `within`; returns when it fired.
+async fn lost_at(guard: &ferrisson::LockGuard, within: Duration) -> Instant {
+    tokio::time::timeout(within, guard.lost())
+        .await
+        .expect("lost() fires");
+    Instant::now()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_fires_at_the_lease_end_when_the_server_is_gone() {
+    let mut server = RedisServer::start();
+    let client = connect_with(config(&server, WATCHDOG, Duration::from_secs(10))).await;
+    let guard = client
+        .lock("loss:killed")
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("lock");
+    // Two renewal periods pass, then the server dies and stays dead.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!guard.is_lost());
+    let killed = Instant::now();
+    server.kill();
+    let lost = lost_at(&guard, Duration::from_secs(5)).await;
+    // The last confirmed renewal was at most a third of the lease (plus a grid tick) before
+    // the kill, so the lease ends at most a lease after it.
+    let after = lost - killed;
+    assert!(
+        after <= WATCHDOG + Duration::from_millis(300),
+        "lost() fired {after:?} after the kill"
+    );
+    assert!(guard.is_lost());
+    assert!(!guard.unlock().await.expect("unlock of a lost hold"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_server_loses_the_lease_at_its_end_and_the_hold_is_taken_back() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(config(&server, WATCHDOG, Duration::from_secs(10))).await;
+    let guard = client
+        .lock("loss:paused")
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("lock");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    signal(&server, Signal::SIGSTOP);
+    let paused = Instant::now();
+    // The renewal goes out and hangs (the response timeout is 10 s): the lease is given up at
+    // its end all the same.
+    let lost = lost_at(&guard, Duration::from_secs(5)).await;
+    signal(&server, Signal::SIGCONT);
+    assert!(
+        lost - paused <= WATCHDOG + Duration::from_millis(300),
+        "lost() fired {:?} after the pause",
+        lost - paused
+    );
+    // The late renewal reached the server after all; the client takes the hold back instead
+    // of leaving the lock held by nobody for another lease.
+    wait_key_gone(&raw, "loss:paused", Duration::from_secs(1)).await;
+    let other = client.lock("loss:paused").with_owner(Owner::new());
+    let taken = other.try_lock().await.expect("try_lock");
+    assert!(taken.is_some(), "another owner takes the lock at once");
+    drop(guard);
+}
+
+/// The scenario: the server pauses during `lock()`, which times out; the script ran
+/// when it resumed. The hold is taken back, and the same owner's next `lock()` holds once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_acquire_is_settled_not_adopted() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(config(
+        &server,
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+    ))
+    .await;
+    let name = "loss:phantom";
+    let lock = client.lock(name).with_owner(Owner::new());
+
+    signal(&server, Signal::SIGSTOP);
+    let err = lock
+        .lock()
+        .await
+        .expect_err("lock() against a paused server");
+    assert!(matches!(err, Error::Timeout(_)), "got {err:?}");
+    signal(&server, Signal::SIGCONT);
+
+    let guard = tokio::time::timeout(Duration::from_secs(5), lock.lock())
+        .await
+        .expect("lock() after the resume does not hang")
+        .expect("lock() after the resume");
+    assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
+    let fields = hgetall(&raw, name).await;
+    assert_eq!(
+        fields.get(guard.holder_field()).map(String::as_str),
+        Some("1"),
+        "{fields:?}"
+    );
+    assert!(guard.unlock().await.expect("unlock"));
+    wait_key_gone(&raw, name, Duration::from_millis(500)).await;
+}
+
+/// Without any further call by the owner, the client frees what its timed-out acquire took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_acquire_frees_the_lock_for_others() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(config(
+        &server,
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+    ))
+    .await;
+    let name = "loss:phantom:others";
+    signal(&server, Signal::SIGSTOP);
+    let err = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .try_lock()
+        .await
+        .expect_err("try_lock against a paused server");
+    assert!(err.is_transient(), "got {err:?}");
+    signal(&server, Signal::SIGCONT);
+    wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+
+    let other = connect_with(Config::new(server.url())).await;
+    let guard = other
+        .lock(name)
+        .try_lock()
+        .await
+        .expect("try_lock")
+        .expect("another client takes the lock");
+    guard.unlock().await.expect("unlock");
+}
