@@ -233,12 +233,14 @@ impl Client {
             response_timeout: config.response_timeout,
         });
         let stop = CancellationToken::new();
+        let (watched, watched_messages) = tokio::sync::mpsc::unbounded_channel();
         let (pubsub, mut tasks) = PubSub::start(
             subscriber.clone(),
             redis.pool.clone(),
             config.publish_mode,
             config.when_unavailable,
             config.response_timeout,
+            watched,
             stop.clone(),
         );
         let doubts = Doubts::new(stop.child_token());
@@ -247,6 +249,7 @@ impl Client {
             config.watchdog_timeout,
             config.renewal_batch_size,
             Arc::clone(&doubts),
+            (pubsub.clone(), watched_messages),
             stop.clone(),
         );
         let reconciler_task = tokio::spawn(crate::doubt::run(

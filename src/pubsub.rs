@@ -38,6 +38,9 @@ pub(crate) struct PubSub {
 
 struct Shared {
     subscriber: SubscriberClient,
+    /// Channels with watchers that received a message (or may have missed one during a
+    /// reconnect): the watchdog checks the holds that watch them.
+    watched: tokio::sync::mpsc::UnboundedSender<Arc<str>>,
     /// The command connections, which waiters retry on after a reconnect.
     commands: fred::clients::Pool,
     mode: PublishMode,
@@ -52,6 +55,9 @@ struct Entry {
     refs: AtomicUsize,
     /// Waiters currently parked on the semaphore.
     parked: AtomicUsize,
+    /// Shares held by watchers (holders listening for their own lock's unlock messages), part
+    /// of `refs` but never parked: they take no permits, and permits are not banked for them.
+    watchers: AtomicUsize,
     permits: Semaphore,
     /// Mirrors `ServerState::confirmed` for [`PubSub::join_active`]; written under the `entries`
     /// lock so that a join and the last share's unsubscribe cannot cross.
@@ -73,6 +79,7 @@ struct ServerState {
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
     entry: Arc<Entry>,
+    watcher: bool,
 }
 
 impl PubSub {
@@ -83,10 +90,12 @@ impl PubSub {
         mode: PublishMode,
         when_unavailable: WhenUnavailable,
         response_timeout: Duration,
+        watched: tokio::sync::mpsc::UnboundedSender<Arc<str>>,
         shutdown: CancellationToken,
     ) -> (PubSub, Vec<tokio::task::JoinHandle<()>>) {
         let shared = Arc::new(Shared {
             subscriber,
+            watched,
             commands,
             mode,
             when_unavailable,
@@ -124,6 +133,7 @@ impl PubSub {
         Some(Subscription {
             shared: Arc::clone(&self.shared),
             entry: Arc::clone(entry),
+            watcher: false,
         })
     }
 
@@ -133,6 +143,20 @@ impl PubSub {
     /// Cancel safe: a dropped call releases its share, and a SUBSCRIBE that was already sent is
     /// undone by the last share's UNSUBSCRIBE.
     pub(crate) async fn subscribe(&self, channel: &Arc<str>) -> Result<Subscription> {
+        self.share(channel, false).await
+    }
+
+    /// Like [`subscribe`](PubSub::subscribe), for a holder that listens for its own lock's
+    /// unlock messages instead of waiting for the lock: messages on `channel` are reported to
+    /// the watchdog, and the share never takes a permit from the lock's waiters.
+    ///
+    /// # Cancel safety
+    /// As [`subscribe`](PubSub::subscribe).
+    pub(crate) async fn watch(&self, channel: &Arc<str>) -> Result<Subscription> {
+        self.share(channel, true).await
+    }
+
+    async fn share(&self, channel: &Arc<str>, watcher: bool) -> Result<Subscription> {
         let entry = {
             let mut entries = self.shared.entries.lock();
             let entry = entries.entry(Arc::clone(channel)).or_insert_with(|| {
@@ -140,17 +164,22 @@ impl PubSub {
                     channel: Arc::clone(channel),
                     refs: AtomicUsize::new(0),
                     parked: AtomicUsize::new(0),
+                    watchers: AtomicUsize::new(0),
                     permits: Semaphore::new(0),
                     confirmed: std::sync::atomic::AtomicBool::new(false),
                     state: tokio::sync::Mutex::new(ServerState::default()),
                 })
             });
             entry.refs.fetch_add(1, Ordering::Relaxed);
+            if watcher {
+                entry.watchers.fetch_add(1, Ordering::Relaxed);
+            }
             Arc::clone(entry)
         };
         let subscription = Subscription {
             shared: Arc::clone(&self.shared),
             entry,
+            watcher,
         };
         let mut state = subscription.entry.state.lock().await;
         if !state.confirmed {
@@ -218,27 +247,30 @@ impl Shared {
         }
     }
 
-    /// Lets one parked (or the next) waiter of `channel` retry.
-    fn wake_one(&self, channel: &str) {
+    /// An unlock message (`0`: one waiter retries; `1`: every parked waiter does) on `channel`;
+    /// its watchers are reported.
+    fn on_message(&self, channel: &str, message: i64) {
         let entry = self.entries.lock().get(channel).cloned();
         if let Some(entry) = entry {
-            entry.add_permits(1);
+            match message {
+                0 => entry.add_permits(1),
+                _ => entry.add_permits(entry.parked.load(Ordering::Relaxed).max(1)),
+            }
+            if entry.watchers.load(Ordering::Relaxed) > 0 {
+                let _ = self.watched.send(Arc::clone(&entry.channel));
+            }
         }
     }
 
-    /// Lets every parked waiter of `channel` retry.
-    fn wake_all_of(&self, channel: &str) {
-        let entry = self.entries.lock().get(channel).cloned();
-        if let Some(entry) = entry {
-            entry.add_permits(entry.parked.load(Ordering::Relaxed).max(1));
-        }
-    }
-
-    /// Lets every waiter of every channel retry once (after a reconnect or lost messages).
+    /// Lets every waiter of every channel retry once, and reports every watched channel (after
+    /// a reconnect or lost messages).
     fn wake_everyone(&self) {
         let entries: Vec<_> = self.entries.lock().values().cloned().collect();
         for entry in entries {
-            entry.add_permits(entry.refs.load(Ordering::Relaxed));
+            entry.add_permits(entry.waiters());
+            if entry.watchers.load(Ordering::Relaxed) > 0 {
+                let _ = self.watched.send(Arc::clone(&entry.channel));
+            }
         }
     }
 
@@ -283,10 +315,17 @@ impl Shared {
 }
 
 impl Entry {
-    /// Adds up to `n` permits without banking more than one per subscription: extra permits
+    /// The shares held by waiters (watchers never take permits).
+    fn waiters(&self) -> usize {
+        self.refs
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.watchers.load(Ordering::Relaxed))
+    }
+
+    /// Adds up to `n` permits without banking more than one per waiting share: extra permits
     /// would only cause spurious retries.
     fn add_permits(&self, n: usize) {
-        let cap = self.refs.load(Ordering::Relaxed);
+        let cap = self.waiters();
         let room = cap.saturating_sub(self.permits.available_permits());
         let n = n.min(room);
         if n > 0 {
@@ -330,6 +369,9 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        if self.watcher {
+            self.entry.watchers.fetch_sub(1, Ordering::Relaxed);
+        }
         self.shared.release(&self.entry);
     }
 }
@@ -342,11 +384,12 @@ async fn message_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
             message = messages.recv() => message,
         };
         match message {
-            Ok(message) => match message.value.as_i64() {
-                Some(0) => shared.wake_one(&message.channel),
-                Some(1) => shared.wake_all_of(&message.channel),
-                _ => {} // only 0 and 1 mean something on lock channels (§1.4)
-            },
+            Ok(message) => {
+                // Only 0 and 1 mean something on lock channels (§1.4).
+                if let Some(value @ (0 | 1)) = message.value.as_i64() {
+                    shared.on_message(&message.channel, value);
+                }
+            }
             Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "pub/sub messages were dropped; waking every waiter");
                 shared.wake_everyone();

@@ -26,14 +26,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use parking_lot::Mutex;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{delay_queue, DelayQueue};
 
 use crate::client::Redis;
 use crate::doubt::Doubts;
+use crate::pubsub::{PubSub, Subscription};
 use crate::script;
 
 /// A lock and one of its holder fields.
@@ -90,6 +93,10 @@ enum Command {
     /// A hold to renew: its key, generation, and when its lease ends unless renewed.
     Track(HoldKey, u64, Instant),
     Untrack(u64),
+    /// A hold whose guard listens for its loss: check it whenever its lock's unlock message
+    /// arrives (say from a `force_unlock`), without waiting for the next renewal.
+    Watch(HoldKey, u64),
+    Unwatch(u64),
 }
 
 pub(crate) struct LeaseTable {
@@ -114,9 +121,7 @@ impl LeaseTable {
             Some(entry) if !entry.lost => entry,
             _ => {
                 if let Some(old) = entries.remove(key) {
-                    if old.watchdog_holds > 0 {
-                        self.pending.lock().push(Command::Untrack(old.generation));
-                    }
+                    self.forget(&old);
                 }
                 entries.entry(key.clone()).or_insert(HoldEntry {
                     holds: 0,
@@ -206,7 +211,14 @@ impl LeaseTable {
         match entries.get_mut(&ticket.key) {
             Some(entry) if !entry.lost && entry.generation == ticket.generation => entry
                 .lost_token
-                .get_or_insert_with(CancellationToken::new)
+                .get_or_insert_with(|| {
+                    // Someone listens for the loss: have the watchdog listen for the lock's
+                    // unlock messages too.
+                    self.pending
+                        .lock()
+                        .push(Command::Watch(ticket.key.clone(), ticket.generation));
+                    CancellationToken::new()
+                })
                 .clone(),
             _ => {
                 let token = CancellationToken::new();
@@ -258,14 +270,24 @@ impl LeaseTable {
             entry.last_lease_ms
         };
         if entry.holds == 0 {
-            if entry.watchdog_holds > 0 {
-                self.pending.lock().push(Command::Untrack(entry.generation));
+            if let Some(entry) = entries.remove(key) {
+                self.forget(&entry);
             }
-            entries.remove(key);
         }
         Released {
             rearm_ms: rearm,
             lost,
+        }
+    }
+
+    /// Tells the watchdog that `entry`, removed from the table, needs no renewals or checks.
+    fn forget(&self, entry: &HoldEntry) {
+        let mut pending = self.pending.lock();
+        if entry.watchdog_holds > 0 {
+            pending.push(Command::Untrack(entry.generation));
+        }
+        if entry.lost_token.is_some() {
+            pending.push(Command::Unwatch(entry.generation));
         }
     }
 
@@ -314,6 +336,7 @@ pub(crate) fn start(
     watchdog_timeout: Duration,
     batch_size: usize,
     doubts: Arc<Doubts>,
+    (pubsub, watched_messages): (PubSub, mpsc::UnboundedReceiver<Arc<str>>),
     shutdown: CancellationToken,
 ) -> (Arc<LeaseTable>, tokio::task::JoinHandle<()>) {
     let watchdog_ms = u64::try_from(watchdog_timeout.as_millis()).unwrap_or(u64::MAX);
@@ -335,6 +358,12 @@ pub(crate) fn start(
         queue: DelayQueue::new(),
         buckets: BTreeMap::new(),
         tracked: HashMap::default(),
+        watches: Watches {
+            pubsub,
+            messages: watched_messages,
+            holds: HashMap::default(),
+            by_channel: HashMap::default(),
+        },
     };
     let task = tokio::spawn(watchdog.run(shutdown));
     (table, task)
@@ -386,6 +415,18 @@ struct Watchdog {
     /// Buckets by tick, ordered, so that a partial batch can be topped up from the next ones.
     buckets: BTreeMap<u64, Bucket>,
     tracked: HashMap<u64, Tracked>,
+    watches: Watches,
+}
+
+/// The holds whose guards listen for their loss, and their subscriptions to their locks'
+/// unlock channels (as watchers: they take no wake-ups from the locks' waiters).
+struct Watches {
+    pubsub: PubSub,
+    /// Channels with watchers on which a message arrived (from `pubsub.rs`).
+    messages: mpsc::UnboundedReceiver<Arc<str>>,
+    /// Generation → the hold, and its subscription once confirmed.
+    holds: HashMap<u64, (HoldKey, Option<Subscription>)>,
+    by_channel: HashMap<Arc<str>, Vec<u64>>,
 }
 
 /// When a renewal batch was sent, and each hold's outcome.
@@ -398,6 +439,9 @@ impl Watchdog {
         let mut backlog: std::collections::VecDeque<Vec<Due>> = std::collections::VecDeque::new();
         // Holds whose lease ended without a confirmed renewal, to be reported lost.
         let mut lapsed: Vec<(HoldKey, u64)> = Vec::new();
+        // Subscriptions of watched holds being confirmed, and checks of watched holds.
+        let mut watch_events: FuturesUnordered<BoxFuture<'static, WatchEvent>> =
+            FuturesUnordered::new();
         let mut tick = tokio::time::interval(self.grid);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -410,8 +454,20 @@ impl Watchdog {
                     let commands = std::mem::take(&mut *table.pending.lock());
                     drop(table);
                     for command in commands {
-                        self.apply(command);
+                        self.apply(command, &mut watch_events);
                     }
+                },
+                Some(channel) = self.watches.messages.recv() => {
+                    // An unlock message on a watched lock (a force unlock, say): check its
+                    // watched holds now rather than at their next renewal.
+                    for generation in self.watches.by_channel.get(&channel).into_iter().flatten() {
+                        if let Some((key, _)) = self.watches.holds.get(generation) {
+                            watch_events.push(check(Arc::clone(&self.redis), key.clone(), *generation));
+                        }
+                    }
+                },
+                Some(event) = watch_events.next(), if !watch_events.is_empty() => {
+                    self.on_watch_event(event, &mut watch_events);
                 },
                 Some(expired) = self.queue.next(), if !self.queue.is_empty() => {
                     let due = self.take_due(expired.into_inner(), &mut lapsed);
@@ -448,8 +504,26 @@ impl Watchdog {
         }
     }
 
-    fn apply(&mut self, command: Command) {
+    fn apply(
+        &mut self,
+        command: Command,
+        watch_events: &mut FuturesUnordered<BoxFuture<'static, WatchEvent>>,
+    ) {
         match command {
+            Command::Watch(key, generation) => {
+                let channel: Arc<str> = crate::name::lock_channel(&key.name).into();
+                self.watches
+                    .by_channel
+                    .entry(Arc::clone(&channel))
+                    .or_default()
+                    .push(generation);
+                self.watches.holds.insert(generation, (key, None));
+                let pubsub = self.watches.pubsub.clone();
+                watch_events.push(Box::pin(async move {
+                    WatchEvent::Subscribed(generation, pubsub.watch(&channel).await)
+                }));
+            }
+            Command::Unwatch(generation) => self.unwatch(generation),
             // An older generation's bucket entry becomes stale by the overwrite.
             Command::Track(key, generation, lease_end) => {
                 let expiry = self.tick_at(lease_end);
@@ -466,6 +540,50 @@ impl Watchdog {
             Command::Untrack(generation) => {
                 self.tracked.remove(&generation);
             }
+        }
+    }
+
+    fn unwatch(&mut self, generation: u64) {
+        let Some((key, _share)) = self.watches.holds.remove(&generation) else {
+            return;
+        };
+        let channel = crate::name::lock_channel(&key.name);
+        if let Some(generations) = self.watches.by_channel.get_mut(channel.as_str()) {
+            generations.retain(|watched| *watched != generation);
+            if generations.is_empty() {
+                self.watches.by_channel.remove(channel.as_str());
+            }
+        }
+    }
+
+    fn on_watch_event(
+        &mut self,
+        event: WatchEvent,
+        watch_events: &mut FuturesUnordered<BoxFuture<'static, WatchEvent>>,
+    ) {
+        match event {
+            WatchEvent::Subscribed(generation, share) => {
+                let Some((key, slot)) = self.watches.holds.get_mut(&generation) else {
+                    return; // released meanwhile: the share unsubscribes as it drops
+                };
+                match share {
+                    Ok(share) => *slot = Some(share),
+                    // Renewals and the lease end still tell the loss; reconnects resubscribe.
+                    Err(err) => {
+                        tracing::debug!(lock = %key.name, error = %err, "cannot listen for the lock's unlock messages")
+                    }
+                }
+                // A message sent before the subscription was confirmed is not heard: check once.
+                watch_events.push(check(Arc::clone(&self.redis), key.clone(), generation));
+            }
+            WatchEvent::Checked(key, generation, false) => {
+                if self.watches.holds.contains_key(&generation) {
+                    if let Some(table) = self.table.upgrade() {
+                        table.mark_lost(&key, generation, Proof::Server);
+                    }
+                }
+            }
+            WatchEvent::Checked(..) => {}
         }
     }
 
@@ -657,6 +775,23 @@ impl Watchdog {
             self.add_to_bucket(tick, holds);
         }
     }
+}
+
+/// What became of a watched hold's subscription or check.
+enum WatchEvent {
+    Subscribed(u64, crate::error::Result<Subscription>),
+    /// Whether the hold's field was still in the lock (`true` also when the check failed: the
+    /// renewals decide then).
+    Checked(HoldKey, u64, bool),
+}
+
+/// Checks with `HEXISTS` whether the watched hold `generation` still holds its lock.
+fn check(redis: Arc<Redis>, key: HoldKey, generation: u64) -> BoxFuture<'static, WatchEvent> {
+    Box::pin(async move {
+        let held: Result<i64, _> = redis.query("HEXISTS", &key.name, &[&key.field]).await;
+        let held = !matches!(held, Ok(0));
+        WatchEvent::Checked(key, generation, held)
+    })
 }
 
 /// A hold due for renewal: its key, generation and expiry tick.

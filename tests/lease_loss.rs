@@ -168,3 +168,68 @@ async fn a_timed_out_acquire_frees_the_lock_for_others() {
         .expect("another client takes the lock");
     guard.unlock().await.expect("unlock");
 }
+
+/// A holder listening for its loss hears its lock's unlock message (a force unlock by another
+/// client) and checks its hold at once, instead of at the next renewal a third of the watchdog
+/// timeout later, or never for a fixed lease. It stops listening once the hold is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_is_noticed_at_once() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(Config::new(server.url())).await; // 30 s watchdog
+    let other = connect_with(Config::new(server.url())).await;
+    for (name, lease) in [
+        ("loss:forced:watchdog", None),
+        ("loss:forced:fixed", Some(Duration::from_secs(60))),
+    ] {
+        let lock = client.lock(name).with_owner(Owner::new());
+        let guard = match lease {
+            None => lock.lock().await,
+            Some(lease) => lock.lock_with_lease(lease).await,
+        }
+        .expect("lock");
+        let lost = guard.lost();
+        let channel = support::redis_state::channel_of(name);
+        support::redis_state::wait_numsub(&raw, &channel, 1, Duration::from_secs(3)).await;
+        assert!(other.lock(name).force_unlock().await.expect("force_unlock"));
+        let forced = Instant::now();
+        tokio::time::timeout(Duration::from_secs(2), lost)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{name}: lost() did not fire within 2 s of the force unlock")
+            });
+        assert!(
+            forced.elapsed() < Duration::from_millis(500),
+            "{name}: {:?}",
+            forced.elapsed()
+        );
+        assert!(guard.is_lost());
+        assert!(
+            !guard.unlock().await.expect("unlock"),
+            "nothing left to release"
+        );
+        support::redis_state::wait_numsub(&raw, &channel, 0, Duration::from_secs(3)).await;
+    }
+}
+
+/// A force unlock right after the holder started listening, before its subscription is
+/// confirmed, is caught by the check that follows the subscription.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_before_the_subscription_is_caught() {
+    let server = RedisServer::start();
+    let client = connect_with(Config::new(server.url())).await;
+    let other = connect_with(Config::new(server.url())).await;
+    let name = "loss:forced:early";
+    let guard = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("lock");
+    let lost = guard.lost();
+    assert!(other.lock(name).force_unlock().await.expect("force_unlock"));
+    // The watch starts within a grid tick (a thirtieth of the 30 s watchdog timeout).
+    tokio::time::timeout(Duration::from_secs(3), lost)
+        .await
+        .expect("lost() fires within a grid tick and a round trip");
+}

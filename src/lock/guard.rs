@@ -175,10 +175,19 @@ impl LockGuard {
         self.done = true;
     }
 
-    /// Resolves when this hold's lease is known to be lost: the watchdog found the lock no longer
-    /// held by this owner, or a fixed lease's time ran out. Never resolves for a hold that stays
-    /// held. The future is independent of the guard (`'static`), so it can be moved into the
-    /// task doing the protected work.
+    /// Resolves when this hold's lease is lost or can no longer be proven, so that the work it
+    /// protects can stop:
+    /// * the server says this owner no longer holds the lock (a renewal, or the check that
+    ///   follows an unlock message on the lock's channel, such as another client's
+    ///   `force_unlock`: asking for this signal makes the client listen to that channel);
+    /// * a watchdog lease reached its end without a confirmed renewal (Redis down, paused or
+    ///   too slow), timed locally, without waiting for Redis; the client then takes back what
+    ///   the server may still keep of the hold once Redis answers;
+    /// * a fixed lease's time ran out.
+    ///
+    /// The ends are measured from when the acquire or renewal was *sent*, so they err on the
+    /// early side. Never resolves for a hold that stays held. The future is independent of the
+    /// guard (`'static`), so it can be moved into the task doing the protected work.
     ///
     /// # Cancel safety
     /// Cancel safe; it only observes.
@@ -211,8 +220,9 @@ impl LockGuard {
         }
     }
 
-    /// A token cancelled when the watchdog finds this hold's lease lost, for code that prefers
-    /// `CancellationToken`s. Fixed leases are not reported through it; see [`lost`](LockGuard::lost).
+    /// A token cancelled when this hold's lease is found lost or given up (the cases of
+    /// [`lost`](LockGuard::lost) but the end of a fixed lease), for code that prefers
+    /// `CancellationToken`s.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
@@ -225,7 +235,9 @@ impl LockGuard {
         self.lock.client().leases.lost_token(&self.ticket)
     }
 
-    /// Whether the lease is already known to be lost (see [`lost`](LockGuard::lost)).
+    /// Whether the lease is already known to be lost or past its proven end (see
+    /// [`lost`](LockGuard::lost)); read from the clock, so a holder that was paused knows at
+    /// once when it resumes.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
