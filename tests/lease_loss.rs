@@ -12,15 +12,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use ferrisson::{Config, Error, Owner};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use support::redis_state::{hgetall, wait_key_gone};
 use support::{connect_with, raw_client, RedisServer};
-
-fn signal(server: &RedisServer, signal: Signal) {
-    let pid = server.pid().expect("the server runs");
-    kill(Pid::from_raw(pid as i32), signal).expect("signal the server");
-}
 
 fn config(server: &RedisServer, watchdog: Duration, response: Duration) -> Config {
     let mut config = Config::new(server.url());
@@ -78,12 +71,12 @@ async fn a_paused_server_loses_the_lease_at_its_end_and_the_hold_is_taken_back()
         .await
         .expect("lock");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    signal(&server, Signal::SIGSTOP);
+    server.pause();
     let paused = Instant::now();
     // The renewal goes out and hangs (the response timeout is 10 s): the lease is given up at
     // its end all the same.
     let lost = lost_at(&guard, Duration::from_secs(5)).await;
-    signal(&server, Signal::SIGCONT);
+    server.resume();
     assert!(
         lost - paused <= WATCHDOG + Duration::from_millis(300),
         "lost() fired {:?} after the pause",
@@ -113,13 +106,13 @@ async fn a_timed_out_acquire_is_settled_not_adopted() {
     let name = "loss:phantom";
     let lock = client.lock(name).with_owner(Owner::new());
 
-    signal(&server, Signal::SIGSTOP);
+    server.pause();
     let err = lock
         .lock()
         .await
         .expect_err("lock() against a paused server");
     assert!(matches!(err, Error::Timeout(_)), "got {err:?}");
-    signal(&server, Signal::SIGCONT);
+    server.resume();
 
     let guard = tokio::time::timeout(Duration::from_secs(5), lock.lock())
         .await
@@ -148,7 +141,7 @@ async fn a_timed_out_acquire_frees_the_lock_for_others() {
     ))
     .await;
     let name = "loss:phantom:others";
-    signal(&server, Signal::SIGSTOP);
+    server.pause();
     let err = client
         .lock(name)
         .with_owner(Owner::new())
@@ -156,7 +149,7 @@ async fn a_timed_out_acquire_frees_the_lock_for_others() {
         .await
         .expect_err("try_lock against a paused server");
     assert!(err.is_transient(), "got {err:?}");
-    signal(&server, Signal::SIGCONT);
+    server.resume();
     wait_key_gone(&raw, name, Duration::from_secs(2)).await;
 
     let other = connect_with(Config::new(server.url())).await;

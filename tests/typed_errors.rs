@@ -7,14 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use ferrisson::{Config, Error, Owner, WhenUnavailable};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use support::{connect, connect_with, hold_with_lease, RedisServer};
-
-fn signal(server: &RedisServer, signal: Signal) {
-    let pid = server.pid().expect("the server runs");
-    kill(Pid::from_raw(pid as i32), signal).expect("signal the server");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guard_unlock_after_shutdown_is_a_shutdown_error() {
@@ -84,11 +77,11 @@ async fn keep_waiting_silent_server_within_the_wait_is_a_timeout() {
     let server = RedisServer::start();
     let client = keep_waiting_client(&server).await;
     let lock = client.lock("typed:silent").with_owner(Owner::new());
-    signal(&server, Signal::SIGSTOP);
+    server.pause();
     let start = Instant::now();
     let result = lock.try_lock_for(Duration::from_millis(400), None).await;
     let elapsed = start.elapsed();
-    signal(&server, Signal::SIGCONT);
+    server.resume();
     let err = result.expect_err("no answer is not a busy lock");
     assert!(matches!(err, Error::Timeout(_)), "got {err:?}");
     assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");

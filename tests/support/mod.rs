@@ -16,10 +16,13 @@
 //! The binary is taken from the `REDIS_SERVER` environment variable if set,
 //! otherwise `redis-server` is looked up on `PATH`.
 //!
+//! [`fault`] injects faults: signals, `CLIENT KILL`, `DEBUG SLEEP`, a TCP fault proxy.
+//!
 //! [`redis_state`] reads server-side state (lock hashes, TTLs, subscriber counts, command
 //! statistics) through a raw client and waits for it to change.
 #![allow(dead_code)]
 
+pub mod fault;
 pub mod node;
 pub mod redis_state;
 
@@ -266,9 +269,15 @@ impl Drop for RedisServer {
 /// Builds and connects a plain fred client for test assertions (HGETALL,
 /// PTTL, PUBSUB NUMSUB, INFO commandstats, ...). Panics on failure.
 pub async fn raw_client(url: &str) -> fred::clients::Client {
+    let config = fred::types::config::Config::from_url(url)
+        .unwrap_or_else(|e| panic!("bad redis url {url}: {e}"));
+    init_raw(fred::types::Builder::from_config(config), url).await
+}
+
+/// Builds the client `builder` describes and connects it to `url`. Panics on failure.
+pub async fn init_raw(builder: fred::types::Builder, url: &str) -> fred::clients::Client {
     use fred::prelude::*;
-    let config = Config::from_url(url).unwrap_or_else(|e| panic!("bad redis url {url}: {e}"));
-    let client = Builder::from_config(config)
+    let client = builder
         .build()
         .unwrap_or_else(|e| panic!("cannot build fred client for {url}: {e}"));
     client

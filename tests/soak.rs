@@ -1,0 +1,497 @@
+//! The mutual-exclusion checker: a bounded soak run with faults (issue 13, section 2).
+//!
+//! `cargo test --test soak` runs the short variant (a few seconds of real processes and real
+//! faults, then the same with the lock deliberately bypassed, which the checker must catch).
+//! The long run: `cargo test --release --test soak -- --duration 120s --procs 4 --tasks 8`.
+//!
+//! The driver starts a `redis-server` (AOF with `appendfsync always`, so a kill -9 loses no
+//! acknowledged write) and P worker processes (this binary re-run with `--worker`), each
+//! running T tasks that take one of a few locks with `try_lock_for`, hold it for a few
+//! milliseconds and release it. Meanwhile the driver injects faults at random: `CLIENT KILL`
+//! of the workers' pub/sub and command connections, `DEBUG SLEEP`, SIGSTOP/SIGCONT of the
+//! server, kill -9 and restart of the server on the same port, and SIGSTOP of a worker for
+//! longer than its lease.
+//!
+//! Every critical section is recorded as (lock, owner, start, end) by the host's realtime
+//! clock, which is the server's clock (every process and the server run on this machine),
+//! with whether the holder's guard said the lease was lost (`is_lost()`) by the section's
+//! end. The checker then verifies:
+//! * **overlaps**: no two sections of one lock overlap, except where the earlier one ended with
+//!   its holder told that the lease was lost (the documented pause class: a holder paused past
+//!   its lease; it learns of the loss as soon as it runs again);
+//! * **hung waiters**: every `try_lock_for(wait)` returned within its bound plus a second, and
+//!   every worker exited;
+//! * **leaked locks**: once every worker is gone, no lock key remains after a lease.
+//!
+//! With `--bypass`, one task of each worker sometimes enters the section without the lock; the
+//! checker must then report overlaps (outside the pause class), which shows that it can fail.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ferrisson::{Config, Owner, WhenUnavailable};
+use fred::prelude::*;
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+use support::{fault, RedisServer};
+
+/// The watchdog timeout of the workers: short, so that a paused worker loses its lease and
+/// renewals happen often.
+const WATCHDOG: Duration = Duration::from_millis(1000);
+/// The wait bound of every acquire.
+const WAIT: Duration = Duration::from_millis(1500);
+/// How late an acquire may return after its bound before it counts as hung.
+const WAIT_SLACK: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Debug)]
+struct Options {
+    duration: Duration,
+    procs: usize,
+    tasks: usize,
+    locks: usize,
+    bypass: bool,
+}
+
+/// One line of a worker's report.
+#[derive(Serialize, Deserialize, Debug)]
+#[serde(tag = "kind")]
+enum Record {
+    /// A critical section: times in µs since the Unix epoch.
+    Section {
+        lock: usize,
+        owner: String,
+        start: u64,
+        end: u64,
+        lost: bool,
+        bypass: bool,
+    },
+    /// An acquire: how long it took and how it ended (`acquired`, `busy`, `error`).
+    Wait { ms: u64, outcome: String },
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros() as u64)
+}
+
+fn parse_duration(text: &str) -> Duration {
+    let text = text.trim();
+    let (number, scale) = match text.strip_suffix("ms") {
+        Some(ms) => (ms, 1),
+        None => (text.trim_end_matches('s'), 1000),
+    };
+    let number: u64 = number
+        .parse()
+        .unwrap_or_else(|_| panic!("bad duration {text}"));
+    Duration::from_millis(number * scale)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--worker") {
+        worker(&args[1..]);
+        return;
+    }
+    let value = |name: &str| {
+        args.iter()
+            .position(|arg| arg == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    // `cargo test <filter>` passes the filter to every test binary: run only if it names us.
+    let filters: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, arg)| {
+            !arg.starts_with('-')
+                && (*i == 0 || !args[i - 1].starts_with("--") || args[i - 1] == "--nocapture")
+        })
+        .map(|(_, arg)| arg)
+        .collect();
+    if !filters.is_empty()
+        && !filters
+            .iter()
+            .any(|filter| "soak".contains(filter.as_str()))
+    {
+        println!("soak: skipped (filtered out)");
+        println!("0 passed, 0 failed");
+        return;
+    }
+    let long = value("--duration").is_some();
+    let options = Options {
+        duration: value("--duration").map_or(Duration::from_secs(8), |d| parse_duration(&d)),
+        procs: value("--procs").map_or(3, |n| n.parse().expect("--procs N")),
+        tasks: value("--tasks").map_or(3, |n| n.parse().expect("--tasks N")),
+        locks: value("--locks").map_or(2, |n| n.parse().expect("--locks N")),
+        bypass: args.iter().any(|arg| arg == "--bypass"),
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let mut failed = 0;
+    let mut passed = 0;
+    let mut runs = vec![options.clone()];
+    if !long && !options.bypass {
+        // The self-check: the same checker must catch a lock that is bypassed.
+        runs.push(Options {
+            duration: Duration::from_secs(3),
+            bypass: true,
+            ..options
+        });
+    }
+    for run in runs {
+        let report = runtime.block_on(drive(&run));
+        println!("{}", report.summary());
+        let ok = if run.bypass {
+            report.violations > 0
+        } else {
+            report.violations == 0 && report.hung == 0 && report.leaked == 0
+        };
+        if ok {
+            passed += 1;
+        } else {
+            failed += 1;
+            println!(
+                "soak{}: FAILED",
+                if run.bypass {
+                    " --bypass (the checker missed the bypassed sections)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
+
+/// What one run found.
+#[derive(Default, Debug)]
+struct Report {
+    acquisitions: usize,
+    busy: usize,
+    errors: usize,
+    faults: BTreeMap<&'static str, usize>,
+    violations: usize,
+    pause_class: usize,
+    max_pause_overlap_ms: u64,
+    hung: usize,
+    max_wait_ms: u64,
+    leaked: usize,
+    bypass: bool,
+}
+
+impl Report {
+    fn summary(&self) -> String {
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        format!(
+            "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, longest window {} ms) hung={} (longest wait {} ms) leaked={}",
+            if self.bypass { " --bypass" } else { "" },
+            self.acquisitions,
+            self.busy,
+            self.errors,
+            self.faults.values().sum::<usize>(),
+            faults.join(" "),
+            self.violations,
+            self.pause_class,
+            self.max_pause_overlap_ms,
+            self.hung,
+            self.max_wait_ms,
+            self.leaked,
+        )
+    }
+}
+
+fn lock_name(lock: usize) -> String {
+    format!("soak:lock:{lock}")
+}
+
+async fn drive(options: &Options) -> Report {
+    let mut server =
+        RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let url = server.url();
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut workers: Vec<(Child, std::thread::JoinHandle<Vec<Record>>)> = (0..options.procs)
+        .map(|index| {
+            let mut child = Command::new(&exe)
+                .args([
+                    "--worker",
+                    &url,
+                    &options.duration.as_millis().to_string(),
+                    &options.tasks.to_string(),
+                    &options.locks.to_string(),
+                    if options.bypass { "bypass" } else { "locked" },
+                    &index.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("spawn a worker");
+            let stdout = child.stdout.take().expect("the worker's stdout");
+            let reader = std::thread::spawn(move || {
+                BufReader::new(stdout)
+                    .lines()
+                    .map_while(Result::ok)
+                    .filter_map(|line| serde_json::from_str(&line).ok())
+                    .collect()
+            });
+            (child, reader)
+        })
+        .collect();
+
+    let mut report = Report {
+        bypass: options.bypass,
+        ..Report::default()
+    };
+    // The driver's own client must outlive the faults it causes.
+    let raw = fault::resilient_raw_client(&url, Duration::from_secs(1)).await;
+    let deadline = Instant::now() + options.duration;
+    let mut rng = fastrand::Rng::with_seed(now_us());
+    // Let the workers connect before the first fault.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while Instant::now() + Duration::from_secs(1) < deadline {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..600))).await;
+        let fault = match rng.u8(0..6) {
+            0 => {
+                fault::client_kill(&raw, "pubsub").await;
+                "client-kill-pubsub"
+            }
+            1 => {
+                fault::client_kill(&raw, "normal").await;
+                "client-kill-normal"
+            }
+            2 => {
+                fault::debug_sleep(&raw, 0.3);
+                "debug-sleep"
+            }
+            3 => {
+                server.pause();
+                tokio::time::sleep(Duration::from_millis(rng.u64(100..400))).await;
+                server.resume();
+                "server-pause"
+            }
+            4 => {
+                server.restart(); // kill -9, same port, AOF reloaded
+                "server-kill-restart"
+            }
+            _ => {
+                // A holder paused past its lease: its lock may go to another owner meanwhile.
+                let (child, _) = &workers[rng.usize(..workers.len())];
+                fault::signal_pid(child.id(), Signal::SIGSTOP);
+                tokio::time::sleep(WATCHDOG + Duration::from_millis(rng.u64(200..600))).await;
+                fault::signal_pid(child.id(), Signal::SIGCONT);
+                "worker-pause"
+            }
+        };
+        *report.faults.entry(fault).or_default() += 1;
+    }
+    // Every worker stops taking locks at its deadline and exits after its last release.
+    let mut records = Vec::new();
+    for (mut child, reader) in workers.drain(..) {
+        let exit = wait_exit(
+            &mut child,
+            deadline + WAIT + WAIT_SLACK + Duration::from_secs(5),
+        );
+        if !exit {
+            report.hung += 1;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        records.extend(reader.join().unwrap_or_default());
+    }
+    check(&records, &mut report);
+    // Nothing stays locked once every owner is gone: within a lease (and the settling of
+    // calls of unknown outcome, which the exited workers cannot do any more).
+    let raw = support::raw_client(&url).await;
+    tokio::time::sleep(WATCHDOG + Duration::from_millis(200)).await;
+    for lock in 0..options.locks {
+        let exists: i64 = raw.exists(lock_name(lock)).await.expect("EXISTS");
+        report.leaked += exists as usize;
+    }
+    drop(server);
+    report
+}
+
+/// Waits for `child` to exit until `deadline`; false if it did not.
+fn wait_exit(child: &mut Child, deadline: Instant) -> bool {
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return true,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => return false,
+        }
+    }
+}
+
+/// One critical section of a lock, as the checker sorts them (by start).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Span<'a> {
+    start: u64,
+    end: u64,
+    lost: bool,
+    owner: &'a str,
+}
+
+/// Finds overlapping sections per lock and slow waits.
+fn check(records: &[Record], report: &mut Report) {
+    let mut sections: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
+    for record in records {
+        match record {
+            Record::Section {
+                lock,
+                owner,
+                start,
+                end,
+                lost,
+                bypass,
+            } => {
+                if !bypass {
+                    report.acquisitions += 1;
+                }
+                sections.entry(*lock).or_default().push(Span {
+                    start: *start,
+                    end: *end,
+                    lost: *lost,
+                    owner,
+                });
+            }
+            Record::Wait { ms, outcome } => {
+                report.max_wait_ms = report.max_wait_ms.max(*ms);
+                if *ms > (WAIT + WAIT_SLACK).as_millis() as u64 {
+                    report.hung += 1;
+                }
+                match outcome.as_str() {
+                    "busy" => report.busy += 1,
+                    "error" => report.errors += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+    for list in sections.values_mut() {
+        list.sort_unstable();
+        // For each section whose holder was told of the loss: when another owner first
+        // entered during it. From then to its end, two owners believed they held the lock.
+        let mut first_intruder: BTreeMap<usize, u64> = BTreeMap::new();
+        for (i, a) in list.iter().enumerate() {
+            // Every later section that starts before `a` ends overlaps it.
+            for b in list[i + 1..].iter().take_while(|b| b.start < a.end) {
+                if a.owner == b.owner {
+                    continue; // one owner (a re-entry cannot happen here, but be exact)
+                }
+                // The pause class: the earlier holder `a` lost its lease (it was paused past
+                // it) and `b` took the lock meanwhile. A later holder told of a loss excuses
+                // nothing: `b` entered while `a` still believed, rightly, that it held the lock.
+                if a.lost {
+                    report.pause_class += 1;
+                    let first = first_intruder.entry(i).or_insert(b.start);
+                    *first = (*first).min(b.start);
+                } else {
+                    report.violations += 1;
+                }
+            }
+        }
+        for (lost, intruder_start) in first_intruder {
+            let window_ms = list[lost].end.saturating_sub(intruder_start) / 1000;
+            report.max_pause_overlap_ms = report.max_pause_overlap_ms.max(window_ms);
+        }
+    }
+}
+
+/// A worker process: `--worker URL DURATION_MS TASKS LOCKS locked|bypass INDEX`.
+fn worker(args: &[String]) {
+    let url = args[0].clone();
+    let duration = Duration::from_millis(args[1].parse().expect("duration"));
+    let tasks: usize = args[2].parse().expect("tasks");
+    let locks: usize = args[3].parse().expect("locks");
+    let bypass = args[4] == "bypass";
+    let index: u64 = args[5].parse().expect("index");
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async move {
+        let mut config = Config::new(url);
+        config.watchdog_timeout = WATCHDOG;
+        config.response_timeout = Duration::from_millis(500);
+        config.when_unavailable = WhenUnavailable::KeepWaiting;
+        let client = ferrisson::Client::new(config)
+            .await
+            .expect("the worker connects");
+        let (sender, mut records) = tokio::sync::mpsc::unbounded_channel();
+        let deadline = Instant::now() + duration;
+        for task in 0..tasks {
+            let client = client.clone();
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let owner = Owner::new();
+                let mut rng = fastrand::Rng::with_seed(now_us() ^ (index << 32) ^ task as u64);
+                let mut round = 0u64;
+                while Instant::now() < deadline {
+                    round += 1;
+                    let lock_index = rng.usize(..locks);
+                    let lock = client.lock(lock_name(lock_index)).with_owner(owner);
+                    // The bypassing task enters every third section without the lock.
+                    if bypass && task == 0 && round % 3 == 0 {
+                        let start = now_us();
+                        tokio::time::sleep(Duration::from_millis(rng.u64(5..20))).await;
+                        let _ = sender.send(Record::Section {
+                            lock: lock_index,
+                            owner: format!("{index}:{task}"),
+                            start,
+                            end: now_us(),
+                            lost: false,
+                            bypass: true,
+                        });
+                        continue;
+                    }
+                    let asked = Instant::now();
+                    let acquired = lock.try_lock_for(WAIT, None).await;
+                    let ms = asked.elapsed().as_millis() as u64;
+                    let outcome = match &acquired {
+                        Ok(Some(_)) => "acquired",
+                        Ok(None) => "busy",
+                        Err(_) => "error",
+                    };
+                    let _ = sender.send(Record::Wait {
+                        ms,
+                        outcome: outcome.into(),
+                    });
+                    let Ok(Some(guard)) = acquired else {
+                        tokio::time::sleep(Duration::from_millis(rng.u64(1..10))).await;
+                        continue;
+                    };
+                    let start = now_us();
+                    tokio::time::sleep(Duration::from_millis(rng.u64(1..15))).await;
+                    let lost = guard.is_lost();
+                    let end = now_us();
+                    let _ = sender.send(Record::Section {
+                        lock: lock_index,
+                        owner: format!("{index}:{task}"),
+                        start,
+                        end,
+                        lost,
+                        bypass: false,
+                    });
+                    let _ = guard.unlock().await;
+                }
+            });
+        }
+        drop(sender);
+        let mut stdout = std::io::stdout().lock();
+        while let Some(record) = records.recv().await {
+            if let Ok(line) = serde_json::to_string(&record) {
+                let _ = writeln!(stdout, "{line}");
+            }
+        }
+        let _ = stdout.flush();
+        // Settle what is in doubt before leaving, within a bound.
+        let _ = tokio::time::timeout(Duration::from_secs(3), client.shutdown()).await;
+    });
+}
