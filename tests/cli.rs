@@ -16,7 +16,7 @@ use support::redis_state::{channel_of, exists, hgetall, poll_until, pttl, wait_n
 use support::{connect, hold_with_lease, raw_client, RedisServer};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
-use tokio::time::timeout;
+use tokio::time::{sleep, timeout};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ferrisson");
 /// Generous bound for anything that should happen "promptly" on a loaded 2-core CI machine.
@@ -639,6 +639,112 @@ async fn kill_on_lost_terminates_the_command_when_the_lock_is_lost() {
         "stderr: {:?}",
         run.stderr_seen
     );
+}
+
+// holder processes killed and paused (issue 13) -----------------------------------------------
+
+/// A holder process killed with SIGKILL cannot release: its lock frees at the end of the lease
+/// it was last renewed for, and a waiter in another process takes it then, woken by the TTL it
+/// parked on (there is no unlock message), within a few round trips of the lease end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holder_process_frees_its_lock_at_the_lease_end() {
+    let server = RedisServer::start();
+    let client = connect(&server).await;
+    let name = "cli:holder-killed";
+    let watchdog = Duration::from_secs(1);
+
+    let mut run = Running::spawn(
+        &server,
+        &[
+            "run",
+            "--json",
+            "--watchdog-timeout",
+            "1s",
+            name,
+            "--",
+            "sleep",
+            "5",
+        ],
+    );
+    run.event("acquired").await;
+    run.signal(nix::sys::signal::Signal::SIGKILL);
+    let killed = std::time::Instant::now();
+    let guard = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .try_lock_for(Duration::from_secs(10), None)
+        .await
+        .expect("acquire")
+        .expect("the lock frees at the dead holder's lease end");
+    let took = killed.elapsed();
+    assert!(
+        took <= watchdog + Duration::from_millis(300),
+        "the waiter got the lock {took:?} after the holder was killed"
+    );
+    assert_eq!(guard.acquisition().woken_by, ferrisson::WokenBy::Ttl);
+    assert!(guard.unlock().await.expect("release"));
+}
+
+/// A holder process paused (SIGSTOP) for longer than its lease: another owner takes the lock
+/// meanwhile; when the holder runs again it learns of the loss at once and `--kill-on-lost`
+/// stops its command. The overlap window (the command still running while another owner holds
+/// the lock) is the pause beyond the lease plus the time to notice and signal: measured here
+/// and documented in docs/reliability.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_paused_past_its_lease_stops_its_command_on_resume() {
+    let server = RedisServer::start();
+    let client = connect(&server).await;
+    let name = "cli:holder-paused";
+
+    let mut run = Running::spawn(
+        &server,
+        &[
+            "run",
+            "--json",
+            "--kill-on-lost",
+            "--watchdog-timeout",
+            "1s",
+            name,
+            "--",
+            "sleep",
+            "30",
+        ],
+    );
+    run.event("acquired").await;
+    run.signal(nix::sys::signal::Signal::SIGSTOP);
+    let paused = std::time::Instant::now();
+    let other = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .try_lock_for(Duration::from_secs(10), Some(Duration::from_secs(20)))
+        .await
+        .expect("acquire")
+        .expect("another owner takes the lock from the paused holder");
+    let overlap_from = std::time::Instant::now();
+    sleep(Duration::from_millis(500)).await;
+    run.signal(nix::sys::signal::Signal::SIGCONT);
+    let resumed = std::time::Instant::now();
+
+    run.event("lost").await;
+    assert_eq!(
+        run.exit().await.code(),
+        Some(128 + 15),
+        "the command got SIGTERM"
+    );
+    let stopped = std::time::Instant::now();
+    let after_resume = stopped - resumed;
+    assert!(
+        after_resume < Duration::from_secs(1),
+        "the command ran on for {after_resume:?} after the holder resumed"
+    );
+    eprintln!(
+        "paused {:?} (lease 1 s); another owner in after {:?}; overlap window {:?}, of which \
+         {after_resume:?} after the holder resumed",
+        resumed - paused,
+        overlap_from - paused,
+        stopped - overlap_from,
+    );
+    assert!(other.unlock().await.expect("release"));
 }
 
 // unlock ---------------------------------------------------------------------------------------

@@ -13,29 +13,19 @@ use std::time::{Duration, Instant};
 
 use ferrisson::{Config, Error, Owner};
 use support::redis_state::{hgetall, wait_key_gone};
-use support::{connect_with, raw_client, RedisServer};
-
-fn config(server: &RedisServer, watchdog: Duration, response: Duration) -> Config {
-    let mut config = Config::new(server.url());
-    config.watchdog_timeout = watchdog;
-    config.response_timeout = response;
-    config
-}
+use support::{connect_with, lost_within, raw_client, timed_config, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_millis(1500);
-
-/// Waits for `guard.lost()` at most `within`; returns when it fired.
-async fn lost_at(guard: &ferrisson::LockGuard, within: Duration) -> Instant {
-    tokio::time::timeout(within, guard.lost())
-        .await
-        .expect("lost() fires");
-    Instant::now()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_fires_at_the_lease_end_when_the_server_is_gone() {
     let mut server = RedisServer::start();
-    let client = connect_with(config(&server, WATCHDOG, Duration::from_secs(10))).await;
+    let client = connect_with(timed_config(
+        server.url(),
+        WATCHDOG,
+        Duration::from_secs(10),
+    ))
+    .await;
     let guard = client
         .lock("loss:killed")
         .with_owner(Owner::new())
@@ -47,7 +37,7 @@ async fn lost_fires_at_the_lease_end_when_the_server_is_gone() {
     assert!(!guard.is_lost());
     let killed = Instant::now();
     server.kill();
-    let lost = lost_at(&guard, Duration::from_secs(5)).await;
+    let lost = lost_within(&guard, Duration::from_secs(5)).await;
     // The last confirmed renewal was at most a third of the lease (plus a grid tick) before
     // the kill, so the lease ends at most a lease after it.
     let after = lost - killed;
@@ -63,7 +53,12 @@ async fn lost_fires_at_the_lease_end_when_the_server_is_gone() {
 async fn a_paused_server_loses_the_lease_at_its_end_and_the_hold_is_taken_back() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let client = connect_with(config(&server, WATCHDOG, Duration::from_secs(10))).await;
+    let client = connect_with(timed_config(
+        server.url(),
+        WATCHDOG,
+        Duration::from_secs(10),
+    ))
+    .await;
     let guard = client
         .lock("loss:paused")
         .with_owner(Owner::new())
@@ -75,7 +70,7 @@ async fn a_paused_server_loses_the_lease_at_its_end_and_the_hold_is_taken_back()
     let paused = Instant::now();
     // The renewal goes out and hangs (the response timeout is 10 s): the lease is given up at
     // its end all the same.
-    let lost = lost_at(&guard, Duration::from_secs(5)).await;
+    let lost = lost_within(&guard, Duration::from_secs(5)).await;
     server.resume();
     assert!(
         lost - paused <= WATCHDOG + Duration::from_millis(300),
@@ -97,8 +92,8 @@ async fn a_paused_server_loses_the_lease_at_its_end_and_the_hold_is_taken_back()
 async fn a_timed_out_acquire_is_settled_not_adopted() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let client = connect_with(config(
-        &server,
+    let client = connect_with(timed_config(
+        server.url(),
         Duration::from_secs(30),
         Duration::from_millis(300),
     ))
@@ -134,8 +129,8 @@ async fn a_timed_out_acquire_is_settled_not_adopted() {
 async fn a_timed_out_acquire_frees_the_lock_for_others() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let client = connect_with(config(
-        &server,
+    let client = connect_with(timed_config(
+        server.url(),
         Duration::from_secs(30),
         Duration::from_millis(300),
     ))

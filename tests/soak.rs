@@ -254,6 +254,10 @@ async fn drive(options: &Options) -> Report {
     };
     // The driver's own client must outlive the faults it causes.
     let raw = fault::resilient_raw_client(&url, Duration::from_secs(1)).await;
+    fault::debug_sleep(&raw, 0.0)
+        .await
+        .expect("DEBUG SLEEP task")
+        .expect("DEBUG is enabled");
     let deadline = Instant::now() + options.duration;
     let mut rng = fastrand::Rng::with_seed(now_us());
     // Let the workers connect before the first fault.

@@ -68,17 +68,24 @@ pub async fn client_kill(raw: &fred::clients::Client, kind: &str) -> i64 {
     .unwrap_or(0)
 }
 
+/// `redis-server` arguments that allow `DEBUG` from loopback (Redis 7 refuses it by default).
+pub const DEBUG_COMMAND: [&str; 2] = ["--enable-debug-command", "local"];
+
 /// Starts `DEBUG SLEEP <seconds>` on the server from a task of its own, so that the caller goes
-/// on while the server is busy. The sleep begins within a round trip of the call.
-pub fn debug_sleep(raw: &fred::clients::Client, seconds: f64) -> tokio::task::JoinHandle<()> {
+/// on while the server is busy. The sleep begins within a round trip of the call; the task ends
+/// with the server's answer (an error if `DEBUG` is not enabled, see [`DEBUG_COMMAND`]).
+pub fn debug_sleep(
+    raw: &fred::clients::Client,
+    seconds: f64,
+) -> tokio::task::JoinHandle<Result<(), fred::error::Error>> {
     let raw = raw.clone();
     tokio::spawn(async move {
-        let _: Result<Value, _> = raw
-            .custom(
-                fred::cmd!("DEBUG"),
-                vec!["SLEEP".to_string(), seconds.to_string()],
-            )
-            .await;
+        raw.custom::<Value, _>(
+            fred::cmd!("DEBUG"),
+            vec!["SLEEP".to_string(), seconds.to_string()],
+        )
+        .await
+        .map(drop)
     })
 }
 

@@ -301,6 +301,23 @@ pub async fn connect_with(config: ferrisson::Config) -> ferrisson::Client {
         .expect("ferrisson client connects to the fixture server")
 }
 
+/// A ferrisson configuration for `url` with a short `watchdog` lease and `response` timeout,
+/// for tests in which leases run out and calls time out.
+pub fn timed_config(url: String, watchdog: Duration, response: Duration) -> ferrisson::Config {
+    let mut config = ferrisson::Config::new(url);
+    config.watchdog_timeout = watchdog;
+    config.response_timeout = response;
+    config
+}
+
+/// Waits for `guard.lost()` at most `within` (panics if it does not fire); returns when it did.
+pub async fn lost_within(guard: &ferrisson::LockGuard, within: Duration) -> Instant {
+    tokio::time::timeout(within, guard.lost())
+        .await
+        .expect("lost() fires");
+    Instant::now()
+}
+
 /// Takes lock `name` on `client` for a fresh [`ferrisson::Owner`] with a fixed `lease`: the
 /// "holder" that other owners then wait on. Panics if the lock cannot be taken.
 pub async fn hold_with_lease(
