@@ -216,8 +216,14 @@ fn lock_name(lock: usize) -> String {
 }
 
 async fn drive(options: &Options) -> Report {
-    let mut server =
-        RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut server = RedisServer::start_with_args(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        fault::DEBUG_COMMAND[0],
+        fault::DEBUG_COMMAND[1],
+    ]);
     let url = server.url();
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut workers: Vec<(Child, std::thread::JoinHandle<Vec<Record>>)> = (0..options.procs)

@@ -198,6 +198,11 @@ impl Lock {
     /// Waits at most `wait` for the lock; holds it for `lease`, or with the watchdog when `lease`
     /// is `None`. Redisson's `tryLock(waitTime, leaseTime)`. Returns `None` when the wait ran out.
     ///
+    /// The bound is strict: a slow server counts against it. A wait shorter than the server's
+    /// answer (a sub-millisecond wait, or a server that stalls) ends with [`Error::Timeout`]
+    /// rather than `None`, since nobody said the lock is busy; whatever the unanswered attempt
+    /// may have taken is released by the client once Redis answers again.
+    ///
     /// # Cancel safety
     /// Cancel safe (see the type's docs).
     ///

@@ -47,8 +47,13 @@ where
 }
 
 /// The pub/sub channel Redisson (and ferrisson) publish unlock messages of lock `name` on.
+/// Like Redisson, a name with a `{` anywhere is used as it is, any other is wrapped in braces.
 pub fn channel_of(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
+    if name.contains('{') {
+        format!("redisson_lock__channel:{name}")
+    } else {
+        format!("redisson_lock__channel:{{{name}}}")
+    }
 }
 
 /// `HGETALL key` (empty when the key does not exist).
