@@ -152,6 +152,16 @@ impl Client {
                 err.details()
             ))
         })?;
+        let mut fred_config = fred_config;
+        if let Some(tls) = &config.tls {
+            if !fred_config.uses_tls() {
+                return Err(Error::InvalidArgument(format!(
+                    "tls options are set but `{}` does not use TLS (use rediss://)",
+                    config.redacted_url()
+                )));
+            }
+            fred_config.tls = Some(tls.connector()?.into());
+        }
         let clustered = fred_config.server.is_clustered();
         let mut builder = Builder::from_config(fred_config);
         builder
@@ -172,6 +182,13 @@ impl Client {
             | fred::error::ErrorKind::Tls => {
                 Error::InvalidArgument(format!("cannot connect to {url}: {}", err.details()))
             }
+            // rustls reports a refused handshake (a certificate not trusted, or the server's
+            // alert about ours) as an I/O error: it is a configuration problem, not an outage.
+            _ if crate::tls::handshake_refused(err.details()) => Error::InvalidArgument(format!(
+                "TLS handshake with {url} failed: {} (check Config::tls: the CA to trust and \
+                 the client certificate)",
+                err.details()
+            )),
             kind => Error::Unavailable(fred::error::Error::new(
                 kind.clone(),
                 format!("cannot connect to {url}: {}", err.details()),

@@ -107,6 +107,10 @@ pub struct Config {
     /// poll instead of subscribing). Default 16; 0 turns hand-offs and giving way off (every
     /// release frees the lock for a race, exactly as Redisson does).
     pub max_local_handoffs: u32,
+    /// TLS settings for a `rediss://` URL: a private CA to trust, a client certificate. Default
+    /// `None`: the system's roots and no client certificate. Setting it for a URL without TLS
+    /// is an [`Error::InvalidArgument`] at connect time.
+    pub tls: Option<crate::TlsOptions>,
 }
 
 impl Config {
@@ -127,6 +131,7 @@ impl Config {
             connect_timeout: Duration::from_secs(5),
             pool_size: 1,
             max_local_handoffs: 16,
+            tls: None,
         }
     }
 
@@ -212,6 +217,7 @@ impl std::fmt::Debug for Config {
             .field("connect_timeout", &self.connect_timeout)
             .field("pool_size", &self.pool_size)
             .field("max_local_handoffs", &self.max_local_handoffs)
+            .field("tls", &self.tls)
             .finish()
     }
 }

@@ -76,6 +76,7 @@ mod name;
 mod owner;
 mod pubsub;
 mod script;
+mod tls;
 mod watchdog;
 
 pub use client::Client;
@@ -84,6 +85,7 @@ pub use error::{Error, Result};
 pub use inspect::{Holder, LockInfo, LockKind};
 pub use lock::{Acquisition, Lock, LockGuard, RemainingTtl, WokenBy};
 pub use owner::Owner;
+pub use tls::TlsOptions;
 
 /// Compile-time checks that handles, guards and futures can cross tasks and threads.
 #[cfg(test)]

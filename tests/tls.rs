@@ -1,0 +1,215 @@
+//! TLS to a local `redis-server` TLS port (issue 13, section 4), with a certificate authority,
+//! a server certificate and a client certificate generated for the test run: the server
+//! requires client certificates (`tls-auth-clients yes`). ferrisson trusts the private CA and
+//! presents the client certificate through `Config::tls`; commands, pub/sub wake-ups and
+//! watchdog renewals all go over TLS. Without the CA, or without the client certificate, the
+//! connection fails with a clear error, and no key material appears in `Debug` output.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ferrisson::{Config, Error, Owner, TlsOptions};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, IsCa, KeyPair,
+};
+use support::redis_state::{channel_of, wait_numsub};
+use support::{connect_with, free_port, raw_client, RedisServer};
+use tokio::time::timeout;
+
+/// PEM material of one test run.
+struct Pki {
+    ca: String,
+    client_cert: String,
+    client_key: String,
+}
+
+/// A distinguished name of just a common name (rcgen's default is the same for every
+/// certificate, which would make each look self-signed).
+fn named(common_name: &str) -> DistinguishedName {
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, common_name);
+    name
+}
+
+/// Generates a CA, a server certificate for 127.0.0.1 and a client certificate, and writes the
+/// server's files (and the CA) into `dir`.
+fn generate_pki(dir: &Path) -> Pki {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name = named("ferrisson test CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key"))
+        .expect("CA certificate");
+    let server_key = KeyPair::generate().expect("server key");
+    let mut server_params = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+        .expect("server params");
+    server_params.distinguished_name = named("ferrisson test server");
+    let server_cert = server_params
+        .signed_by(&server_key, &ca)
+        .expect("server certificate");
+    let client_key = KeyPair::generate().expect("client key");
+    let mut client_params =
+        CertificateParams::new(vec!["ferrisson-test-client".into()]).expect("client params");
+    client_params.distinguished_name = named("ferrisson test client");
+    let client_cert = client_params
+        .signed_by(&client_key, &ca)
+        .expect("client certificate");
+    for (file, pem) in [
+        ("ca.crt", ca.pem()),
+        ("server.crt", server_cert.pem()),
+        ("server.key", server_key.serialize_pem()),
+    ] {
+        std::fs::write(dir.join(file), pem).expect("write a PEM file");
+    }
+    Pki {
+        ca: ca.pem(),
+        client_cert: client_cert.pem(),
+        client_key: client_key.serialize_pem(),
+    }
+}
+
+/// A server with a plain port (for the fixture and assertions) and a TLS port that requires
+/// client certificates; returns it with the TLS port and the test's PEM material.
+fn tls_server(pki_dir: &Path) -> (RedisServer, u16, Pki) {
+    let pki = generate_pki(pki_dir);
+    let tls_port = free_port();
+    let file = |name: &str| pki_dir.join(name).to_string_lossy().into_owned();
+    let args = [
+        "--tls-port".to_owned(),
+        tls_port.to_string(),
+        "--tls-cert-file".to_owned(),
+        file("server.crt"),
+        "--tls-key-file".to_owned(),
+        file("server.key"),
+        "--tls-ca-cert-file".to_owned(),
+        file("ca.crt"),
+        "--tls-auth-clients".to_owned(),
+        "yes".to_owned(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    (RedisServer::start_with_args(&args), tls_port, pki)
+}
+
+fn tls_config(port: u16, tls: Option<TlsOptions>) -> Config {
+    let mut config = Config::new(format!("rediss://127.0.0.1:{port}"));
+    config.tls = tls;
+    config.watchdog_timeout = Duration::from_millis(900);
+    config.connect_timeout = Duration::from_secs(2);
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_work_over_tls_with_a_private_ca_and_a_client_certificate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (server, tls_port, pki) = tls_server(dir.path());
+    let raw = raw_client(&server.url()).await;
+    let options = TlsOptions::default()
+        .trust_pem(pki.ca.clone())
+        .identity_pem(pki.client_cert.clone(), pki.client_key.clone());
+    let holder_client = connect_with(tls_config(tls_port, Some(options.clone()))).await;
+    let waiter_client = connect_with(tls_config(tls_port, Some(options))).await;
+    let name = "tls:lock";
+
+    let guard = holder_client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("lock over TLS");
+    let waiter = tokio::spawn({
+        let lock = waiter_client.lock(name).with_owner(Owner::new());
+        async move { lock.try_lock_for(Duration::from_secs(10), None).await }
+    });
+    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
+    // Renewals over TLS keep the 900 ms lease alive past its end.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!guard.is_lost());
+    assert!(!waiter.is_finished());
+    assert!(guard.unlock().await.expect("release over TLS"));
+    let released = Instant::now();
+    let taken = timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter was not woken over TLS")
+        .expect("waiter task")
+        .expect("acquire")
+        .expect("acquired");
+    assert!(released.elapsed() < Duration::from_secs(1));
+    assert_eq!(taken.acquisition().woken_by, ferrisson::WokenBy::Message);
+    assert!(taken.unlock().await.expect("release"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_server_certificate_fails_the_connection_clearly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_server, tls_port, pki) = tls_server(dir.path());
+    // The system's roots do not know the test CA.
+    let options = TlsOptions::default().identity_pem(pki.client_cert, pki.client_key);
+    let err = ferrisson::Client::new(tls_config(tls_port, Some(options)))
+        .await
+        .expect_err("the server's certificate is not trusted");
+    let text = err.to_string();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(text.to_lowercase().contains("certificate"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_client_certificate_fails_instead_of_locking() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_server, tls_port, pki) = tls_server(dir.path());
+    let options = TlsOptions::default().trust_pem(pki.ca);
+    let started = Instant::now();
+    let outcome = match ferrisson::Client::new(tls_config(tls_port, Some(options))).await {
+        // With TLS 1.3 the server's refusal can arrive after the handshake: then the first
+        // command fails.
+        Ok(client) => client
+            .lock("tls:no-client-cert")
+            .with_owner(Owner::new())
+            .try_lock()
+            .await
+            .map(drop),
+        Err(err) => Err(err),
+    };
+    let err = outcome.expect_err("the server requires a client certificate");
+    assert!(
+        matches!(err, Error::InvalidArgument(_) | Error::Unavailable(_)),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_tls_options_are_typed_errors_and_keys_never_printed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pki = generate_pki(dir.path());
+    // TLS options on a URL without TLS.
+    let mut config = Config::new("redis://127.0.0.1:1");
+    config.tls = Some(TlsOptions::default().trust_pem(pki.ca.clone()));
+    let err = ferrisson::Client::new(config)
+        .await
+        .expect_err("redis:// with tls");
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    // Garbage where PEM belongs.
+    for options in [
+        TlsOptions::default().trust_pem(b"not a certificate".to_vec()),
+        TlsOptions::default().identity_pem(pki.client_cert.clone(), b"not a key".to_vec()),
+    ] {
+        let err = ferrisson::Client::new(tls_config(1, Some(options)))
+            .await
+            .expect_err("malformed PEM");
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        assert!(err.to_string().contains("tls"), "{err}");
+    }
+    // The private key stays out of Debug output.
+    let options = TlsOptions::default()
+        .trust_pem(pki.ca)
+        .identity_pem(pki.client_cert, pki.client_key.clone());
+    let printed = format!("{:?}", tls_config(1, Some(options)));
+    assert!(!printed.contains("PRIVATE KEY"), "{printed}");
+    let key_body: String = pki.client_key.lines().nth(1).unwrap_or_default().to_owned();
+    assert!(!printed.contains(&key_body), "{printed}");
+}
