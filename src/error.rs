@@ -57,6 +57,12 @@ pub enum Error {
     #[error("redis error: {0}")]
     Redis(#[source] fred::error::Error),
 
+    /// Redis refused a command for the connection's ACL user (`NOPERM`): a command, key or
+    /// channel the user may not use. Grant the least-privilege rule of ferrisson's
+    /// `docs/reliability.md`. Not transient: retrying cannot help until the user's rights change.
+    #[error("redis denied permission to this user (ACL): {0}; see the least-privilege rule in ferrisson's docs/reliability.md")]
+    PermissionDenied(#[source] fred::error::Error),
+
     /// The client was shut down; no further operations are possible.
     #[error("the client has been shut down")]
     Shutdown,
@@ -86,6 +92,9 @@ impl Error {
             return Error::WrongType {
                 name: name.to_owned(),
             };
+        }
+        if err.details().contains("NOPERM") {
+            return Error::PermissionDenied(err);
         }
         match err.kind() {
             ErrorKind::Timeout => Error::Timeout(timeout),

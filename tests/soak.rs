@@ -19,8 +19,9 @@
 //! * **overlaps**: no two sections of one lock overlap, except where the earlier one ended with
 //!   its holder told that the lease was lost (the documented pause class: a holder paused past
 //!   its lease; it learns of the loss as soon as it runs again);
-//! * **hung waiters**: every `try_lock_for(wait)` returned within its bound plus a second, and
-//!   every worker exited;
+//! * **hung waiters**: every `try_lock_for(wait)` returned within its bound plus a second (a
+//!   wait of a worker while the driver froze that worker's process is not judged), and every
+//!   worker exited;
 //! * **leaked locks**: once every worker is gone, no lock key remains after a lease.
 //!
 //! With `--bypass`, one task of each worker sometimes enters the section without the lock; the
@@ -69,8 +70,14 @@ enum Record {
         lost: bool,
         bypass: bool,
     },
-    /// An acquire: how long it took and how it ended (`acquired`, `busy`, `error`).
-    Wait { ms: u64, outcome: String },
+    /// How long an acquire took and how it ended (`acquired`, `busy`, `error`).
+    /// An acquire by worker process `worker`, started at `start` (µs since the Unix epoch).
+    Wait {
+        worker: usize,
+        start: u64,
+        ms: u64,
+        outcome: String,
+    },
 }
 
 fn now_us() -> u64 {
@@ -194,7 +201,7 @@ impl Report {
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
         format!(
-            "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, longest window {} ms) hung={} (longest wait {} ms) leaked={}",
+            "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, longest window {} ms) hung={} (longest wait {} ms, outside frozen workers) leaked={}",
             if self.bypass { " --bypass" } else { "" },
             self.acquisitions,
             self.busy,
@@ -265,6 +272,8 @@ async fn drive(options: &Options) -> Report {
         .expect("DEBUG SLEEP task")
         .expect("DEBUG is enabled");
     let deadline = Instant::now() + options.duration;
+    // (worker, from, to): a frozen process's waits take as long as it is frozen.
+    let mut worker_pauses: Vec<(usize, u64, u64)> = Vec::new();
     let mut rng = fastrand::Rng::with_seed(now_us());
     // Let the workers connect before the first fault.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -295,10 +304,13 @@ async fn drive(options: &Options) -> Report {
             }
             _ => {
                 // A holder paused past its lease: its lock may go to another owner meanwhile.
-                let (child, _) = &workers[rng.usize(..workers.len())];
+                let worker = rng.usize(..workers.len());
+                let child = &workers[worker].0;
+                let from = now_us();
                 fault::signal_pid(child.id(), Signal::SIGSTOP);
                 tokio::time::sleep(WATCHDOG + Duration::from_millis(rng.u64(200..600))).await;
                 fault::signal_pid(child.id(), Signal::SIGCONT);
+                worker_pauses.push((worker, from, now_us()));
                 "worker-pause"
             }
         };
@@ -318,7 +330,7 @@ async fn drive(options: &Options) -> Report {
         }
         records.extend(reader.join().unwrap_or_default());
     }
-    check(&records, &mut report);
+    check(&records, &worker_pauses, &mut report);
     // Nothing stays locked once every owner is gone: within a lease (and the settling of
     // calls of unknown outcome, which the exited workers cannot do any more).
     let raw = support::raw_client(&url).await;
@@ -352,7 +364,9 @@ struct Span<'a> {
 }
 
 /// Finds overlapping sections per lock and slow waits.
-fn check(records: &[Record], report: &mut Report) {
+/// Checks the records; `pauses` are the (worker, from, to) intervals in which a worker process
+/// was frozen by the driver: a wait of that worker spanning one is not counted as hung.
+fn check(records: &[Record], pauses: &[(usize, u64, u64)], report: &mut Report) {
     let mut sections: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
     for record in records {
         match record {
@@ -374,9 +388,20 @@ fn check(records: &[Record], report: &mut Report) {
                     owner,
                 });
             }
-            Record::Wait { ms, outcome } => {
-                report.max_wait_ms = report.max_wait_ms.max(*ms);
-                if *ms > (WAIT + WAIT_SLACK).as_millis() as u64 {
+            Record::Wait {
+                worker,
+                start,
+                ms,
+                outcome,
+            } => {
+                let end = start + ms * 1000;
+                let frozen = pauses
+                    .iter()
+                    .any(|(paused, from, to)| paused == worker && *from < end && *to > *start);
+                if !frozen {
+                    report.max_wait_ms = report.max_wait_ms.max(*ms);
+                }
+                if !frozen && *ms > (WAIT + WAIT_SLACK).as_millis() as u64 {
                     report.hung += 1;
                 }
                 match outcome.as_str() {
@@ -462,6 +487,7 @@ fn worker(args: &[String]) {
                         continue;
                     }
                     let asked = Instant::now();
+                    let asked_us = now_us();
                     let acquired = lock.try_lock_for(WAIT, None).await;
                     let ms = asked.elapsed().as_millis() as u64;
                     let outcome = match &acquired {
@@ -470,6 +496,8 @@ fn worker(args: &[String]) {
                         Err(_) => "error",
                     };
                     let _ = sender.send(Record::Wait {
+                        worker: index as usize,
+                        start: asked_us,
                         ms,
                         outcome: outcome.into(),
                     });

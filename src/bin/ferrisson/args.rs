@@ -20,7 +20,8 @@ const EXAMPLES: &str = r#"Examples:
   REDIS_URL=rediss://app:secret@redis.internal:6380/0 ferrisson status orders:42
 
 Durations are humane: 500ms, 30s, 2m, 1h 30m.
-Exit status: 0 on success, 2 for bad arguments, 69 when Redis cannot be reached;
+Exit status: 0 on success, 2 for bad arguments, 69 when Redis cannot be reached, 77 when
+its ACL user may not run ferrisson's commands;
 `run` exits with its command's status (see `ferrisson run --help`)."#;
 
 /// The `ferrisson` command line.

@@ -25,6 +25,8 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// EX_UNAVAILABLE: Redis cannot be reached.
     pub const UNAVAILABLE: u8 = 69;
+    /// EX_NOPERM: Redis refused a command for the ACL user of the URL.
+    pub const NOPERM: u8 = 77;
     /// EX_TEMPFAIL: the lock was not acquired within `--wait`.
     pub const TEMPFAIL: u8 = 75;
     /// CMD was found but could not be executed (as in the shell).
@@ -51,13 +53,14 @@ impl Failure {
         }
     }
 
-    /// Classifies a library error: unreachable/slow Redis → 69, rejected arguments → 2,
-    /// anything else → 1. `context` says what was being done ("cannot read `x`").
+    /// Classifies a library error: unreachable/slow Redis → 69, rejected arguments → 2, an ACL
+    /// refusal → 77, anything else → 1. `context` says what was being done ("cannot read `x`").
     pub fn from_lib(context: &str, err: &ferrisson::Error, conn: &Connection) -> Failure {
         use ferrisson::Error;
         let code = match err {
             Error::Unavailable(_) | Error::Timeout(_) => exit::UNAVAILABLE,
             Error::InvalidArgument(_) => exit::USAGE,
+            Error::PermissionDenied(_) => exit::NOPERM,
             _ => exit::FAILURE,
         };
         Failure::new(
