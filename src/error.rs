@@ -44,8 +44,8 @@ pub enum Error {
     /// Redis could not be reached (connection refused, closed, or not yet re-established).
     ///
     /// When this comes from an operation that changes a lock, its outcome on the server is
-    /// unknown; ferrisson never re-sends such an operation, so a lock it might have taken expires
-    /// with its lease.
+    /// unknown; ferrisson never re-sends such an operation, and once Redis answers again it
+    /// takes back whatever the call may have taken (the hold is settled, never adopted).
     #[error("redis is unavailable: {0}")]
     Unavailable(#[source] fred::error::Error),
 

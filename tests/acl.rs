@@ -6,7 +6,10 @@
 
 mod support;
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use ferrisson::{Config, Error, Owner};
 use fred::prelude::*;
@@ -217,6 +220,60 @@ async fn a_user_without_the_permissions_gets_a_clear_error_and_leaves_nothing() 
         .expect_err("a lock outside the key pattern");
     assert!(matches!(err, Error::PermissionDenied(_)), "{err:?}");
     assert_eq!(exists(&raw, "invoices:1").await, 0);
+}
+
+/// Every log line of this test binary, at every level (ferrisson's `tracing` events and, through
+/// the `log` bridge, fred's).
+fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || LogSink(sink.clone()))
+            .try_init()
+            .expect("the only subscriber of this test binary");
+        logs
+    })
+    .clone()
+}
+
+struct LogSink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwords_stay_out_of_logs() {
+    let logs = captured_logs();
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    set_user(&raw, documented_rule("logged")).await;
+    let client = ferrisson::Client::new(config_for(&server, "logged"))
+        .await
+        .expect("connects");
+    let guard = client.lock("acl:logged").lock().await.expect("lock");
+    assert!(guard.unlock().await.expect("release"));
+    client.shutdown().await;
+    let _ = ferrisson::Client::new(config_for(&server, "nobody")).await;
+    let text = String::from_utf8_lossy(&logs.lock()).into_owned();
+    assert!(
+        text.contains("ferrisson client connected"),
+        "the capture works: {text}"
+    );
+    assert!(
+        text.contains("logged:***@"),
+        "the URL is logged, masked: {text}"
+    );
+    assert!(!text.contains(PASSWORD), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
