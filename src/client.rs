@@ -163,6 +163,7 @@ impl Client {
             fred_config.tls = Some(tls.connector()?.into());
         }
         let clustered = fred_config.server.is_clustered();
+        let publish_mode = config.publish_mode.resolve(clustered);
         let mut builder = Builder::from_config(fred_config);
         builder
             .with_connection_config(|connection| {
@@ -246,7 +247,7 @@ impl Client {
                 ..Options::default()
             },
             clustered,
-            publish_arg: config.publish_mode.script_arg(),
+            publish_arg: publish_mode.script_arg(),
             response_timeout: config.response_timeout,
         });
         let stop = CancellationToken::new();
@@ -254,7 +255,7 @@ impl Client {
         let (pubsub, mut tasks) = PubSub::start(
             subscriber.clone(),
             redis.pool.clone(),
-            config.publish_mode,
+            publish_mode,
             config.when_unavailable,
             config.response_timeout,
             watched,
@@ -276,7 +277,7 @@ impl Client {
         ));
         // A conditional hand-off counts the channel's subscribers on the lock's server, which
         // sees them all only with PUBLISH outside a cluster (src/lock/handoff.rs).
-        let conditional = !clustered && config.publish_mode == PublishMode::Classic;
+        let conditional = !clustered && publish_mode == PublishMode::Classic;
         let handoffs = Arc::new(Handoffs::new(
             config.max_local_handoffs,
             conditional,

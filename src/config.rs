@@ -7,20 +7,27 @@ use crate::error::{Error, Result};
 /// How lock releases announce themselves and how waiters listen (protocol §1.7, §14.3).
 ///
 /// Java Redisson uses classic pub/sub everywhere except in cluster mode from 3.22.0 on, where it
-/// uses sharded pub/sub when the server supports it. Pick the mode your Java peers use; in a
-/// cluster whose Java services span both sides of 3.22, pick [`Both`](PublishMode::Both).
+/// uses sharded pub/sub when the server supports it; the two never hear each other. The default,
+/// [`Auto`](PublishMode::Auto), wakes Java waiters of every version: classic outside a cluster,
+/// both ways in one. Pin a mode only to save the second publish in a cluster whose Java
+/// services are all on one side of 3.22.
 ///
 /// ```
 /// use ferrisson::{Config, PublishMode};
 ///
-/// let mut config = Config::new("redis://127.0.0.1:6379");
-/// config.publish_mode = PublishMode::Both;
+/// let mut config = Config::new("redis-cluster://127.0.0.1:7000");
+/// assert_eq!(config.publish_mode, PublishMode::Auto);
+/// config.publish_mode = PublishMode::Sharded; // every Java peer is ≥ 3.22
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum PublishMode {
-    /// `PUBLISH` / `SUBSCRIBE`: single server, sentinel, and clusters with Java < 3.22. The default.
+    /// [`Classic`](PublishMode::Classic) on a single server or sentinel, where every Redisson
+    /// version uses it; [`Both`](PublishMode::Both) in a cluster, where Redisson < 3.22 uses
+    /// classic and ≥ 3.22 sharded pub/sub. The default.
     #[default]
+    Auto,
+    /// `PUBLISH` / `SUBSCRIBE`: single server, sentinel, and clusters with Java < 3.22.
     Classic,
     /// `SPUBLISH` / `SSUBSCRIBE`: clusters whose Java peers are all ≥ 3.22 (sharding AUTO/ON).
     Sharded,
@@ -30,10 +37,29 @@ pub enum PublishMode {
 }
 
 impl PublishMode {
+    /// The mode a client on this deployment uses: [`Auto`](PublishMode::Auto) decided.
+    pub(crate) fn resolve(self, clustered: bool) -> PublishMode {
+        match self {
+            PublishMode::Auto if clustered => PublishMode::Both,
+            PublishMode::Auto => PublishMode::Classic,
+            mode => mode,
+        }
+    }
+
+    /// Whether waiters subscribe, and releases publish, on classic pub/sub.
+    pub(crate) fn classic(self) -> bool {
+        self != PublishMode::Sharded
+    }
+
+    /// Whether waiters subscribe, and releases publish, on sharded pub/sub.
+    pub(crate) fn sharded(self) -> bool {
+        matches!(self, PublishMode::Sharded | PublishMode::Both)
+    }
+
     /// The value the release scripts expect in their publish-mode argument.
     pub(crate) fn script_arg(self) -> &'static str {
         match self {
-            PublishMode::Classic => "PUBLISH",
+            PublishMode::Auto | PublishMode::Classic => "PUBLISH",
             PublishMode::Sharded => "SPUBLISH",
             PublishMode::Both => "BOTH",
         }
@@ -85,7 +111,7 @@ pub struct Config {
     /// Redisson's `lockWatchdogBatchSize`: at most this many locks are renewed by one script
     /// call. Default 100.
     pub renewal_batch_size: usize,
-    /// How releases publish and waiters subscribe. Default [`PublishMode::Classic`].
+    /// How releases publish and waiters subscribe. Default [`PublishMode::Auto`].
     pub publish_mode: PublishMode,
     /// What acquires do when Redis is unreachable. Default [`WhenUnavailable::FailFast`].
     pub when_unavailable: WhenUnavailable,
@@ -125,7 +151,7 @@ impl Config {
             url: url.into(),
             watchdog_timeout: Duration::from_secs(30),
             renewal_batch_size: 100,
-            publish_mode: PublishMode::Classic,
+            publish_mode: PublishMode::Auto,
             when_unavailable: WhenUnavailable::FailFast,
             response_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),

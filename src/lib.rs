@@ -59,8 +59,8 @@
 //!
 //! ## Compatibility
 //! Keys, fields, TTLs, channels and messages follow Redisson 3.16.x through 4.x (see
-//! `docs/architecture.md` and the protocol reference). Classic pub/sub is the default; pick
-//! [`PublishMode`] for clusters whose Java peers use sharded pub/sub.
+//! `docs/architecture.md` and the protocol reference). The default [`PublishMode::Auto`] wakes
+//! Java waiters of every version: classic pub/sub outside a cluster, both kinds in one.
 #![deny(missing_docs)]
 
 pub mod blocking;

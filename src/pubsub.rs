@@ -209,10 +209,10 @@ impl Shared {
         self.check_connected()?;
         let channel_name: &str = channel;
         let subscribe = async {
-            match self.mode {
-                PublishMode::Classic => self.subscriber.subscribe(channel_name).await,
-                PublishMode::Sharded => self.subscriber.ssubscribe(channel_name).await,
-                PublishMode::Both => {
+            match (self.mode.classic(), self.mode.sharded()) {
+                (false, _) => self.subscriber.ssubscribe(channel_name).await,
+                (true, false) => self.subscriber.subscribe(channel_name).await,
+                (true, true) => {
                     self.subscriber.subscribe(channel_name).await?;
                     // Servers without sharded pub/sub still get the classic subscription.
                     if let Err(err) = self.subscriber.ssubscribe(channel_name).await {
@@ -232,10 +232,10 @@ impl Shared {
 
     async fn send_unsubscribe(&self, channel: &str) {
         let unsubscribe = async {
-            if self.mode != PublishMode::Sharded {
+            if self.mode.classic() {
                 self.subscriber.unsubscribe(channel).await?;
             }
-            if self.mode != PublishMode::Classic {
+            if self.mode.sharded() {
                 self.subscriber.sunsubscribe(channel).await?;
             }
             Ok::<_, fred::error::Error>(())
