@@ -130,28 +130,10 @@ fn any_name_wakes_its_waiter_on_its_own_channel() {
         let (client, raw) = (&bench.client, &bench.raw);
         async move {
             let lease = Duration::from_secs(20);
-            let holder = client
-                .lock(name.clone())
-                .with_owner(Owner::new())
-                .lock_with_lease(lease)
-                .await
-                .expect("holder");
-            let waiter = tokio::spawn({
-                let lock = client.lock(name.clone()).with_owner(Owner::new());
-                async move {
-                    lock.try_lock_for(Duration::from_secs(10), Some(lease))
-                        .await
-                }
-            });
-            support::redis_state::wait_numsub(raw, &channel_of(&name), 1, Duration::from_secs(5))
-                .await;
-            prop_assert!(holder.unlock().await.expect("release"));
-            let guard = timeout(Duration::from_secs(3), waiter)
-                .await
-                .expect("the waiter was not woken by the unlock message")
-                .expect("waiter task")
-                .expect("waiter's acquire")
-                .expect("waiter acquires");
+            let channel = channel_of(&name);
+            let parked =
+                support::redis_state::wait_numsub(raw, &channel, 1, Duration::from_secs(5));
+            let guard = support::hand_over(client, client, &name, lease, parked).await;
             prop_assert!(guard.unlock().await.expect("waiter releases"));
             Ok(())
         }

@@ -488,10 +488,25 @@ impl Lock {
     }
 
     fn check_name(&self) -> Result<()> {
-        if self.name().is_empty() {
+        let name = self.name();
+        if name.is_empty() {
             return Err(Error::InvalidArgument(
                 "a lock name must not be empty".into(),
             ));
+        }
+        // Redisson's naming puts the unlock channel in the name's slot for plain names and
+        // valid hash tags, but not for a `}` without `{` or a `{` without a closing `}`
+        // (protocol §15.1): in a cluster the scripts would fail with CROSSSLOT.
+        if self.client().redis.clustered {
+            let channel = crate::name::lock_channel(name);
+            if fred::util::redis_keyslot(name.as_bytes())
+                != fred::util::redis_keyslot(channel.as_bytes())
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "lock name `{name}` cannot be used in a cluster: its unlock channel \
+                     `{channel}` hashes to another slot (use a plain name or a valid {{hash tag}})"
+                )));
+            }
         }
         Ok(())
     }

@@ -22,6 +22,7 @@
 //! statistics) through a raw client and waits for it to change.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod fault;
 pub mod node;
 pub mod redis_state;
@@ -318,6 +319,17 @@ pub async fn lost_within(guard: &ferrisson::LockGuard, within: Duration) -> Inst
     Instant::now()
 }
 
+/// Takes lock `name` on `client` for a fresh [`ferrisson::Owner`] with the watchdog lease.
+/// Panics if the lock cannot be taken.
+pub async fn hold(client: &ferrisson::Client, name: &str) -> ferrisson::LockGuard {
+    client
+        .lock(name)
+        .with_owner(ferrisson::Owner::new())
+        .lock()
+        .await
+        .expect("holder acquires")
+}
+
 /// Takes lock `name` on `client` for a fresh [`ferrisson::Owner`] with a fixed `lease`: the
 /// "holder" that other owners then wait on. Panics if the lock cannot be taken.
 pub async fn hold_with_lease(
@@ -331,6 +343,33 @@ pub async fn hold_with_lease(
         .lock_with_lease(lease)
         .await
         .expect("holder acquires")
+}
+
+/// Hands lock `name` from a holder on `holder_client` (fixed `lease`) to a waiter on
+/// `waiter_client`: the waiter starts waiting, the holder releases once `parked` completes (a
+/// pause, or a check that the waiter subscribed), and the waiter's guard is returned. Panics if
+/// the waiter has not acquired within 5 s of the release.
+pub async fn hand_over(
+    holder_client: &ferrisson::Client,
+    waiter_client: &ferrisson::Client,
+    name: &str,
+    lease: Duration,
+    parked: impl std::future::Future<Output = ()>,
+) -> ferrisson::LockGuard {
+    let holder = hold_with_lease(holder_client, name, lease).await;
+    let lock = waiter_client.lock(name).with_owner(ferrisson::Owner::new());
+    let waiter = tokio::spawn(async move {
+        lock.try_lock_for(Duration::from_secs(10), Some(lease))
+            .await
+    });
+    parked.await;
+    assert!(holder.unlock().await.expect("the holder releases"));
+    tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap_or_else(|_| panic!("the waiter on `{name}` was not woken within 5 s"))
+        .expect("waiter task")
+        .expect("the waiter's acquire")
+        .expect("the waiter acquires")
 }
 
 /// Sends a raw `PING` to 127.0.0.1:`port` and returns whether it answered

@@ -1,0 +1,250 @@
+//! ferrisson on a real local Redis Cluster (issue 14): 3 masters with a replica each, started by
+//! the test support (`support::cluster`). Locks on names spread over every master, every key
+//! and channel of a lock in the lock's slot, waiters woken across clients, watchdog renewals
+//! batched per slot, and classic versus sharded pub/sub for each `PublishMode`.
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use ferrisson::{Config, Owner, PublishMode, WokenBy};
+use fred::prelude::*;
+use fred::types::MessageKind;
+use support::cluster::{keyslot, RedisCluster};
+use support::redis_state::{channel_of, command_calls, reset_stats};
+use support::{hand_over, hold};
+use tokio::time::sleep;
+
+async fn connect_cluster(cluster: &RedisCluster, mode: PublishMode) -> ferrisson::Client {
+    let mut config = Config::new(cluster.url());
+    config.publish_mode = mode;
+    ferrisson::Client::new(config)
+        .await
+        .expect("ferrisson connects to the cluster")
+}
+
+/// Whether the master client `master` holds `key` (on the node that serves its slot).
+async fn stored_on(master: &fred::clients::Client, key: &str) -> bool {
+    master.exists::<i64, _>(key).await.unwrap_or(0) == 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
+    let cluster = RedisCluster::start(3, 1).await;
+    let raw = cluster.raw().await;
+    let client = connect_cluster(&cluster, PublishMode::Auto).await;
+    let other = connect_cluster(&cluster, PublishMode::Auto).await;
+
+    // Names of every shape, over all three masters.
+    let mut names: Vec<String> = (0..240).map(|i| format!("cluster:lock:{i}")).collect();
+    names.extend(["{order}:42", "user:{7}:cart", "ü:ñ:名前"].map(str::to_owned));
+    let mut masters_used = BTreeSet::new();
+    let mut master_of = HashMap::new();
+    for name in &names {
+        let slot = keyslot(&raw, name).await;
+        assert_eq!(
+            keyslot(&raw, &channel_of(name)).await,
+            slot,
+            "the channel of `{name}` is in another slot"
+        );
+        let master = cluster.master_of_slot(slot);
+        masters_used.insert(master);
+        master_of.insert(name.clone(), master);
+    }
+    assert_eq!(masters_used.len(), 3, "the names cover every master");
+
+    let guards = futures::future::join_all(names.iter().map(|name| {
+        let lock = client.lock(name.clone()).with_owner(Owner::new());
+        async move { lock.lock().await.expect("lock in the cluster") }
+    }))
+    .await;
+    for name in &names {
+        assert!(
+            stored_on(&cluster.master_clients[master_of[name]], name).await,
+            "`{name}` is not on the master of its slot"
+        );
+    }
+    for guard in guards {
+        assert!(guard.unlock().await.expect("release in the cluster"));
+    }
+    for name in &names {
+        assert!(!stored_on(&cluster.master_clients[master_of[name]], name).await);
+    }
+
+    // Names whose channel hashes elsewhere (protocol §15.1) are refused before anything is sent.
+    for name in ["a}b", "a{b", "x{}y"] {
+        let err = client
+            .lock(name)
+            .with_owner(Owner::new())
+            .lock()
+            .await
+            .expect_err("a name whose channel is in another slot");
+        assert!(
+            matches!(err, ferrisson::Error::InvalidArgument(_)),
+            "{name}: {err:?}"
+        );
+        assert_eq!(raw.exists::<i64, _>(name).await.expect("EXISTS"), 0);
+    }
+
+    // One waiter per master, in another client, woken by the release's message.
+    for master in 0..3 {
+        let name = names
+            .iter()
+            .find(|name| master_of[*name] == master)
+            .expect("a name on this master");
+        let lease = Duration::from_secs(20);
+        let parked = sleep(Duration::from_millis(300));
+        let guard = hand_over(&client, &other, name, lease, parked).await;
+        assert_eq!(guard.acquisition().woken_by, WokenBy::Message, "{name}");
+        assert!(guard.unlock().await.expect("release"));
+    }
+}
+
+/// Locks in 6 slots (10 per hash tag) are renewed by one script call per slot and round, not
+/// one per lock: about 6 calls a round where unbatched renewal would take 60.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_renewals_are_batched_per_slot() {
+    let cluster = RedisCluster::start(3, 0).await;
+    let raw = cluster.raw().await;
+    let mut config = Config::new(cluster.url());
+    config.watchdog_timeout = Duration::from_millis(900);
+    let client = ferrisson::Client::new(config).await.expect("connect");
+    let tags = ["a", "b", "c", "d", "e", "f"];
+    let mut slots = BTreeSet::new();
+    let mut masters = BTreeSet::new();
+    for tag in tags {
+        let slot = keyslot(&raw, &format!("{{{tag}}}")).await;
+        slots.insert(slot);
+        masters.insert(cluster.master_of_slot(slot));
+    }
+    assert_eq!(slots.len(), 6);
+    assert!(masters.len() >= 2, "the tags span masters");
+    let mut guards = Vec::new();
+    for tag in tags {
+        for i in 0..10 {
+            let lock = client
+                .lock(format!("{{{tag}}}:renewed:{i}"))
+                .with_owner(Owner::new());
+            guards.push(lock.lock().await.expect("lock"));
+        }
+    }
+    for master in &cluster.master_clients {
+        reset_stats(master).await;
+    }
+    // Three renewal rounds (every 300 ms), twice the lease.
+    sleep(Duration::from_millis(1800)).await;
+    let mut renewals = 0;
+    for master in &cluster.master_clients {
+        renewals += command_calls(master, "evalsha").await;
+    }
+    assert!(
+        guards.iter().all(|guard| !guard.is_lost()),
+        "renewed past two leases"
+    );
+    eprintln!("{renewals} renewal script calls for 60 locks in 6 slots over 1.8 s");
+    // 6 rounds at most in 1.8 s (one per 300 ms), 6 slots each; unbatched: 60 per round.
+    assert!(
+        (6..=6 * 7).contains(&renewals),
+        "{renewals} renewal calls for 60 locks in 6 slots over ~6 rounds"
+    );
+    for guard in guards {
+        assert!(guard.unlock().await.expect("release"));
+    }
+}
+
+/// The messages a release sends, by kind, as raw classic and sharded subscribers see them.
+async fn messages_of_a_release(
+    cluster: &RedisCluster,
+    client: &ferrisson::Client,
+    name: &str,
+) -> (usize, usize) {
+    let classic = cluster.raw().await;
+    let sharded = cluster.raw().await;
+    let channel = channel_of(name);
+    let mut classic_rx = classic.message_rx();
+    let mut sharded_rx = sharded.message_rx();
+    classic
+        .subscribe(channel.as_str())
+        .await
+        .expect("SUBSCRIBE");
+    sharded
+        .ssubscribe(channel.as_str())
+        .await
+        .expect("SSUBSCRIBE");
+    let guard = hold(client, name).await;
+    assert!(guard.unlock().await.expect("release"));
+    sleep(Duration::from_millis(300)).await;
+    let mut counts = (0, 0);
+    while let Ok(message) = classic_rx.try_recv() {
+        assert_eq!(message.kind, MessageKind::Message);
+        assert_eq!(message.value.as_str().as_deref(), Some("0"));
+        counts.0 += 1;
+    }
+    while let Ok(message) = sharded_rx.try_recv() {
+        assert_eq!(message.kind, MessageKind::SMessage);
+        counts.1 += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_publish_mode_reaches_the_subscribers_of_its_kind() {
+    let cluster = RedisCluster::start(3, 0).await;
+    for (mode, expected) in [
+        (PublishMode::Classic, (1, 0)),
+        (PublishMode::Sharded, (0, 1)),
+        (PublishMode::Both, (1, 1)),
+        // The default in a cluster: Java waiters of every version hear it.
+        (PublishMode::Auto, (1, 1)),
+    ] {
+        let client = connect_cluster(&cluster, mode).await;
+        let name = format!("cluster:publish:{mode:?}");
+        assert_eq!(
+            messages_of_a_release(&cluster, &client, &name).await,
+            expected,
+            "{mode:?}: (classic, sharded) messages"
+        );
+        client.shutdown().await;
+    }
+}
+
+/// A waiter of each mode is woken by a release of each mode that shares a kind of pub/sub with
+/// it; with no kind in common (classic and sharded) it is woken only when the lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_wake_on_releases_of_a_compatible_mode() {
+    let cluster = RedisCluster::start(3, 0).await;
+    let modes = [
+        PublishMode::Classic,
+        PublishMode::Sharded,
+        PublishMode::Both,
+    ];
+    let mut clients = Vec::new();
+    for mode in modes {
+        clients.push(connect_cluster(&cluster, mode).await);
+    }
+    let lease = Duration::from_millis(1500);
+    for (releaser, releaser_mode) in clients.iter().zip(modes) {
+        for (waiter_client, waiter_mode) in clients.iter().zip(modes) {
+            let name = format!("cluster:wake:{releaser_mode:?}:{waiter_mode:?}");
+            let parked = sleep(Duration::from_millis(300));
+            let guard = hand_over(releaser, waiter_client, &name, lease, parked).await;
+            let compatible = !matches!(
+                (releaser_mode, waiter_mode),
+                (PublishMode::Classic, PublishMode::Sharded)
+                    | (PublishMode::Sharded, PublishMode::Classic)
+            );
+            let expected = if compatible {
+                WokenBy::Message
+            } else {
+                WokenBy::Ttl
+            };
+            assert_eq!(
+                guard.acquisition().woken_by,
+                expected,
+                "release {releaser_mode:?}, waiter {waiter_mode:?}"
+            );
+            assert!(guard.unlock().await.expect("release"));
+        }
+    }
+}
