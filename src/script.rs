@@ -3,9 +3,11 @@
 //! A script is sent by its SHA1 first; when the server answers NOSCRIPT (a restart, a
 //! `SCRIPT FLUSH`, a failover to a replica that never saw it) it is sent once in full with EVAL,
 //! which also caches it again. NOSCRIPT means the script did not run, so the fallback can never
-//! run an operation twice.
+//! run an operation twice. For the same reason a call that a cluster node redirected (`MOVED`,
+//! `TRYAGAIN`) is sent again, up to 5 times.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use fred::bytes::{Bytes, BytesMut};
 use fred::clients::Pool;
@@ -78,7 +80,8 @@ impl Script {
             .await
     }
 
-    /// Sends `command(EVALSHA sha)` and, on NOSCRIPT, `command(EVAL lua)`.
+    /// Sends `command(EVALSHA sha)` and, on NOSCRIPT, `command(EVAL lua)`; in a cluster, sends
+    /// it again after a redirection that fred could not follow (see [`Redirected`]).
     ///
     /// Sent as custom commands because fred's `WithOptions` wrapper does not apply its options
     /// to the Lua interface; this way `options` (at most one attempt, fail fast, timeout) hold.
@@ -89,6 +92,41 @@ impl Script {
         options: &fred::types::config::Options,
         slot: Option<u16>,
         command: impl Fn(Value) -> Vec<Value>,
+    ) -> Result<Value, fred::error::Error> {
+        let mut redirects = 0;
+        loop {
+            let result = self.send_once(redis, options, slot, &command).await;
+            let redirected = match &result {
+                Err(err) => Redirected::of(err),
+                Ok(_) => None,
+            };
+            let Some(redirected) = redirected.filter(|_| redirects < MAX_REDIRECTS) else {
+                return result;
+            };
+            redirects += 1;
+            tracing::debug!(
+                script = self.name,
+                ?redirected,
+                redirects,
+                "redirected; sending again"
+            );
+            match redirected {
+                // fred has refreshed its slot map: the next send goes to the new owner.
+                Redirected::Moved => {}
+                Redirected::TryAgain => {
+                    tokio::time::sleep(Duration::from_millis(20 * redirects as u64)).await
+                }
+            }
+        }
+    }
+
+    /// One EVALSHA, with the EVAL fallback on NOSCRIPT.
+    async fn send_once(
+        &'static self,
+        redis: &Pool,
+        options: &fred::types::config::Options,
+        slot: Option<u16>,
+        command: &impl Fn(Value) -> Vec<Value>,
     ) -> Result<Value, fred::error::Error> {
         use fred::interfaces::ClientLike;
         use fred::types::{ClusterHash, CustomCommand};
@@ -113,6 +151,39 @@ impl Script {
                     .await
             }
             other => other,
+        }
+    }
+}
+
+/// How many times one script call follows cluster redirections before giving up.
+const MAX_REDIRECTS: u32 = 5;
+
+/// A script call that a cluster node redirected instead of running, which is therefore safe to
+/// send again although lock-changing scripts go out with a single write attempt.
+///
+/// fred follows `MOVED` by refreshing its slot map and writing the command again, and counts
+/// that write as an attempt: with `max_attempts: 1` (no re-send after a connection loss, see
+/// `Redis`) it fails the call instead, with a message matched here (a connection lost in
+/// flight yields an I/O error instead). `ASK` is not followed: fred 10.1 fails every `ASK` it
+/// tries to follow (its `ASKING` loop never ends successfully), so a call to a key that has
+/// already left a migrating slot fails as `Unavailable` until the migration ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Redirected {
+    /// `MOVED`: the slot has a new owner.
+    Moved,
+    /// `TRYAGAIN`: the slot is being migrated and only some of the keys have moved.
+    TryAgain,
+}
+
+impl Redirected {
+    fn of(err: &fred::error::Error) -> Option<Redirected> {
+        let details = err.details();
+        if details == "Too many failed write attempts." {
+            Some(Redirected::Moved)
+        } else if details.starts_with("TRYAGAIN") {
+            Some(Redirected::TryAgain)
+        } else {
+            None
         }
     }
 }

@@ -21,6 +21,8 @@ pub struct RedisCluster {
     pub replicas: Vec<RedisServer>,
     /// Raw standalone clients of the masters, in the same order.
     pub master_clients: Vec<fred::clients::Client>,
+    /// The masters' node ids, in the same order.
+    pub master_ids: Vec<String>,
 }
 
 impl RedisCluster {
@@ -123,6 +125,7 @@ impl RedisCluster {
             masters: master_nodes,
             replicas: replica_nodes,
             master_clients,
+            master_ids,
         }
     }
 
@@ -139,6 +142,73 @@ impl RedisCluster {
     /// A raw fred client of the whole cluster (routes by slot, follows MOVED/ASK).
     pub async fn raw(&self) -> fred::clients::Client {
         raw_client(&self.url()).await
+    }
+
+    /// Starts moving `slot` from master `from` to master `to`: `to` imports it, `from` migrates
+    /// it. Until [`RedisCluster::finish_migration`], keys still on `from` are served there and
+    /// others are redirected to `to` with ASK.
+    pub async fn begin_migration(&self, slot: u16, from: usize, to: usize) {
+        self.set_slot(to, slot, "IMPORTING", &self.master_ids[from])
+            .await;
+        self.set_slot(from, slot, "MIGRATING", &self.master_ids[to])
+            .await;
+    }
+
+    /// Moves every key of `slot` from master `from` to master `to` (`MIGRATE`), keeping TTLs.
+    pub async fn move_keys(&self, slot: u16, from: usize, to: usize) {
+        let source = &self.master_clients[from];
+        loop {
+            let keys: Vec<String> = source
+                .custom(
+                    fred::cmd!("CLUSTER"),
+                    vec![
+                        "GETKEYSINSLOT".to_owned(),
+                        slot.to_string(),
+                        "100".to_owned(),
+                    ],
+                )
+                .await
+                .expect("CLUSTER GETKEYSINSLOT");
+            if keys.is_empty() {
+                return;
+            }
+            let mut args = vec![
+                "127.0.0.1".to_owned(),
+                self.masters[to].port().to_string(),
+                String::new(),
+                "0".to_owned(),
+                "5000".to_owned(),
+                "KEYS".to_owned(),
+            ];
+            args.extend(keys);
+            let _: Value = source
+                .custom(fred::cmd!("MIGRATE"), args)
+                .await
+                .expect("MIGRATE");
+        }
+    }
+
+    /// Ends a migration: every master learns that `slot` is served by master `to`.
+    pub async fn finish_migration(&self, slot: u16, to: usize) {
+        for index in 0..self.masters.len() {
+            self.set_slot(index, slot, "NODE", &self.master_ids[to])
+                .await;
+        }
+    }
+
+    async fn set_slot(&self, node: usize, slot: u16, state: &str, id: &str) {
+        let _: Value = self.master_clients[node]
+            .custom(
+                fred::cmd!("CLUSTER"),
+                vec![
+                    "SETSLOT".to_owned(),
+                    slot.to_string(),
+                    state.to_owned(),
+                    id.to_owned(),
+                ],
+            )
+            .await
+            .unwrap_or_else(|err| panic!("CLUSTER SETSLOT {slot} {state} on {node}: {err}"));
     }
 
     /// Index of the master that serves `slot` (as assigned at start).
