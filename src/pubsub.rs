@@ -102,10 +102,13 @@ impl PubSub {
             response_timeout,
             entries: Mutex::new(HashMap::default()),
         });
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(message_loop(Arc::clone(&shared), shutdown.clone())),
-            tokio::spawn(reconnect_loop(Arc::clone(&shared), shutdown)),
+            tokio::spawn(reconnect_loop(Arc::clone(&shared), shutdown.clone())),
         ];
+        if shared.mode.sharded() && shared.subscriber.is_clustered() {
+            tasks.push(tokio::spawn(slot_move_loop(Arc::clone(&shared), shutdown)));
+        }
         (PubSub { shared }, tasks)
     }
 
@@ -397,6 +400,91 @@ async fn message_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
     }
+}
+
+/// How often a clustered client with sharded subscriptions refreshes its slot map.
+const TOPOLOGY_SCAN: Duration = Duration::from_secs(1);
+
+/// In a cluster with sharded pub/sub: when a slot moves to another node, the node that gave it
+/// up drops its sharded subscriptions (Redis sends a `sunsubscribe` push, which fred discards),
+/// and a waiter subscribed there would hear nothing until its TTL. Every change of the slot map
+/// the command connections learn (a `MOVED` reply or the scan below refreshes it) therefore refreshes the
+/// subscriber's map, re-subscribes every sharded channel on its slot's current node, and lets
+/// every waiter retry once (a release may have been announced on the new node meanwhile).
+async fn slot_move_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
+    use fred::interfaces::ClusterInterface;
+    use futures::StreamExt;
+    // fred announces every refresh of its map, changed or not: compare the slot ranges.
+    let slot_map = |shared: &Shared| -> Vec<(u16, u16, String)> {
+        let mut ranges: Vec<_> = shared
+            .commands
+            .clients()
+            .iter()
+            .filter_map(|client| client.cached_cluster_state())
+            .flat_map(|state| {
+                state
+                    .slots()
+                    .iter()
+                    .map(|range| (range.start, range.end, range.primary.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        ranges.sort_unstable();
+        ranges.dedup();
+        ranges
+    };
+    let mut changes = futures::stream::select_all(
+        shared
+            .commands
+            .clients()
+            .iter()
+            .map(|client| notifications(client.cluster_change_rx())),
+    );
+    // While anything is subscribed, the slot map is also refreshed every second (Redisson's
+    // default cluster `scanInterval`): a client whose own commands never touch a moved slot
+    // would otherwise learn of the move only when its waiters' TTLs end.
+    let mut scan = tokio::time::interval(TOPOLOGY_SCAN);
+    scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut known = slot_map(&shared);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            change = changes.next() => if change.is_none() { return },
+            _ = scan.tick() => {
+                if shared.entries.lock().is_empty() {
+                    continue;
+                }
+                let _ = shared.commands.next().sync_cluster().await;
+            }
+        }
+        let now = slot_map(&shared);
+        if now == known {
+            continue;
+        }
+        known = now;
+        if let Err(err) = shared.subscriber.sync_cluster().await {
+            tracing::debug!(error = %err, "refreshing the subscriber's slot map failed");
+        }
+        if let Err(err) = shared.subscriber.resubscribe_all().await {
+            tracing::warn!(error = %err, "re-subscribing after a slot move failed");
+        }
+        tracing::debug!("cluster slots moved; waking every waiter");
+        shared.wake_everyone();
+    }
+}
+
+/// The notifications of a broadcast receiver as a stream; a lagging receiver counts as one
+/// notification (something changed), a closed one ends the stream.
+fn notifications<T: Clone + Send + 'static>(
+    rx: tokio::sync::broadcast::Receiver<T>,
+) -> std::pin::Pin<Box<dyn futures::Stream<Item = ()> + Send>> {
+    use tokio::sync::broadcast::error::RecvError;
+    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+        match rx.recv().await {
+            Ok(_) | Err(RecvError::Lagged(_)) => Some(((), rx)),
+            Err(RecvError::Closed) => None,
+        }
+    }))
 }
 
 /// After the subscriber reconnects, restores every subscription and then lets every waiter

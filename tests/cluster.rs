@@ -262,9 +262,8 @@ async fn shard_subscribers(cluster: &RedisCluster, node: usize, channel: &str) -
 /// (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) while a lock in it is held and renewed and a
 /// sharded waiter is parked: the hold is renewed on both sides of the move (the first call
 /// after it is redirected with MOVED and sent again) and never lost, a new lock of the slot is
-/// taken on the new master, and the waiter acquires after the release. (The old master drops
-/// the waiter's sharded subscription with the slot; re-subscribing on the new master is
-/// issue 14's next step, so the waiter is woken here by the short lease's TTL.)
+/// taken on the new master, and the waiter, whose sharded subscription the old master dropped
+/// with the slot, has re-subscribed on the new one and is woken by the release's message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_and_waiters_follow_a_slot_migration() {
     let cluster = RedisCluster::start(3, 0).await;
@@ -317,6 +316,7 @@ async fn locks_and_waiters_follow_a_slot_migration() {
         .expect("waiter task")
         .expect("acquire")
         .expect("acquired");
+    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
     assert!(guard.unlock().await.expect("release"));
     assert!(fresh.unlock().await.expect("release"));
 }
