@@ -106,7 +106,7 @@ impl PubSub {
             tokio::spawn(message_loop(Arc::clone(&shared), shutdown.clone())),
             tokio::spawn(reconnect_loop(Arc::clone(&shared), shutdown.clone())),
         ];
-        if shared.mode.sharded() && shared.subscriber.is_clustered() {
+        if shared.subscriber.is_clustered() {
             tasks.push(tokio::spawn(slot_move_loop(Arc::clone(&shared), shutdown)));
         }
         (PubSub { shared }, tasks)
@@ -402,15 +402,16 @@ async fn message_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
     }
 }
 
-/// How often a clustered client with sharded subscriptions refreshes its slot map.
+/// How often a clustered client with subscriptions refreshes its slot map.
 const TOPOLOGY_SCAN: Duration = Duration::from_secs(1);
 
-/// In a cluster with sharded pub/sub: when a slot moves to another node, the node that gave it
-/// up drops its sharded subscriptions (Redis sends a `sunsubscribe` push, which fred discards),
-/// and a waiter subscribed there would hear nothing until its TTL. Every change of the slot map
-/// the command connections learn (a `MOVED` reply or the scan below refreshes it) therefore refreshes the
-/// subscriber's map, re-subscribes every sharded channel on its slot's current node, and lets
-/// every waiter retry once (a release may have been announced on the new node meanwhile).
+/// In a cluster: when a slot moves to another node, the node that gave it up drops its sharded
+/// subscriptions (Redis sends a `sunsubscribe` push, which fred discards), and a master that
+/// fails over takes its classic and sharded subscriptions with it; a waiter subscribed there
+/// would hear nothing until its TTL. Every change of the slot map the command connections learn
+/// (a `MOVED` reply, or the scan below) therefore refreshes the subscriber's map, re-subscribes
+/// every channel on its slot's current node, and lets every waiter retry once (a release may
+/// have been announced on the new node meanwhile).
 async fn slot_move_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
     use fred::interfaces::ClusterInterface;
     use futures::StreamExt;

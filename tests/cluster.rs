@@ -320,3 +320,93 @@ async fn locks_and_waiters_follow_a_slot_migration() {
     assert!(guard.unlock().await.expect("release"));
     assert!(fresh.unlock().await.expect("release"));
 }
+
+/// A master is killed (kill -9) and its replica takes over: clients follow the failover and keep
+/// locking; a lock held through it is either still renewed on the new master or reported lost
+/// (never both, never neither); and waiters parked on a lock of the failed master, classic and
+/// sharded, are woken by the release on the new master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_follow_a_failover_and_waiters_are_not_stranded() {
+    let mut cluster = RedisCluster::start(3, 1).await;
+    let raw = cluster.raw().await;
+    let name = "{failover}:held";
+    let slot = keyslot(&raw, name).await;
+    let failed = cluster.master_of_slot(slot);
+    let mut config = Config::new(cluster.url());
+    config.watchdog_timeout = Duration::from_secs(10);
+    config.when_unavailable = ferrisson::WhenUnavailable::KeepWaiting;
+    let holder_client = ferrisson::Client::new(config.clone())
+        .await
+        .expect("connect");
+    let mut waiter_clients = Vec::new();
+    for mode in [PublishMode::Classic, PublishMode::Sharded] {
+        let mut config = config.clone();
+        config.publish_mode = mode;
+        waiter_clients.push(ferrisson::Client::new(config).await.expect("connect"));
+    }
+
+    let renewed = hold(&holder_client, name).await;
+    let released_later =
+        support::hold_with_lease(&holder_client, "{failover}:handed", Duration::from_secs(30))
+            .await;
+    let waiters: Vec<_> = waiter_clients
+        .iter()
+        .map(|client| {
+            let lock = client.lock("{failover}:handed").with_owner(Owner::new());
+            tokio::spawn(async move {
+                let guard = lock
+                    .try_lock_for(Duration::from_secs(40), None)
+                    .await
+                    .expect("acquire")
+                    .expect("acquired");
+                let woken_by = guard.acquisition().woken_by;
+                assert!(guard.unlock().await.expect("release"));
+                woken_by
+            })
+        })
+        .collect();
+    sleep(Duration::from_millis(500)).await;
+    // Let the replica have the writes, then kill the master.
+    let _: Value = cluster.master_clients[failed]
+        .custom(fred::cmd!("WAIT"), vec!["1", "1000"])
+        .await
+        .expect("WAIT");
+    cluster.masters[failed].kill();
+
+    // The new master serves the slot: a lock there can be taken again.
+    let probe = holder_client
+        .lock("{failover}:probe")
+        .with_owner(Owner::new());
+    let taken = probe
+        .try_lock_for(Duration::from_secs(20), None)
+        .await
+        .expect("acquire after the failover")
+        .expect("the slot is served again");
+    assert!(taken.unlock().await.expect("release"));
+    sleep(Duration::from_secs(2)).await; // a renewal round on the new master
+
+    let kept = holder_client
+        .lock(name)
+        .with_owner(renewed.owner())
+        .is_held_by_current_owner()
+        .await
+        .expect("HEXISTS on the new master");
+    assert_eq!(
+        kept,
+        !renewed.is_lost(),
+        "held on the server iff not reported lost"
+    );
+
+    assert!(released_later
+        .unlock()
+        .await
+        .expect("release on the new master"));
+    for (waiter, mode) in waiters.into_iter().zip(["classic", "sharded"]) {
+        let woken_by = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .unwrap_or_else(|_| panic!("the {mode} waiter was stranded by the failover"))
+            .expect("waiter task");
+        assert_ne!(woken_by, WokenBy::Ttl, "{mode}: woken only by the 30 s TTL");
+    }
+    let _ = renewed.unlock().await;
+}
