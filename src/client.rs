@@ -15,10 +15,11 @@ use crate::config::{Config, PublishMode, WhenUnavailable};
 use crate::dispatch::Dispatcher;
 use crate::doubt::Doubts;
 use crate::error::{Error, Result};
-use crate::janitor::{Janitor, Releaser};
+use crate::janitor::{Janitor, Release, Releaser};
 use crate::lock::handoff::Handoffs;
 use crate::lock::Lock;
 use crate::pubsub::PubSub;
+use crate::replica_sync::ReplicaSync;
 use crate::script::LockCall;
 use crate::watchdog::{self, LeaseTable};
 
@@ -35,16 +36,46 @@ pub(crate) struct Redis {
     pub(crate) clustered: bool,
     pub(crate) publish_arg: &'static str,
     pub(crate) response_timeout: Duration,
+    /// Synced writes (`src/replica_sync.rs`); `None` when off.
+    sync: Option<Arc<ReplicaSync>>,
 }
 
 impl Redis {
     /// Runs an acquire or release script call with `write_options`: through the dispatcher
     /// outside a cluster (it batches concurrent calls), on its own in a cluster. Cancel safety as
     /// [`crate::script::Script::run_encoded`].
+    ///
+    /// With synced writes, an acquisition that no replica acknowledged is rolled back here (one
+    /// `RELEASE` of the hold it added) and fails with [`crate::replica_sync::NOT_REPLICATED`]
+    /// (`Error::NotReplicated`); the rollback's own failure is returned instead, so that an
+    /// unknown outcome still puts the field in doubt. An unacknowledged release is logged: it
+    /// did happen on the master, and sending it again could take a second hold.
     pub(crate) async fn run_lock_call(
         &self,
         call: LockCall,
     ) -> Result<fred::types::Value, fred::error::Error> {
+        if self.sync.is_some() {
+            // Boxed, to keep the common future small (see `lock_call_futures_stay_small`).
+            return Box::pin(self.run_synced(call)).await;
+        }
+        // Not through `send`: one more future level would hold one more copy of `call`.
+        let reply = match &self.dispatcher {
+            Some(dispatcher) => dispatcher.run(call).await,
+            None => {
+                Box::pin(crate::dispatch::run_alone(
+                    &self.pool,
+                    &self.write_options,
+                    None,
+                    call,
+                ))
+                .await
+            }
+        };
+        reply.map(|(value, _)| value)
+    }
+
+    /// Sends `call` through the dispatcher, or alone in a cluster.
+    async fn send(&self, call: LockCall) -> crate::dispatch::Reply {
         match &self.dispatcher {
             Some(dispatcher) => dispatcher.run(call).await,
             // Boxed: fred's command future is several KB, and inline it would size every lock
@@ -53,11 +84,65 @@ impl Redis {
                 Box::pin(crate::dispatch::run_alone(
                     &self.pool,
                     &self.write_options,
+                    self.sync.as_deref(),
                     call,
                 ))
                 .await
             }
         }
+    }
+
+    /// [`Redis::run_lock_call`] with synced writes: what an unacknowledged write means.
+    async fn run_synced(&self, call: LockCall) -> Result<fred::types::Value, fred::error::Error> {
+        let rollback = match &call {
+            LockCall::Acquire {
+                name,
+                field,
+                lease_ms,
+            } => Some(Release {
+                name: Arc::clone(name),
+                field: Arc::clone(field),
+                lease_ms: *lease_ms,
+            }),
+            LockCall::Release { .. } => None,
+        };
+        let name = call.name();
+        let (value, replicated) = self.send(call).await?;
+        if replicated.is_synced() {
+            return Ok(value);
+        }
+        match (rollback, &value) {
+            // Acquired (nil), but a failover could lose it: take the hold back.
+            (Some(rollback), fred::types::Value::Null) => self.roll_back(rollback).await,
+            // Refused (a TTL): nothing was written.
+            (Some(_), _) => Ok(value),
+            (None, _) => {
+                tracing::warn!(
+                    lock = %name,
+                    "no replica acknowledged a release; after a failover the lock may come back until its lease ends"
+                );
+                Ok(value)
+            }
+        }
+    }
+
+    /// Releases the one hold an unreplicated acquisition added.
+    async fn roll_back(&self, hold: Release) -> Result<fred::types::Value, fred::error::Error> {
+        let name = Arc::clone(&hold.name);
+        tracing::warn!(lock = %name, "no replica acknowledged the acquisition; rolling it back");
+        let release = LockCall::Release {
+            release: hold,
+            publish: self.publish_arg,
+            to: None,
+        };
+        crate::dispatch::run_alone(&self.pool, &self.write_options, None, release).await?;
+        Err(fred::error::Error::new(
+            fred::error::ErrorKind::Unknown,
+            format!(
+                "{}: no replica acknowledged the acquisition of `{name}`",
+                crate::replica_sync::NOT_REPLICATED
+            ),
+        ))
     }
 
     /// Sends one read-only command about `key` (routed to its hash slot) with the read options:
@@ -163,6 +248,8 @@ impl Client {
             fred_config.tls = Some(tls.connector()?.into());
         }
         let clustered = fred_config.server.is_clustered();
+        // Sentinel and Cluster can promote a replica: there `SyncedWrites::Auto` waits for them.
+        let failover_capable = clustered || fred_config.server.is_sentinel();
         let publish_mode = config.publish_mode.resolve(clustered);
         let mut builder = Builder::from_config(fred_config);
         builder
@@ -231,10 +318,15 @@ impl Client {
             timeout: Some(config.response_timeout),
             ..Options::default()
         };
+        let sync = config
+            .synced_writes
+            .enabled(failover_capable)
+            .then(|| Arc::new(ReplicaSync::new(config.replica_sync_timeout)));
         let (dispatcher, dispatcher_task) = if clustered {
             (None, None)
         } else {
-            let (dispatcher, task) = Dispatcher::start(pool.clone(), write_options.clone());
+            let (dispatcher, task) =
+                Dispatcher::start(pool.clone(), write_options.clone(), sync.clone());
             (Some(dispatcher), Some(task))
         };
         let redis = Arc::new(Redis {
@@ -249,6 +341,7 @@ impl Client {
             clustered,
             publish_arg: publish_mode.script_arg(),
             response_timeout: config.response_timeout,
+            sync,
         });
         let stop = CancellationToken::new();
         let (watched, watched_messages) = tokio::sync::mpsc::unbounded_channel();
@@ -470,7 +563,7 @@ mod tests {
         };
         for batching in [true, false] {
             let (dispatcher, task) = if batching {
-                let (dispatcher, task) = Dispatcher::start(pool.clone(), Options::default());
+                let (dispatcher, task) = Dispatcher::start(pool.clone(), Options::default(), None);
                 (Some(dispatcher), Some(task))
             } else {
                 (None, None)
@@ -483,6 +576,7 @@ mod tests {
                 clustered: !batching,
                 publish_arg: "PUBLISH",
                 response_timeout: Duration::from_secs(1),
+                sync: None,
             };
             let future = redis.run_lock_call(call());
             assert!(size(&future) <= 256, "{} bytes", size(&future));

@@ -87,6 +87,57 @@ pub enum WhenUnavailable {
     KeepWaiting,
 }
 
+/// Whether lock writes wait for the master's replicas (Redisson's `checkLockSyncedSlaves`,
+/// protocol §1.11).
+///
+/// Redis replicates asynchronously. A lock written to a master that fails before any replica
+/// received it is gone on the replica promoted in its place, and a second owner can take it
+/// there while the first still believes it holds it. With synced writes, every acquire and
+/// release script is followed on the same connection by `WAIT <replicas>
+/// <`[`replica_sync_timeout`](Config::replica_sync_timeout)`>` (pipelined with the script, so it
+/// adds the replicas' acknowledgement, not a round trip). An acquisition that no replica
+/// acknowledged in time is rolled back at once and reported as [`Error::NotReplicated`]; a
+/// release that none acknowledged is logged (it did happen on the master). A master without
+/// replicas (`INFO replication`'s `connected_slaves: 0`) is not waited for.
+///
+/// Every command of the connection waits behind a `WAIT`, so lock operations then take as long
+/// as the fastest replica's acknowledgement; a larger [`pool_size`](Config::pool_size) spreads
+/// them over more connections.
+///
+/// ```
+/// use std::time::Duration;
+/// use ferrisson::{Config, SyncedWrites};
+///
+/// let mut config = Config::new("redis-sentinel://127.0.0.1:26379?sentinelServiceName=locks");
+/// assert_eq!(config.synced_writes, SyncedWrites::Auto); // waits: a sentinel deployment
+/// config.replica_sync_timeout = Duration::from_millis(300);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SyncedWrites {
+    /// As Redisson (≥ 3.24) does by default: [`Always`](SyncedWrites::Always) with Sentinel
+    /// (`redis-sentinel://`) and Cluster (`redis-cluster://`), where a failover can promote a
+    /// replica; [`Off`](SyncedWrites::Off) for a single server URL. The default.
+    #[default]
+    Auto,
+    /// Never wait for replicas: the fastest, and the failover race above stays open.
+    Off,
+    /// Wait for replicas after every acquire and release, whatever the deployment (e.g. a
+    /// single-server URL whose master has replicas that an operator may promote).
+    Always,
+}
+
+impl SyncedWrites {
+    /// Whether a client on this deployment waits: [`Auto`](SyncedWrites::Auto) decided.
+    pub(crate) fn enabled(self, failover_capable: bool) -> bool {
+        match self {
+            SyncedWrites::Auto => failover_capable,
+            SyncedWrites::Off => false,
+            SyncedWrites::Always => true,
+        }
+    }
+}
+
 /// Configuration of a [`Client`](crate::Client).
 ///
 /// Fields are public; start from [`Config::new`] (Redisson's defaults) and change what you need.
@@ -137,6 +188,12 @@ pub struct Config {
     /// `None`: the system's roots and no client certificate. Setting it for a URL without TLS
     /// is an [`Error::InvalidArgument`] at connect time.
     pub tls: Option<crate::TlsOptions>,
+    /// Whether acquires and releases wait for the master's replicas. Default
+    /// [`SyncedWrites::Auto`]: with Sentinel and Cluster, as Redisson.
+    pub synced_writes: SyncedWrites,
+    /// Redisson's `slavesSyncTimeout`: how long a synced write waits for the replicas (the `WAIT`
+    /// timeout). Default 1 s; at least 1 ms and below `response_timeout`.
+    pub replica_sync_timeout: Duration,
 }
 
 impl Config {
@@ -158,6 +215,8 @@ impl Config {
             pool_size: 1,
             max_local_handoffs: 16,
             tls: None,
+            synced_writes: SyncedWrites::Auto,
+            replica_sync_timeout: Duration::from_secs(1),
         }
     }
 
@@ -192,6 +251,16 @@ impl Config {
         }
         if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
+        }
+        // `WAIT 0` would block forever; a WAIT the response timeout cuts short would fail the
+        // write it follows with an unknown outcome.
+        if self.replica_sync_timeout < Duration::from_millis(1)
+            || self.replica_sync_timeout >= self.response_timeout
+        {
+            return Err(Error::InvalidArgument(format!(
+                "replica_sync_timeout must be at least 1 ms and below response_timeout ({:?}), got {:?}",
+                self.response_timeout, self.replica_sync_timeout
+            )));
         }
         Ok(())
     }
@@ -244,6 +313,8 @@ impl std::fmt::Debug for Config {
             .field("pool_size", &self.pool_size)
             .field("max_local_handoffs", &self.max_local_handoffs)
             .field("tls", &self.tls)
+            .field("synced_writes", &self.synced_writes)
+            .field("replica_sync_timeout", &self.replica_sync_timeout)
             .finish()
     }
 }
@@ -266,6 +337,24 @@ mod tests {
         );
         // Not parseable as a URL (a space in the host), still masked.
         assert_eq!(redact("redis://u:p w@h x:1"), "redis://u:***@h x:1");
+    }
+
+    #[test]
+    fn the_replica_sync_timeout_must_fit_in_the_response_timeout() {
+        let mut config = Config::new("redis://h");
+        assert!(config.validate().is_ok());
+        config.replica_sync_timeout = config.response_timeout;
+        assert!(matches!(config.validate(), Err(Error::InvalidArgument(_))));
+        config.replica_sync_timeout = Duration::ZERO;
+        assert!(matches!(config.validate(), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn synced_writes_follow_redisson_where_a_replica_can_be_promoted() {
+        assert!(SyncedWrites::Auto.enabled(true));
+        assert!(!SyncedWrites::Auto.enabled(false));
+        assert!(SyncedWrites::Always.enabled(false));
+        assert!(!SyncedWrites::Off.enabled(true));
     }
 
     #[test]

@@ -33,7 +33,11 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::replica_sync::{ReplicaSync, Replicated};
 use crate::script::{LockCall, BATCH};
+
+/// A lock call's reply, with whether the replicas have its writes (`src/replica_sync.rs`).
+pub(crate) type Reply = Result<(Value, Replicated), RedisError>;
 
 /// The largest number of calls in one batch: bounds the time one script run blocks the server
 /// (each call is a handful of hash commands).
@@ -56,6 +60,7 @@ pub(crate) struct Dispatcher {
     busy: Arc<AtomicUsize>,
     pool: Pool,
     options: Options,
+    sync: Option<Arc<ReplicaSync>>,
 }
 
 /// Counts one direct call in [`Dispatcher::busy`] until dropped (also when its future is).
@@ -70,19 +75,26 @@ impl Drop for DirectCall<'_> {
 /// One queued script call and where its reply goes.
 struct Call {
     call: LockCall,
-    reply: oneshot::Sender<Result<Value, RedisError>>,
+    reply: oneshot::Sender<Reply>,
 }
 
 impl Dispatcher {
     /// Starts the dispatcher task on the current runtime. It ends when the `Dispatcher` is
     /// dropped, after the batches in flight are answered (a dropped client's background releases
     /// still go through it), or when `Client::shutdown` aborts it.
-    pub(crate) fn start(pool: Pool, options: Options) -> (Dispatcher, tokio::task::JoinHandle<()>) {
+    pub(crate) fn start(
+        pool: Pool,
+        options: Options,
+        sync: Option<Arc<ReplicaSync>>,
+    ) -> (Dispatcher, tokio::task::JoinHandle<()>) {
         let (calls, queued) = mpsc::unbounded_channel();
         let busy = Arc::new(AtomicUsize::new(0));
         let task = tokio::spawn(dispatch(
-            pool.clone(),
-            options.clone(),
+            Sender {
+                pool: pool.clone(),
+                options: options.clone(),
+                sync: sync.clone(),
+            },
             queued,
             Arc::clone(&busy),
         ));
@@ -91,6 +103,7 @@ impl Dispatcher {
             busy,
             pool,
             options,
+            sync,
         };
         (dispatcher, task)
     }
@@ -102,7 +115,7 @@ impl Dispatcher {
     /// Like [`crate::script::Script::run_encoded`]: once the first poll queued the call,
     /// dropping the future does not withdraw it; callers that change lock state wrap it in
     /// [`crate::lock::InFlight`].
-    pub(crate) async fn run(&self, call: LockCall) -> Result<Value, RedisError> {
+    pub(crate) async fn run(&self, call: LockCall) -> Reply {
         let idle = self
             .busy
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
@@ -111,7 +124,8 @@ impl Dispatcher {
             let _direct = DirectCall(&self.busy);
             // Boxed: the direct path holds a whole fred command future, which would otherwise
             // size every queued call's future (and its `InFlight` box) too.
-            return Box::pin(run_alone(&self.pool, &self.options, call)).await;
+            let sync = self.sync.as_deref();
+            return Box::pin(run_alone(&self.pool, &self.options, sync, call)).await;
         }
         self.busy.fetch_add(1, Ordering::AcqRel);
         let (reply, answer) = oneshot::channel();
@@ -123,14 +137,25 @@ impl Dispatcher {
     }
 }
 
-/// Runs `call` as its own script (`ACQUIRE` or `RELEASE`).
+/// Runs `call` as its own script (`ACQUIRE` or `RELEASE`), with `sync` followed by a `WAIT`.
 pub(crate) async fn run_alone(
     pool: &Pool,
     options: &Options,
+    sync: Option<&ReplicaSync>,
     call: LockCall,
-) -> Result<Value, RedisError> {
+) -> Reply {
     let encoded = call.encode();
-    call.script().run_encoded(pool, options, &encoded).await
+    call.script()
+        .run_synced(pool, options, &encoded, sync)
+        .await
+}
+
+/// What the dispatcher task sends with: the connections, the write options and synced writes.
+#[derive(Clone)]
+struct Sender {
+    pool: Pool,
+    options: Options,
+    sync: Option<Arc<ReplicaSync>>,
 }
 
 fn closed() -> RedisError {
@@ -138,8 +163,7 @@ fn closed() -> RedisError {
 }
 
 async fn dispatch(
-    pool: Pool,
-    options: Options,
+    sender: Sender,
     mut queued: mpsc::UnboundedReceiver<Call>,
     busy: Arc<AtomicUsize>,
 ) {
@@ -179,7 +203,7 @@ async fn dispatch(
         let batch = std::mem::replace(&mut calls, Vec::with_capacity(MAX_BATCH));
         let (busy, count) = (Arc::clone(&busy), batch.len());
         outstanding += count;
-        let sent = send(pool.clone(), options.clone(), batch);
+        let sent = send(sender.clone(), batch);
         in_flight.push(Box::pin(async move {
             sent.await;
             busy.fetch_sub(count, Ordering::AcqRel);
@@ -188,28 +212,35 @@ async fn dispatch(
     }
 }
 
-/// Sends `calls` (one alone as its own script, several as one [`BATCH`]) and delivers the replies.
-async fn send(pool: Pool, options: Options, mut calls: Vec<Call>) {
+/// Sends `calls` (one alone as its own script, several as one [`BATCH`], followed by one `WAIT`
+/// with synced writes) and delivers the replies.
+async fn send(sender: Sender, mut calls: Vec<Call>) {
+    let Sender {
+        pool,
+        options,
+        sync,
+    } = sender;
     if calls.len() == 1 {
         if let Some(Call { call, reply }) = calls.pop() {
-            let _ = reply.send(run_alone(&pool, &options, call).await);
+            let _ = reply.send(run_alone(&pool, &options, sync.as_deref(), call).await);
         }
         return;
     }
     let encoded = LockCall::encode_batch(calls.iter().map(|queued| &queued.call));
     let replies: Vec<_> = calls.into_iter().map(|queued| queued.reply).collect();
-    let reply = BATCH.run_encoded(&pool, &options, &encoded).await;
+    let reply = BATCH
+        .run_synced(&pool, &options, &encoded, sync.as_deref())
+        .await;
     deliver(replies, reply);
 }
 
 /// Splits a [`BATCH`] reply into the callers' replies.
-fn deliver(
-    replies: Vec<oneshot::Sender<Result<Value, RedisError>>>,
-    reply: Result<Value, RedisError>,
-) {
-    let values = match reply {
-        Ok(Value::Array(values)) if values.len() == replies.len() => values,
-        Ok(other) => {
+fn deliver(replies: Vec<oneshot::Sender<Reply>>, reply: Reply) {
+    let (values, replicated) = match reply {
+        Ok((Value::Array(values), replicated)) if values.len() == replies.len() => {
+            (values, replicated)
+        }
+        Ok((other, _)) => {
             let err = RedisError::new(
                 ErrorKind::Protocol,
                 format!("unexpected reply to a batch of lock scripts: {other:?}"),
@@ -227,7 +258,7 @@ fn deliver(
         }
     };
     for (reply, value) in replies.into_iter().zip(values) {
-        let _ = reply.send(decode(value));
+        let _ = reply.send(decode(value).map(|value| (value, replicated)));
     }
 }
 
@@ -278,7 +309,10 @@ mod tests {
     #[test]
     fn a_short_reply_fails_every_call_instead_of_misrouting() {
         let (senders, mut receivers): (Vec<_>, Vec<_>) = (0..2).map(|_| oneshot::channel()).unzip();
-        deliver(senders, Ok(Value::Array(vec![Value::Integer(1)])));
+        deliver(
+            senders,
+            Ok((Value::Array(vec![Value::Integer(1)]), Replicated::NotAsked)),
+        );
         for receiver in &mut receivers {
             assert!(matches!(receiver.try_recv(), Ok(Err(_))));
         }

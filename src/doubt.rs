@@ -47,7 +47,11 @@ use crate::watchdog::{HoldKey, LeaseTable};
 /// connection failed or the reply timed out after it may have been sent. (A script that ran and
 /// raised an error, such as `WRONGTYPE`, changed nothing.)
 pub(crate) fn outcome_unknown(err: &fred::error::Error) -> bool {
-    Error::from_redis(err.clone(), "", Duration::ZERO).is_transient()
+    // An acquisition no replica acknowledged was rolled back: its outcome is known.
+    match Error::from_redis(err.clone(), "", Duration::ZERO) {
+        Error::NotReplicated { .. } => false,
+        err => err.is_transient(),
+    }
 }
 
 /// The holder fields in doubt and the epochs of lock-changing calls.

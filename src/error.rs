@@ -63,6 +63,17 @@ pub enum Error {
     #[error("redis denied permission to this user (ACL): {0}; see the least-privilege rule in ferrisson's docs/reliability.md")]
     PermissionDenied(#[source] fred::error::Error),
 
+    /// Synced writes ([`crate::SyncedWrites`]): no replica of the master acknowledged the
+    /// acquisition within [`crate::Config::replica_sync_timeout`], so a failover could lose it.
+    /// The acquisition was rolled back (Redisson's `NoSyncedSlavesException`, after which it
+    /// unlocks too). Transient: acquires under [`crate::WhenUnavailable::KeepWaiting`] retry it
+    /// within their wait bound, as for an outage.
+    #[error("no replica acknowledged the acquisition of lock `{name}` in time, so it was rolled back (replica_sync_timeout)")]
+    NotReplicated {
+        /// The lock's name.
+        name: String,
+    },
+
     /// The client was shut down; no further operations are possible.
     #[error("the client has been shut down")]
     Shutdown,
@@ -82,7 +93,10 @@ impl Error {
     /// assert!(!ferrisson::Error::Shutdown.is_transient());
     /// ```
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Unavailable(_) | Error::Timeout(_))
+        matches!(
+            self,
+            Error::Unavailable(_) | Error::Timeout(_) | Error::NotReplicated { .. }
+        )
     }
 
     /// Classifies an error from fred for an operation on the key `name`.
@@ -90,6 +104,14 @@ impl Error {
         use fred::error::ErrorKind;
         if err.details().contains("WRONGTYPE") {
             return Error::WrongType {
+                name: name.to_owned(),
+            };
+        }
+        if err
+            .details()
+            .starts_with(crate::replica_sync::NOT_REPLICATED)
+        {
+            return Error::NotReplicated {
                 name: name.to_owned(),
             };
         }

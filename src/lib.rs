@@ -75,12 +75,13 @@ mod lock;
 mod name;
 mod owner;
 mod pubsub;
+mod replica_sync;
 mod script;
 mod tls;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, PublishMode, WhenUnavailable};
+pub use config::{Config, PublishMode, SyncedWrites, WhenUnavailable};
 pub use error::{Error, Result};
 pub use inspect::{Holder, LockInfo, LockKind};
 pub use lock::{Acquisition, Lock, LockGuard, RemainingTtl, WokenBy};

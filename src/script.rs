@@ -15,6 +15,7 @@ use fred::interfaces::LuaInterface;
 use fred::prelude::Value;
 
 use crate::janitor::Release;
+use crate::replica_sync::{ReplicaSync, Replicated};
 
 /// One Lua file and its SHA1.
 pub(crate) struct Script {
@@ -75,8 +76,23 @@ impl Script {
         options: &fred::types::config::Options,
         encoded: &Encoded,
     ) -> Result<Value, fred::error::Error> {
+        self.run_synced(redis, options, encoded, None)
+            .await
+            .map(|(value, _)| value)
+    }
+
+    /// [`Script::run_encoded`], followed on the same connection by a `WAIT` for the master's
+    /// replicas when `sync` is given (`src/replica_sync.rs`). Cancel safety as
+    /// [`Script::run_encoded`].
+    pub(crate) async fn run_synced(
+        &'static self,
+        redis: &Pool,
+        options: &fred::types::config::Options,
+        encoded: &Encoded,
+        sync: Option<&ReplicaSync>,
+    ) -> Result<(Value, Replicated), fred::error::Error> {
         let slot = encoded.first_key().map(fred::util::redis_keyslot);
-        self.send(redis, options, slot, |head| encoded.command(head))
+        self.send(redis, options, slot, sync, |head| encoded.command(head))
             .await
     }
 
@@ -91,11 +107,12 @@ impl Script {
         redis: &Pool,
         options: &fred::types::config::Options,
         slot: Option<u16>,
+        sync: Option<&ReplicaSync>,
         command: impl Fn(Value) -> Vec<Value>,
-    ) -> Result<Value, fred::error::Error> {
+    ) -> Result<(Value, Replicated), fred::error::Error> {
         let mut redirects = 0;
         loop {
-            let result = self.send_once(redis, options, slot, &command).await;
+            let result = self.send_once(redis, options, slot, sync, &command).await;
             let redirected = match &result {
                 Err(err) => Redirected::of(err),
                 Ok(_) => None,
@@ -120,38 +137,66 @@ impl Script {
         }
     }
 
-    /// One EVALSHA, with the EVAL fallback on NOSCRIPT.
+    /// One EVALSHA, with the EVAL fallback on NOSCRIPT, and with `sync` the `WAIT` after it.
     async fn send_once(
         &'static self,
         redis: &Pool,
         options: &fred::types::config::Options,
         slot: Option<u16>,
+        sync: Option<&ReplicaSync>,
         command: &impl Fn(Value) -> Vec<Value>,
-    ) -> Result<Value, fred::error::Error> {
+    ) -> Result<(Value, Replicated), fred::error::Error> {
         use fred::interfaces::ClientLike;
         use fred::types::{ClusterHash, CustomCommand};
 
-        let client = redis.next().with_options(options);
+        let connection = redis.next();
+        let client = connection.with_options(options);
         let route = || slot.map_or(ClusterHash::Random, ClusterHash::Custom);
         let evalsha = CustomCommand::new_static("EVALSHA", route(), false);
-        match client
-            .custom::<Value, Value>(evalsha, command(Value::Bytes(self.sha1().clone())))
-            .await
-        {
+        let evalsha =
+            client.custom::<Value, Value>(evalsha, command(Value::Bytes(self.sha1().clone())));
+        let replicas = match sync {
+            Some(sync) => sync.replicas(connection, slot).await,
+            None => 0,
+        };
+        let (reply, waited) = match sync.filter(|_| replicas > 0) {
+            // Written back to back on the one connection (`join!` polls, and so queues, the
+            // script first), so the `WAIT` covers the script's writes.
+            Some(sync) => {
+                let (wait, args) = sync.wait_command(replicas, slot);
+                let (reply, waited) = futures::join!(evalsha, client.custom(wait, args));
+                (reply, Some(waited))
+            }
+            None => (evalsha.await, None),
+        };
+        let (reply, waited) = match reply {
             Err(err) if err.details().starts_with("NOSCRIPT") => {
                 tracing::debug!(
                     script = self.name,
                     "script not cached by the server; sending it in full"
                 );
-                client
-                    .custom(
-                        CustomCommand::new_static("EVAL", route(), false),
-                        command(Value::from_static_str(self.lua)),
-                    )
-                    .await
+                let eval = CustomCommand::new_static("EVAL", route(), false);
+                let reply = client
+                    .custom(eval, command(Value::from_static_str(self.lua)))
+                    .await;
+                // The `WAIT` sent with the EVALSHA came before this write: wait again.
+                let waited = match (sync, waited) {
+                    (Some(sync), Some(_)) if reply.is_ok() => {
+                        let (wait, args) = sync.wait_command(replicas, slot);
+                        Some(client.custom(wait, args).await)
+                    }
+                    (_, waited) => waited,
+                };
+                (reply, waited)
             }
-            other => other,
-        }
+            other => (other, waited),
+        };
+        let value = reply?;
+        let replicated = match (sync, waited) {
+            (Some(sync), Some(waited)) => sync.judge(connection, slot, replicas, waited).await,
+            _ => Replicated::NotAsked,
+        };
+        Ok((value, replicated))
     }
 }
 
@@ -311,6 +356,14 @@ pub(crate) struct Heir {
 }
 
 impl LockCall {
+    /// The name of the lock the call is for.
+    pub(crate) fn name(&self) -> Arc<str> {
+        match self {
+            LockCall::Acquire { name, .. } => Arc::clone(name),
+            LockCall::Release { release, .. } => Arc::clone(&release.name),
+        }
+    }
+
     /// The script this call runs when it goes alone.
     pub(crate) fn script(&self) -> &'static Script {
         match self {

@@ -87,12 +87,29 @@ fn config_for(server: &RedisServer, user: &str) -> Config {
 async fn the_documented_least_privilege_user_can_do_everything_ferrisson_does() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
+    // A replica, so that synced writes (INFO replication, WAIT) run under the rule too.
+    let port = server.port().to_string();
+    let _replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
+    support::redis_state::poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            raw.info::<String>(Some(fred::types::InfoKind::Replication))
+                .await
+                .unwrap_or_default()
+        },
+        |info| info.contains("state=online"),
+    )
+    .await
+    .expect("the replica syncs");
     set_user(&raw, documented_rule("locker")).await;
     let _: Value = raw
         .custom(fred::cmd!("ACL"), vec!["LOG", "RESET"])
         .await
         .expect("ACL LOG RESET");
-    let holder_client = ferrisson::Client::new(config_for(&server, "locker"))
+    let mut config = config_for(&server, "locker");
+    config.synced_writes = ferrisson::SyncedWrites::Always;
+    let holder_client = ferrisson::Client::new(config)
         .await
         .expect("the least-privilege user connects");
     let waiter_client = ferrisson::Client::new(config_for(&server, "locker"))
@@ -147,6 +164,10 @@ async fn the_documented_least_privilege_user_can_do_everything_ferrisson_does() 
     waiter_client.shutdown().await;
 
     assert_eq!(acl_denials(&raw).await, Vec::<String>::new(), "denied");
+    assert!(
+        support::redis_state::command_calls(&raw, "wait").await > 0,
+        "synced writes waited for the replica"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

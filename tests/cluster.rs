@@ -54,6 +54,9 @@ async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
     }
     assert_eq!(masters_used.len(), 3, "the names cover every master");
 
+    for master in &cluster.master_clients {
+        reset_stats(master).await;
+    }
     let guards = futures::future::join_all(names.iter().map(|name| {
         let lock = client.lock(name.clone()).with_owner(Owner::new());
         async move { lock.lock().await.expect("lock in the cluster") }
@@ -63,6 +66,19 @@ async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
         assert!(
             stored_on(&cluster.master_clients[master_of[name]], name).await,
             "`{name}` is not on the master of its slot"
+        );
+    }
+    // Synced writes are on by default in a cluster (`SyncedWrites::Auto`): every master that
+    // took a lock was also asked to WAIT for its replica, on the connection that wrote it.
+    for (index, master) in cluster.master_clients.iter().enumerate() {
+        let locks = names
+            .iter()
+            .filter(|name| master_of[*name] == index)
+            .count() as u64;
+        assert_eq!(
+            command_calls(master, "wait").await,
+            locks,
+            "one WAIT per acquisition on master {index}"
         );
     }
     for guard in guards {
