@@ -158,11 +158,13 @@ impl Redis {
         let mut args = Vec::with_capacity(1 + extra.len());
         args.push(Value::from(key));
         args.extend(extra.iter().map(|arg| Value::from(*arg)));
-        self.pool
-            .next()
-            .with_options(&self.read_options)
-            .custom(CustomCommand::new_static(command, route, false), args)
-            .await
+        crate::script::resend_redirected(command, || {
+            let client = self.pool.next().with_options(&self.read_options);
+            let command = CustomCommand::new_static(command, route.clone(), false);
+            let args = args.clone();
+            async move { client.custom(command, args).await }
+        })
+        .await
     }
 }
 
@@ -282,8 +284,14 @@ impl Client {
                 format!("cannot connect to {url}: {}", err.details()),
             )),
         };
-        let pool = builder.build_pool(config.pool_size).map_err(map_connect)?;
         let subscriber = builder.build_subscriber_client().map_err(map_connect)?;
+        // The command connections follow no cluster redirection themselves: a `MOVED` comes
+        // back as an error (after fred refreshed its slot map) and `script::resend_redirected`
+        // sends the call again, while fred's own handling of an `ASK` tears down its router
+        // and fails every call in flight (see `script::Redirected`). Only a connection-wide 0
+        // does this: fred reads a per-command 0 as "inherit".
+        builder.with_connection_config(|connection| connection.max_redirections = 0);
+        let pool = builder.build_pool(config.pool_size).map_err(map_connect)?;
         let connect = async {
             pool.init().await?;
             subscriber.init().await?;

@@ -466,7 +466,7 @@ async fn slot_move_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
         if let Err(err) = shared.subscriber.sync_cluster().await {
             tracing::debug!(error = %err, "refreshing the subscriber's slot map failed");
         }
-        if let Err(err) = shared.subscriber.resubscribe_all().await {
+        if let Err(err) = resubscribe(&shared.subscriber).await {
             tracing::warn!(error = %err, "re-subscribing after a slot move failed");
         }
         tracing::debug!("cluster slots moved; waking every waiter");
@@ -488,6 +488,29 @@ fn notifications<T: Clone + Send + 'static>(
     }))
 }
 
+/// Subscribes again to every channel the subscriber tracks: the classic ones in one
+/// `SUBSCRIBE`, each sharded one with its own `SSUBSCRIBE` on its slot's node.
+///
+/// Not fred's `resubscribe_all`: it sends `SUBSCRIBE` and `PSUBSCRIBE` even with nothing to
+/// subscribe, which the server refuses (ferrisson never uses patterns, so its `PSUBSCRIBE`
+/// always failed), and stops at the first error, so a client with only sharded channels never
+/// got them back. Here every channel is tried, and the first error is returned.
+async fn resubscribe(subscriber: &SubscriberClient) -> Result<(), fred::error::Error> {
+    let mut first_error = None;
+    let classic: Vec<_> = subscriber.tracked_channels().into_iter().collect();
+    if !classic.is_empty() {
+        if let Err(err) = subscriber.subscribe(classic).await {
+            first_error.get_or_insert(err);
+        }
+    }
+    for channel in subscriber.tracked_shard_channels() {
+        if let Err(err) = subscriber.ssubscribe(channel).await {
+            first_error.get_or_insert(err);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
 /// After the subscriber reconnects, restores every subscription and then lets every waiter
 /// retry once: messages sent while it was away are lost.
 async fn reconnect_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
@@ -499,7 +522,7 @@ async fn reconnect_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
         };
         match event {
             Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                if let Err(err) = shared.subscriber.resubscribe_all().await {
+                if let Err(err) = resubscribe(&shared.subscriber).await {
                     tracing::warn!(error = %err, "re-subscribing after a reconnect failed");
                 }
                 // Every waiter retries at once, on the command connections, which reconnect on

@@ -110,31 +110,10 @@ impl Script {
         sync: Option<&ReplicaSync>,
         command: impl Fn(Value) -> Vec<Value>,
     ) -> Result<(Value, Replicated), fred::error::Error> {
-        let mut redirects = 0;
-        loop {
-            let result = self.send_once(redis, options, slot, sync, &command).await;
-            let redirected = match &result {
-                Err(err) => Redirected::of(err),
-                Ok(_) => None,
-            };
-            let Some(redirected) = redirected.filter(|_| redirects < MAX_REDIRECTS) else {
-                return result;
-            };
-            redirects += 1;
-            tracing::debug!(
-                script = self.name,
-                ?redirected,
-                redirects,
-                "redirected; sending again"
-            );
-            match redirected {
-                // fred has refreshed its slot map: the next send goes to the new owner.
-                Redirected::Moved => {}
-                Redirected::TryAgain => {
-                    tokio::time::sleep(Duration::from_millis(20 * redirects as u64)).await
-                }
-            }
-        }
+        resend_redirected(self.name, || {
+            self.send_once(redis, options, slot, sync, &command)
+        })
+        .await
     }
 
     /// One EVALSHA, with the EVAL fallback on NOSCRIPT, and with `sync` the `WAIT` after it.
@@ -200,22 +179,50 @@ impl Script {
     }
 }
 
-/// How many times one script call follows cluster redirections before giving up.
+/// How many times one call is sent again after cluster redirections before giving up.
 const MAX_REDIRECTS: u32 = 5;
 
-/// A script call that a cluster node redirected instead of running, which is therefore safe to
-/// send again although lock-changing scripts go out with a single write attempt.
+/// Runs `send` until its call was not redirected by a cluster node, at most [`MAX_REDIRECTS`]
+/// more times: a redirected call did not run, so sending it again cannot run it twice, although
+/// lock-changing scripts otherwise go out with a single write attempt.
+pub(crate) async fn resend_redirected<T, F, Fut>(
+    what: &str,
+    mut send: F,
+) -> Result<T, fred::error::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, fred::error::Error>>,
+{
+    let mut redirects = 0;
+    loop {
+        let result = send().await;
+        let redirected = match &result {
+            Err(err) => Redirected::of(err),
+            Ok(_) => None,
+        };
+        let Some(redirected) = redirected.filter(|_| redirects < MAX_REDIRECTS) else {
+            return result;
+        };
+        redirects += 1;
+        tracing::debug!(what, ?redirected, redirects, "redirected; sending again");
+        // After `MOVED` fred has refreshed its slot map and the next send goes to the new
+        // owner; while a slot migrates (`ASK`, `TRYAGAIN`) only time helps.
+        tokio::time::sleep(Duration::from_millis(20 * redirects as u64)).await;
+    }
+}
+
+/// A call that a cluster node redirected instead of running.
 ///
-/// fred follows `MOVED` by refreshing its slot map and writing the command again, and counts
-/// that write as an attempt: with `max_attempts: 1` (no re-send after a connection loss, see
-/// `Redis`) it fails the call instead, with a message matched here (a connection lost in
-/// flight yields an I/O error instead). `ASK` is not followed: fred 10.1 fails every `ASK` it
-/// tries to follow (its `ASKING` loop never ends successfully), so a call to a key that has
-/// already left a migrating slot fails as `Unavailable` until the migration ends.
+/// The command connections have `max_redirections: 0` (`client.rs`), so fred answers a
+/// redirection with an error instead of following it: after `MOVED` it has refreshed its slot
+/// map first, and an `ASK` (the key has already left a migrating slot) it would follow with an
+/// `ASKING` that fred 10.1 cannot complete under a single write attempt; the failure tore down
+/// the client's router, failing every other call in flight with an unknown outcome. `ASK` is
+/// not followed: such a call fails as `Unavailable` (`Routing`) until the migration ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Redirected {
-    /// `MOVED`: the slot has a new owner.
-    Moved,
+    /// `MOVED` or `ASK`: fred's "Too many redirections".
+    Redirection,
     /// `TRYAGAIN`: the slot is being migrated and only some of the keys have moved.
     TryAgain,
 }
@@ -223,8 +230,8 @@ enum Redirected {
 impl Redirected {
     fn of(err: &fred::error::Error) -> Option<Redirected> {
         let details = err.details();
-        if details == "Too many failed write attempts." {
-            Some(Redirected::Moved)
+        if details == "Too many redirections." || details == "Too many failed write attempts." {
+            Some(Redirected::Redirection)
         } else if details.starts_with("TRYAGAIN") {
             Some(Redirected::TryAgain)
         } else {

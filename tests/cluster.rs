@@ -362,13 +362,19 @@ async fn clients_follow_a_failover_and_waiters_are_not_stranded() {
     }
 
     let renewed = hold(&holder_client, name).await;
-    let released_later =
-        support::hold_with_lease(&holder_client, "{failover}:handed", Duration::from_secs(30))
-            .await;
+    // One lock per waiter: a waiter that released a shared lock would announce it in its own
+    // mode only, which the other mode's waiter cannot hear, failover or not.
+    let handed = ["{failover}:handed:classic", "{failover}:handed:sharded"];
+    let mut released_later = Vec::new();
+    for name in handed {
+        released_later
+            .push(support::hold_with_lease(&holder_client, name, Duration::from_secs(30)).await);
+    }
     let waiters: Vec<_> = waiter_clients
         .iter()
-        .map(|client| {
-            let lock = client.lock("{failover}:handed").with_owner(Owner::new());
+        .zip(handed)
+        .map(|(client, name)| {
+            let lock = client.lock(name).with_owner(Owner::new());
             tokio::spawn(async move {
                 let guard = lock
                     .try_lock_for(Duration::from_secs(40), None)
@@ -413,10 +419,9 @@ async fn clients_follow_a_failover_and_waiters_are_not_stranded() {
         "held on the server iff not reported lost"
     );
 
-    assert!(released_later
-        .unlock()
-        .await
-        .expect("release on the new master"));
+    for guard in released_later {
+        assert!(guard.unlock().await.expect("release on the new master"));
+    }
     for (waiter, mode) in waiters.into_iter().zip(["classic", "sharded"]) {
         let woken_by = tokio::time::timeout(Duration::from_secs(10), waiter)
             .await
@@ -425,4 +430,53 @@ async fn clients_follow_a_failover_and_waiters_are_not_stranded() {
         assert_ne!(woken_by, WokenBy::Ttl, "{mode}: woken only by the 30 s TTL");
     }
     let _ = renewed.unlock().await;
+}
+
+/// A lock call to a key that has already left its migrating slot is answered with `ASK`. fred
+/// 10.1 cannot follow it under ferrisson's single-attempt writes, and its failure used to tear
+/// down the client's connections, failing every other call in flight with an unknown outcome.
+/// Now only that call fails, at once and as `Unavailable`; every other lock keeps working, and
+/// the same call succeeds on the new master once the migration ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_during_a_migration_fails_only_its_own_call() {
+    let cluster = RedisCluster::start(3, 0).await;
+    let raw = cluster.raw().await;
+    let client = connect_cluster(&cluster, PublishMode::Auto).await;
+    let name = "{asked}:held";
+    let slot = keyslot(&raw, name).await;
+    let from = cluster.master_of_slot(slot);
+    let to = (from + 1) % 3;
+    let elsewhere = hold(&client, "elsewhere").await;
+    let held = hold(&client, name).await;
+
+    cluster.begin_migration(slot, from, to).await;
+    cluster.move_keys(slot, from, to).await;
+    let fresh = client.lock("{asked}:fresh").with_owner(Owner::new());
+    let err = fresh
+        .try_lock()
+        .await
+        .expect_err("the key has left the source: ASK, not followed");
+    assert!(matches!(&err, ferrisson::Error::Unavailable(_)), "{err:?}");
+    let moved = client.lock(name).with_owner(held.owner());
+    assert!(
+        moved.hold_count().await.is_err(),
+        "a query is redirected too"
+    );
+    // Other locks are unaffected: the client's connections were not torn down.
+    let released = tokio::time::timeout(Duration::from_secs(2), elsewhere.unlock())
+        .await
+        .expect("a release on another slot answers at once");
+    assert!(released.expect("release on another slot"));
+
+    cluster.finish_migration(slot, to).await;
+    let guard = fresh
+        .try_lock()
+        .await
+        .expect("after the migration")
+        .expect("free");
+    assert!(stored_on(&cluster.master_clients[to], "{asked}:fresh").await);
+    assert_eq!(moved.hold_count().await.expect("hold count"), 1);
+    assert!(!held.is_lost());
+    assert!(guard.unlock().await.expect("release"));
+    assert!(held.unlock().await.expect("release"));
 }
