@@ -20,6 +20,7 @@ use crate::lock::handoff::Handoffs;
 use crate::lock::Lock;
 use crate::pubsub::PubSub;
 use crate::script::LockCall;
+use crate::sentinel::Sentinels;
 use crate::watchdog::{self, LeaseTable};
 
 /// The command connections and how lock commands are sent on them.
@@ -114,6 +115,8 @@ pub(crate) struct ClientInner {
     pub(crate) leases: Arc<LeaseTable>,
     pub(crate) janitor: Janitor,
     pub(crate) handoffs: Arc<Handoffs>,
+    /// Behind sentinels: the listeners for their master switches (`sentinel.rs`).
+    sentinels: Option<Sentinels>,
     shut_down: AtomicBool,
     stop: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -197,6 +200,7 @@ impl Client {
         };
         let pool = builder.build_pool(config.pool_size).map_err(map_connect)?;
         let subscriber = builder.build_subscriber_client().map_err(map_connect)?;
+        let sentinels = Sentinels::new(&builder).map_err(map_connect)?;
         let connect = async {
             pool.init().await?;
             subscriber.init().await?;
@@ -295,6 +299,9 @@ impl Client {
         tasks.push(janitor_task);
         tasks.push(reconciler_task);
         tasks.extend(dispatcher_task);
+        if let Some(sentinels) = &sentinels {
+            tasks.push(sentinels.start(redis.pool.clone(), subscriber.clone(), stop.clone()));
+        }
 
         let id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(client = %id, url = %config.redacted_url(), "ferrisson client connected");
@@ -308,6 +315,7 @@ impl Client {
                 leases,
                 janitor,
                 handoffs,
+                sentinels,
                 shut_down: AtomicBool::new(false),
                 stop,
                 tasks: Mutex::new(tasks),
@@ -375,6 +383,10 @@ impl Client {
         self.inner.stop.cancel();
         let tasks = std::mem::take(&mut *self.inner.tasks.lock());
         close(&self.inner.redis.pool, &self.inner.subscriber).await;
+        // Its task, aborted below, may not have closed them yet.
+        if let Some(sentinels) = &self.inner.sentinels {
+            sentinels.quit().await;
+        }
         for task in tasks {
             task.abort();
         }

@@ -76,6 +76,7 @@ mod name;
 mod owner;
 mod pubsub;
 mod script;
+mod sentinel;
 mod tls;
 mod watchdog;
 
