@@ -21,6 +21,7 @@ use crate::lock::Lock;
 use crate::pubsub::PubSub;
 use crate::replica_sync::ReplicaSync;
 use crate::script::LockCall;
+use crate::sentinel::Sentinels;
 use crate::watchdog::{self, LeaseTable};
 
 /// The command connections and how lock commands are sent on them.
@@ -201,6 +202,8 @@ pub(crate) struct ClientInner {
     pub(crate) leases: Arc<LeaseTable>,
     pub(crate) janitor: Janitor,
     pub(crate) handoffs: Arc<Handoffs>,
+    /// Behind sentinels: the listeners for their master switches (`sentinel.rs`).
+    sentinels: Option<Sentinels>,
     shut_down: AtomicBool,
     stop: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -285,6 +288,7 @@ impl Client {
             )),
         };
         let subscriber = builder.build_subscriber_client().map_err(map_connect)?;
+        let sentinels = Sentinels::new(&builder).map_err(map_connect)?;
         // The command connections follow no cluster redirection themselves: a `MOVED` comes
         // back as an error (after fred refreshed its slot map) and `script::resend_redirected`
         // sends the call again, while fred's own handling of an `ASK` tears down its router
@@ -396,6 +400,9 @@ impl Client {
         tasks.push(janitor_task);
         tasks.push(reconciler_task);
         tasks.extend(dispatcher_task);
+        if let Some(sentinels) = &sentinels {
+            tasks.push(sentinels.start(redis.pool.clone(), subscriber.clone(), stop.clone()));
+        }
 
         let id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(client = %id, url = %config.redacted_url(), "ferrisson client connected");
@@ -409,6 +416,7 @@ impl Client {
                 leases,
                 janitor,
                 handoffs,
+                sentinels,
                 shut_down: AtomicBool::new(false),
                 stop,
                 tasks: Mutex::new(tasks),
@@ -476,6 +484,10 @@ impl Client {
         self.inner.stop.cancel();
         let tasks = std::mem::take(&mut *self.inner.tasks.lock());
         close(&self.inner.redis.pool, &self.inner.subscriber).await;
+        // Its task, aborted below, may not have closed them yet.
+        if let Some(sentinels) = &self.inner.sentinels {
+            sentinels.quit().await;
+        }
         for task in tasks {
             task.abort();
         }

@@ -77,6 +77,7 @@ mod owner;
 mod pubsub;
 mod replica_sync;
 mod script;
+mod sentinel;
 mod tls;
 mod watchdog;
 

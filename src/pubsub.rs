@@ -476,7 +476,7 @@ async fn slot_move_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
 
 /// The notifications of a broadcast receiver as a stream; a lagging receiver counts as one
 /// notification (something changed), a closed one ends the stream.
-fn notifications<T: Clone + Send + 'static>(
+pub(crate) fn notifications<T: Clone + Send + 'static>(
     rx: tokio::sync::broadcast::Receiver<T>,
 ) -> std::pin::Pin<Box<dyn futures::Stream<Item = ()> + Send>> {
     use tokio::sync::broadcast::error::RecvError;

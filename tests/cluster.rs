@@ -373,19 +373,7 @@ async fn clients_follow_a_failover_and_waiters_are_not_stranded() {
     let waiters: Vec<_> = waiter_clients
         .iter()
         .zip(handed)
-        .map(|(client, name)| {
-            let lock = client.lock(name).with_owner(Owner::new());
-            tokio::spawn(async move {
-                let guard = lock
-                    .try_lock_for(Duration::from_secs(40), None)
-                    .await
-                    .expect("acquire")
-                    .expect("acquired");
-                let woken_by = guard.acquisition().woken_by;
-                assert!(guard.unlock().await.expect("release"));
-                woken_by
-            })
-        })
+        .map(|(client, name)| support::spawn_waiter(client, name, Duration::from_secs(40)))
         .collect();
     sleep(Duration::from_millis(500)).await;
     // Let the replica have the writes, then kill the master.

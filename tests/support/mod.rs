@@ -18,6 +18,8 @@
 //!
 //! [`fault`] injects faults: signals, `CLIENT KILL`, `DEBUG SLEEP`, a TCP fault proxy.
 //!
+//! [`cluster`] and [`sentinel`] run a real local Redis Cluster and a Sentinel deployment.
+//!
 //! [`redis_state`] reads server-side state (lock hashes, TTLs, subscriber counts, command
 //! statistics) through a raw client and waits for it to change.
 #![allow(dead_code)]
@@ -26,6 +28,7 @@ pub mod cluster;
 pub mod fault;
 pub mod node;
 pub mod redis_state;
+pub mod sentinel;
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -50,6 +53,8 @@ pub struct RedisServer {
     dir: TempDir,
     binary: OsString,
     extra_args: Vec<String>,
+    /// A configuration file in `dir`, passed first (sentinels need one: they rewrite it).
+    config_file: Option<PathBuf>,
 }
 
 impl RedisServer {
@@ -63,6 +68,14 @@ impl RedisServer {
     /// arguments appended (e.g. `&["--maxmemory", "10mb"]`). They are kept
     /// for [`RedisServer::restart`].
     pub fn start_with_args(extra_args: &[&str]) -> RedisServer {
+        RedisServer::start_with_config(None, extra_args)
+    }
+
+    /// Like [`RedisServer::start_with_args`], with `config` (if any) written to `redis.conf` in
+    /// the server's directory and passed as its configuration file, before the arguments (e.g. a
+    /// sentinel's `sentinel monitor ...`, with `&["--sentinel"]`). The server may rewrite the
+    /// file; [`RedisServer::restart`] reuses it as it is then.
+    pub fn start_with_config(config: Option<&str>, extra_args: &[&str]) -> RedisServer {
         let binary = redis_server_binary();
         let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
         let mut failures = Vec::new();
@@ -72,12 +85,18 @@ impl RedisServer {
                 .tempdir()
                 .expect("failed to create a temp dir for redis-server");
             let port = free_port();
+            let config_file = config.map(|text| {
+                let path = dir.path().join("redis.conf");
+                std::fs::write(&path, text).expect("failed to write the redis-server config file");
+                path
+            });
             let mut server = RedisServer {
                 child: None,
                 port,
                 dir,
                 binary: binary.clone(),
                 extra_args: extra_args.clone(),
+                config_file,
             };
             match server.spawn_and_wait(STARTUP_TIMEOUT) {
                 Ok(()) => return server,
@@ -178,7 +197,8 @@ impl RedisServer {
             .map_err(|e| format!("cannot clone redis log file handle: {e}"))?;
         let port = self.port.to_string();
         let mut cmd = Command::new(&self.binary);
-        cmd.arg("--port")
+        cmd.args(&self.config_file)
+            .arg("--port")
             .arg(&port)
             .args(["--bind", "127.0.0.1"])
             .args(["--protected-mode", "no"])
@@ -343,6 +363,27 @@ pub async fn hold_with_lease(
         .lock_with_lease(lease)
         .await
         .expect("holder acquires")
+}
+
+/// Spawns a waiter of a fresh owner on `client` for lock `name`, waiting at most `wait` (with the
+/// watchdog lease); the task releases the lock it got and returns how its acquire was woken.
+/// Panics (in the task) if it did not acquire.
+pub fn spawn_waiter(
+    client: &ferrisson::Client,
+    name: &str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<ferrisson::WokenBy> {
+    let lock = client.lock(name).with_owner(ferrisson::Owner::new());
+    tokio::spawn(async move {
+        let guard = lock
+            .try_lock_for(wait, None)
+            .await
+            .expect("the waiter's acquire")
+            .expect("the waiter acquires");
+        let woken_by = guard.acquisition().woken_by;
+        assert!(guard.unlock().await.expect("the waiter releases"));
+        woken_by
+    })
 }
 
 /// Hands lock `name` from a holder on `holder_client` (fixed `lease`) to a waiter on

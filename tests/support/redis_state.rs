@@ -147,3 +147,13 @@ pub async fn command_stats(raw: &RawClient) -> HashMap<String, u64> {
 pub async fn command_calls(raw: &RawClient, name: &str) -> u64 {
     command_stats(raw).await.get(name).copied().unwrap_or(0)
 }
+
+/// How many connections of type `kind` (`normal`, `pubsub`, ...) the server has:
+/// `CLIENT LIST TYPE kind`.
+pub async fn clients_of_type(raw: &RawClient, kind: &str) -> usize {
+    let list: String = raw
+        .custom(cmd!("CLIENT"), vec!["LIST", "TYPE", kind])
+        .await
+        .expect("CLIENT LIST");
+    list.lines().count()
+}

@@ -1,0 +1,247 @@
+//! Following a Sentinel failover as soon as the sentinels announce it.
+//!
+//! fred asks the sentinels for the master only when a connection is (re)established. A master
+//! replaced by a planned failover (`SENTINEL FAILOVER`) is not down: it keeps its clients and goes
+//! on answering as a master until the sentinels reconfigure it as a replica (and close its
+//! clients' connections), about 10 s after the switch. Meanwhile this client's acquires,
+//! releases, renewals and subscriptions would all stay on it, while Redisson clients, which ask
+//! the sentinels for the master every `scanInterval` (1 s by default), lock on the new master:
+//! two holders of one lock, and waiters that never hear the release.
+//!
+//! So the client listens on every sentinel for its `+switch-master` announcement (and asks each
+//! sentinel for the master whenever it connects to it, in case a switch was missed meanwhile);
+//! when the command connections or the subscriber are not on the announced master, they
+//! reconnect, which makes fred ask the sentinels again, and the subscriber's reconnect
+//! re-subscribes and wakes every waiter (`pubsub.rs`). A sentinel that has not heard of the switch
+//! yet may still name the old master: the reconnection is repeated, for a while, until it lands
+//! on the new one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::{Pool, SubscriberClient};
+use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::types::config::{Server, ServerConfig};
+use fred::types::{Builder, Message};
+use futures::stream::{BoxStream, StreamExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::pubsub::notifications;
+
+/// The sentinels' announcement of a new master: `<service> <old ip> <old port> <new ip> <new port>`.
+const SWITCH_MASTER: &str = "+switch-master";
+/// How long a switch is pursued: the sentinels agree on the new master within a couple of hello
+/// periods (2 s each), and past this the old master is demoted by the sentinels anyway.
+const FOLLOW_FOR: Duration = Duration::from_secs(10);
+/// The pause before reconnecting again after a sentinel named a master other than the new one.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// One subscriber connection per sentinel of a sentinel configuration, listening for switches.
+#[derive(Clone)]
+pub(crate) struct Sentinels {
+    service: Arc<str>,
+    listeners: Vec<SubscriberClient>,
+}
+
+enum Event {
+    /// Listener `index` (re)connected to its sentinel.
+    Connected(usize),
+    /// A sentinel announced this new master of the service.
+    Switched(Server),
+}
+
+impl Sentinels {
+    /// Listeners of every sentinel `builder` names, built like the client's own connections (TLS,
+    /// credentials, timeouts, reconnect policy) but not connected yet; `None` unless `builder`
+    /// describes a sentinel deployment.
+    pub(crate) fn new(builder: &Builder) -> Result<Option<Sentinels>, fred::error::Error> {
+        let Some(ServerConfig::Sentinel {
+            hosts,
+            service_name,
+            ..
+        }) = builder.get_config().map(|config| &config.server)
+        else {
+            return Ok(None);
+        };
+        let listeners = hosts
+            .iter()
+            .map(|host| {
+                let mut builder = builder.clone();
+                builder.with_config(|config| {
+                    config.server = ServerConfig::Centralized {
+                        server: host.clone(),
+                    };
+                    // A sentinel has no databases to select.
+                    config.database = None;
+                    // A sentinel down at start is retried like a lost one, not given up.
+                    config.fail_fast = false;
+                });
+                builder.build_subscriber_client()
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Some(Sentinels {
+            service: service_name.as_str().into(),
+            listeners,
+        }))
+    }
+
+    /// Connects the listeners and starts the task that moves `commands` and `subscriber` to the
+    /// master the sentinels announce; it ends (closing the listeners) when `stop` is cancelled.
+    pub(crate) fn start(
+        &self,
+        commands: Pool,
+        subscriber: SubscriberClient,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let mut events = futures::stream::select_all(
+            self.listeners
+                .iter()
+                .enumerate()
+                .map(|(index, listener)| self.events(index, listener)),
+        );
+        // After subscribing to the notifications: the first connection is announced too.
+        for listener in &self.listeners {
+            drop(listener.connect());
+        }
+        let sentinels = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    _ = stop.cancelled() => break,
+                    event = events.next() => event,
+                };
+                let Some(event) = event else {
+                    // The listeners live as long as this task: not expected.
+                    stop.cancelled().await;
+                    break;
+                };
+                let handle = async {
+                    let master = match event {
+                        Event::Switched(master) => Some(master),
+                        Event::Connected(index) => {
+                            sentinels.on_connect(&sentinels.listeners[index]).await
+                        }
+                    };
+                    if let Some(master) = master {
+                        follow(&commands, &subscriber, &master).await;
+                    }
+                };
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    () = handle => {}
+                }
+            }
+            sentinels.quit().await;
+        })
+    }
+
+    /// Closes the listeners' connections (also stops reconnecting to a sentinel that is down),
+    /// waiting at most a second.
+    pub(crate) async fn quit(&self) {
+        let quit = futures::future::join_all(self.listeners.iter().map(|listener| listener.quit()));
+        let _ = tokio::time::timeout(Duration::from_secs(1), quit).await;
+    }
+
+    /// Listener `index`'s connections and the switches of this service it hears of.
+    fn events(&self, index: usize, listener: &SubscriberClient) -> BoxStream<'static, Event> {
+        let connects =
+            notifications(listener.reconnect_rx()).map(move |()| Event::Connected(index));
+        let service = Arc::clone(&self.service);
+        let switches = futures::stream::unfold(listener.message_rx(), |mut messages| async move {
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                match messages.recv().await {
+                    Ok(message) => return Some((message, messages)),
+                    // Only switches are subscribed to, and other sentinels announce them too.
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        })
+        .filter_map(move |message| {
+            futures::future::ready(switched_to(&message, &service).map(Event::Switched))
+        });
+        futures::stream::select(connects, switches).boxed()
+    }
+
+    /// On a (re)connection to a sentinel: asks it for the master (a switch may have been missed
+    /// meanwhile), then listens for switches; a subscribed connection takes no other command.
+    async fn on_connect(&self, listener: &SubscriberClient) -> Option<Server> {
+        let asked = listener
+            .custom::<Vec<String>, _>(
+                fred::cmd!("SENTINEL"),
+                vec!["GET-MASTER-ADDR-BY-NAME", &*self.service],
+            )
+            .await;
+        if let Err(err) = listener.subscribe(SWITCH_MASTER).await {
+            tracing::debug!(error = %err, "subscribing to a sentinel's switches failed");
+        }
+        match asked.as_deref() {
+            Ok([host, port]) => Some(Server::new(host.as_str(), port.parse().ok()?)),
+            Ok(other) => {
+                tracing::debug!(reply = ?other, "a sentinel does not know the master");
+                None
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, "asking a sentinel for the master failed");
+                None
+            }
+        }
+    }
+}
+
+/// The new master a `+switch-master` message announces for `service`.
+fn switched_to(message: &Message, service: &str) -> Option<Server> {
+    if &*message.channel != SWITCH_MASTER {
+        return None;
+    }
+    let text = message.value.as_str()?;
+    match text.split(' ').collect::<Vec<_>>().as_slice() {
+        [name, _, _, host, port] if *name == service => {
+            Some(Server::new(*host, port.parse().ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// Moves every command connection and the subscriber to `master`.
+async fn follow(commands: &Pool, subscriber: &SubscriberClient, master: &Server) {
+    let deadline = Instant::now() + FOLLOW_FOR;
+    let commands = futures::future::join_all(
+        commands
+            .clients()
+            .iter()
+            .map(|client| reconnect_to(client, master, deadline)),
+    );
+    futures::future::join(commands, reconnect_to(subscriber, master, deadline)).await;
+}
+
+/// Reconnects `client` until it is connected to `master` (fred asks the sentinels each time),
+/// at most until `deadline`.
+async fn reconnect_to<C: ClientLike>(client: &C, master: &Server, deadline: Instant) {
+    let mut again = false;
+    while !(client.is_connected() && client.active_connections().contains(master)) {
+        if Instant::now() >= deadline {
+            tracing::warn!(%master, "could not reach the master the sentinels announced");
+            return;
+        }
+        if again {
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+        again = true;
+        tracing::debug!(%master, "the sentinels announced a new master; reconnecting");
+        let reconnect = async {
+            if client.is_connected() {
+                client.force_reconnection().await
+            } else {
+                // Already reconnecting on its own (the old master is gone), asking the sentinels.
+                client.wait_for_connect().await
+            }
+        };
+        match tokio::time::timeout_at(deadline, reconnect).await {
+            Ok(Ok(())) | Err(_) => {}
+            Ok(Err(err)) => tracing::debug!(error = %err, "reconnecting to the new master failed"),
+        }
+    }
+}
