@@ -486,8 +486,11 @@ async fn run_json_reports_how_each_runner_acquired_and_released() {
         "the event names the field written in Redis"
     );
 
+    // The first runner listens for the loss of its lock on the lock's channel; the second
+    // runner's subscription comes on top of that one.
+    wait_numsub(&raw, &channel_of(name), 1, PROMPTLY).await;
     let mut second = Running::spawn(&server, &["run", "--json", name, "--", "true"]);
-    wait_numsub(&raw, &channel_of(name), 1, PROMPTLY).await; // the second runner is waiting
+    wait_numsub(&raw, &channel_of(name), 2, PROMPTLY).await; // the second runner is waiting
     std::fs::write(&go, b"").expect("let the first command finish");
 
     assert_eq!(first.exit().await.code(), Some(0));
