@@ -330,10 +330,10 @@ impl Client {
             timeout: Some(config.response_timeout),
             ..Options::default()
         };
-        let sync = config
-            .synced_writes
-            .enabled(failover_capable)
-            .then(|| Arc::new(ReplicaSync::new(config.replica_sync_timeout)));
+        let sync = config.synced_writes.enabled(failover_capable).then(|| {
+            let wait = config.replica_sync_timeout.min(config.response_timeout / 2);
+            Arc::new(ReplicaSync::new(wait.max(Duration::from_millis(1))))
+        });
         let (dispatcher, dispatcher_task) = if clustered {
             (None, None)
         } else {
