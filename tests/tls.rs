@@ -94,7 +94,9 @@ fn tls_server(pki_dir: &Path) -> (RedisServer, u16, Pki) {
 fn tls_config(port: u16, tls: Option<TlsOptions>) -> Config {
     let mut config = Config::new(format!("rediss://127.0.0.1:{port}"));
     config.tls = tls;
-    config.watchdog_timeout = Duration::from_millis(900);
+    // Long enough that the waiter's TTL-bounded retries (one per lease) rarely coincide with
+    // the release, so the wake-up is the unlock message's; short enough to see renewals.
+    config.watchdog_timeout = Duration::from_millis(2400);
     config.connect_timeout = Duration::from_secs(2);
     config
 }
@@ -122,8 +124,8 @@ async fn locks_work_over_tls_with_a_private_ca_and_a_client_certificate() {
         async move { lock.try_lock_for(Duration::from_secs(10), None).await }
     });
     wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
-    // Renewals over TLS keep the 900 ms lease alive past its end.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Renewals over TLS keep the 2.4 s lease alive past its end.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
     assert!(!guard.is_lost());
     assert!(!waiter.is_finished());
     assert!(guard.unlock().await.expect("release over TLS"));
