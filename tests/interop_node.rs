@@ -17,10 +17,11 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ferrisson::{Client, Config, Error, LockGuard, Owner, RemainingTtl, WokenBy};
+use ferrisson::{Client, Config, Error, LockGuard, Owner, PublishMode, RemainingTtl, WokenBy};
 use fred::clients::Client as RawClient;
 use fred::{cmd, prelude::*};
 use node_peer::NodePeer;
+use support::cluster::RedisCluster;
 use support::redis_state::numsub;
 use support::{connect, connect_with, raw_client, RedisServer};
 use tokio::task::JoinHandle;
@@ -632,16 +633,35 @@ async fn wait_subscribed(raw: &RawClient, channel: &str, at_least: i64) {
 /// subscribes only after a failed attempt, so a release before this point could be missed
 /// (docs/compatibility.md); ferrisson's own subscriptions do not count here. Panics after 10 s.
 async fn wait_node_parked(raw: &RawClient, peer: &NodePeer) {
+    wait_node_parked_on(std::slice::from_ref(raw), peer).await
+}
+
+/// [`wait_node_parked`] over several servers (a cluster's masters): the peer's subscriber
+/// connection is on one of them.
+async fn wait_node_parked_on(raws: &[RawClient], peer: &NodePeer) {
     let deadline = Instant::now() + STEP;
-    let needle = format!(" name={} ", peer.connection_name());
+    // ioredis names a cluster's subscriber connection `ioredis-cluster(subscriber):<name>`.
+    let ours = |line: &str| {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix("name="))
+            .is_some_and(|name| {
+                name == peer.connection_name()
+                    || name.ends_with(&format!(":{}", peer.connection_name()))
+            })
+    };
     loop {
-        let list: String = raw
-            .custom(cmd!("CLIENT"), vec!["LIST"])
-            .await
-            .expect("CLIENT LIST");
-        let parked = list
-            .lines()
-            .filter(|line| format!("{line} ").contains(&needle))
+        let mut lists = Vec::new();
+        for raw in raws {
+            let list: String = raw
+                .custom(cmd!("CLIENT"), vec!["LIST"])
+                .await
+                .expect("CLIENT LIST");
+            lists.push(list);
+        }
+        let parked = lists
+            .iter()
+            .flat_map(|list| list.lines())
+            .filter(|line| ours(line))
             .filter_map(|line| {
                 line.split(' ')
                     .find_map(|kv| kv.strip_prefix("sub="))
@@ -653,7 +673,8 @@ async fn wait_node_parked(raw: &RawClient, peer: &NodePeer) {
         }
         assert!(
             Instant::now() < deadline,
-            "the node waiter did not subscribe within {STEP:?}; CLIENT LIST:\n{list}"
+            "the node waiter did not subscribe within {STEP:?}; CLIENT LIST:\n{}",
+            lists.join("\n")
         );
         sleep(Duration::from_millis(10)).await;
     }
@@ -1492,4 +1513,98 @@ async fn node_peer_writes_redisson_layout_and_answers_requests_by_id() {
     assert!(peer.is_running());
     let bad = peer.call("no_such_op", &[]).await;
     assert!(!bad.ok() && bad.error().is_some_and(|e| e.contains("unknown op")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// On a Redis Cluster
+// ---------------------------------------------------------------------------------------------
+
+/// Classic subscribers of `channel` over every master (`PUBSUB NUMSUB` counts a node's own).
+async fn cluster_numsub(cluster: &RedisCluster, channel: &str) -> i64 {
+    let mut total = 0;
+    for master in &cluster.master_clients {
+        total += numsub(master, channel).await;
+    }
+    total
+}
+
+/// On a Redis 7 cluster node-redisson subscribes and publishes classically, as Java Redisson
+/// before 3.22 does. ferrisson's default (`PublishMode::Auto`: both ways in a cluster) wakes it
+/// and is woken by it; a `Sharded` release does not reach it, which is why `Auto` publishes
+/// both ways (the node waiter then waits out the lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mode() {
+    let cluster = RedisCluster::start(3, 0).await;
+    let peer = NodePeer::start(&cluster.url()).await;
+    let auto = connect_with(Config::new(cluster.url())).await;
+    let mut sharded = Config::new(cluster.url());
+    sharded.publish_mode = PublishMode::Sharded;
+    let sharded = connect_with(sharded).await;
+
+    // Rust holds, node waits: the release wakes node at once.
+    let name = "cluster:interop";
+    let guard = auto
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock_with_lease(LEASE)
+        .await
+        .expect("rust acquires");
+    let node = peer.lock(name, "1", Some(LEASE)).await;
+    wait_node_parked_on(&cluster.master_clients, &peer).await;
+    let released = Instant::now();
+    assert!(guard.unlock().await.expect("rust release"));
+    let reply = node.wait(LEASE + STEP).await.expect_ok("node lock");
+    let woke_after = reply.received.duration_since(released);
+    assert!(
+        woke_after < WAKE_BOUND,
+        "node woken {woke_after:?} after the rust release"
+    );
+
+    // node holds, Rust waits: node's classic message wakes it.
+    let waiter = spawn_rust_waiter(&auto, name, Owner::new(), LEASE);
+    let channel = channel_of(name);
+    let deadline = Instant::now() + STEP;
+    while cluster_numsub(&cluster, &channel).await < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the rust waiter did not subscribe"
+        );
+        sleep(Duration::from_millis(10)).await;
+    }
+    sleep(Duration::from_millis(50)).await;
+    assert!(
+        !waiter.is_finished(),
+        "rust acquired while node held {name}"
+    );
+    let released = Instant::now();
+    peer.unlock(name, "1").await.expect("node release");
+    let (guard, acquired) = join_waiter(waiter, name).await;
+    let woke_after = acquired.duration_since(released);
+    assert!(
+        woke_after < WAKE_BOUND,
+        "rust woken {woke_after:?} after the node release"
+    );
+    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
+    assert!(guard.unlock().await.expect("rust release"));
+
+    // A sharded-only release is not heard by node's classic subscription.
+    let lease = Duration::from_secs(6);
+    let guard = sharded
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock_with_lease(lease)
+        .await
+        .expect("rust acquires");
+    let mut node = peer.lock(name, "1", Some(LEASE)).await;
+    wait_node_parked_on(&cluster.master_clients, &peer).await;
+    assert!(guard.unlock().await.expect("rust release"));
+    sleep(WAKE_BOUND).await;
+    assert!(
+        node.poll().is_none(),
+        "node was woken by a sharded message it does not subscribe to"
+    );
+    node.wait(lease + STEP)
+        .await
+        .expect_ok("node lock, after its TTL-bounded wait");
+    peer.unlock(name, "1").await.expect("node release");
 }

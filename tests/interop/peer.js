@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A node-redisson peer process for ferrisson's interop tests (tests/interop_node.rs).
 //
-// Usage: node peer.js <redis-url> [watchdog-ms]
+// Usage: node peer.js <redis-url> [watchdog-ms]   (redis:// or redis-cluster://)
 //
 // The process connects one node-redisson client (one Redisson id, with its own command and
 // subscriber connections) and is then driven line by line: every stdin line is one JSON command
@@ -65,8 +65,27 @@ function redisOptions(redisUrl) {
   return options;
 }
 
+// `redis-cluster://host:port?node=host:port&...` (fred's form): an ioredis Cluster over those
+// nodes, as node-redisson supports. node-redisson publishes and subscribes classically there,
+// like Java Redisson before 3.22.
+function redisConfig(redisUrl) {
+  const u = new URL(redisUrl);
+  if (u.protocol !== 'redis-cluster:') {
+    return { options: redisOptions(redisUrl) };
+  }
+  const clusters = [{ host: u.hostname || '127.0.0.1', port: Number(u.port || 6379) }];
+  for (const node of u.searchParams.getAll('node')) {
+    const [host, port] = node.split(':');
+    clusters.push({ host, port: Number(port) });
+  }
+  return {
+    clusters,
+    options: { redisOptions: { maxRetriesPerRequest: 1, connectionName: CONNECTION_NAME } },
+  };
+}
+
 const redisson = new Redisson({
-  redis: { options: redisOptions(url) },
+  redis: redisConfig(url),
   lockWatchdogTimeout: watchdogMs,
 });
 const executor = redisson.commandExecutor;
