@@ -154,16 +154,36 @@ impl Redis {
         key: &str,
         extra: &[&str],
     ) -> Result<T, fred::error::Error> {
-        use fred::types::{ClusterHash, CustomCommand, Value};
-        let route = ClusterHash::Custom(fred::util::redis_keyslot(key.as_bytes()));
+        use fred::types::{CustomCommand, Value};
         let mut args = Vec::with_capacity(1 + extra.len());
         args.push(Value::from(key));
         args.extend(extra.iter().map(|arg| Value::from(*arg)));
-        crate::script::resend_redirected(command, || {
-            let client = self.pool.next().with_options(&self.read_options);
-            let command = CustomCommand::new_static(command, route.clone(), false);
+        let slot = fred::util::redis_keyslot(key.as_bytes());
+        crate::script::resend_redirected(command, &self.pool, Some(slot), |route| {
+            let client = self
+                .pool
+                .next()
+                .with_options(&route.options(&self.read_options));
+            let asking = route
+                .asking
+                .is_some()
+                .then(|| CustomCommand::new_static("ASKING", route.hash(), false));
+            let command = CustomCommand::new_static(command, route.hash(), false);
             let args = args.clone();
-            async move { client.custom(command, args).await }
+            async move {
+                // Back to back on the migration target's connection: `ASKING` lets it in.
+                match asking {
+                    Some(asking) => {
+                        let (asked, reply) = futures::join!(
+                            client.custom::<Value, _>(asking, Vec::<Value>::new()),
+                            client.custom(command, args)
+                        );
+                        asked?;
+                        reply
+                    }
+                    None => client.custom(command, args).await,
+                }
+            }
         })
         .await
     }

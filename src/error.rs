@@ -115,6 +115,11 @@ impl Error {
                 name: name.to_owned(),
             };
         }
+        // A cluster slot is migrating and the call's keys are split between its nodes: it did
+        // not run, and will once the migration ends.
+        if err.details().starts_with("TRYAGAIN") {
+            return Error::Unavailable(err);
+        }
         if err.details().contains("NOPERM") {
             return Error::PermissionDenied(err);
         }

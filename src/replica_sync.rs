@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 use fred::clients::Client;
 use fred::interfaces::ClusterInterface;
 use fred::prelude::Value;
-use fred::types::{ClusterHash, CustomCommand};
+use fred::types::CustomCommand;
 use parking_lot::Mutex;
+
+use crate::script::Route;
 
 /// How long a node's replica count is trusted before `INFO replication` is read again.
 pub(crate) const REFRESH: Duration = Duration::from_secs(1);
@@ -63,10 +65,13 @@ impl ReplicaSync {
         }
     }
 
-    /// The node that a command routed to `slot` reaches on `client`: the cache key.
-    fn node(client: &Client, slot: Option<u16>) -> String {
+    /// The node that a command sent by `route` reaches on `client`: the cache key.
+    fn node(client: &Client, route: &Route) -> String {
         use fred::interfaces::ServerInterface;
-        if let Some(server) = slot.and_then(|slot| {
+        if let Some(target) = &route.asking {
+            return target.to_string();
+        }
+        if let Some(server) = route.slot.and_then(|slot| {
             client
                 .cached_cluster_state()
                 .and_then(|state| state.get_server(slot).cloned())
@@ -79,23 +84,24 @@ impl ReplicaSync {
             .unwrap_or_default()
     }
 
-    /// How many replicas the node serving `slot` has: the cached count, or `INFO replication`
+    /// How many replicas the node `route` reaches has: the cached count, or `INFO replication`
     /// when it is older than [`REFRESH`]. An error reads as 1, so that the write is waited for
     /// (and counts as not replicated if nobody answers) rather than assumed safe.
-    pub(crate) async fn replicas(&self, client: &Client, slot: Option<u16>) -> u32 {
-        let node = Self::node(client, slot);
+    pub(crate) async fn replicas(&self, client: &Client, route: &Route) -> u32 {
+        let node = Self::node(client, route);
         if let Some(&(count, read)) = self.replicas.lock().get(&node) {
             if read.elapsed() < REFRESH {
                 return count;
             }
         }
-        self.read_replicas(client, slot, node).await
+        self.read_replicas(client, route, node).await
     }
 
-    async fn read_replicas(&self, client: &Client, slot: Option<u16>, node: String) -> u32 {
+    async fn read_replicas(&self, client: &Client, route: &Route, node: String) -> u32 {
         use fred::interfaces::ClientLike;
-        let info = CustomCommand::new_static("INFO", route(slot), false);
+        let info = CustomCommand::new_static("INFO", route.hash(), false);
         let count = match client
+            .with_options(&route.options(&Default::default()))
             .custom::<String, _>(info, vec![Value::from_static_str("replication")])
             .await
         {
@@ -110,13 +116,9 @@ impl ReplicaSync {
     }
 
     /// `WAIT replicas timeout`, routed like the script it follows.
-    pub(crate) fn wait_command(
-        &self,
-        replicas: u32,
-        slot: Option<u16>,
-    ) -> (CustomCommand, Vec<Value>) {
+    pub(crate) fn wait_command(&self, replicas: u32, route: &Route) -> (CustomCommand, Vec<Value>) {
         (
-            CustomCommand::new_static("WAIT", route(slot), false),
+            CustomCommand::new_static("WAIT", route.hash(), false),
             vec![
                 Value::from(replicas as i64),
                 Value::from(self.timeout_ms as i64),
@@ -128,7 +130,7 @@ impl ReplicaSync {
     pub(crate) async fn judge(
         &self,
         client: &Client,
-        slot: Option<u16>,
+        route: &Route,
         expected: u32,
         reply: Result<Value, fred::error::Error>,
     ) -> Replicated {
@@ -146,22 +148,18 @@ impl ReplicaSync {
         if acked >= expected {
             return Replicated::Acked(acked);
         }
-        let node = Self::node(client, slot);
+        let node = Self::node(client, route);
         if acked > 0 {
             // Enough for Redisson's check; the count is re-read on the next write.
             self.replicas.lock().remove(&node);
             return Replicated::Acked(acked);
         }
         // None acknowledged: were there still replicas to acknowledge?
-        match self.read_replicas(client, slot, node).await {
+        match self.read_replicas(client, route, node).await {
             0 => Replicated::NotAsked,
             _ => Replicated::NotAcked,
         }
     }
-}
-
-fn route(slot: Option<u16>) -> ClusterHash {
-    slot.map_or(ClusterHash::Random, ClusterHash::Custom)
 }
 
 /// `connected_slaves` of an `INFO replication` reply.

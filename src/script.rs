@@ -110,58 +110,75 @@ impl Script {
         sync: Option<&ReplicaSync>,
         command: impl Fn(Value) -> Vec<Value>,
     ) -> Result<(Value, Replicated), fred::error::Error> {
-        resend_redirected(self.name, || {
-            self.send_once(redis, options, slot, sync, &command)
+        resend_redirected(self.name, redis, slot, |route| {
+            let command = &command;
+            async move { self.send_once(redis, options, &route, sync, command).await }
         })
         .await
     }
 
-    /// One EVALSHA, with the EVAL fallback on NOSCRIPT, and with `sync` the `WAIT` after it.
+    /// One EVALSHA, with the EVAL fallback on NOSCRIPT, and with `sync` the `WAIT` after it;
+    /// after an `ASK`, each preceded by `ASKING` on the migration's target.
     async fn send_once(
         &'static self,
         redis: &Pool,
         options: &fred::types::config::Options,
-        slot: Option<u16>,
+        route: &Route,
         sync: Option<&ReplicaSync>,
         command: &impl Fn(Value) -> Vec<Value>,
     ) -> Result<(Value, Replicated), fred::error::Error> {
         use fred::interfaces::ClientLike;
-        use fred::types::{ClusterHash, CustomCommand};
+        use fred::types::CustomCommand;
 
         let connection = redis.next();
-        let client = connection.with_options(options);
-        let route = || slot.map_or(ClusterHash::Random, ClusterHash::Custom);
-        let evalsha = CustomCommand::new_static("EVALSHA", route(), false);
+        let options = route.options(options);
+        let client = connection.with_options(&options);
+        let asking = || async {
+            if route.asking.is_some() {
+                let asking = CustomCommand::new_static("ASKING", route.hash(), false);
+                client
+                    .custom::<Value, Value>(asking, Vec::<Value>::new())
+                    .await
+            } else {
+                Ok(Value::Null)
+            }
+        };
+        let evalsha = CustomCommand::new_static("EVALSHA", route.hash(), false);
         let evalsha =
             client.custom::<Value, Value>(evalsha, command(Value::Bytes(self.sha1().clone())));
         let replicas = match sync {
-            Some(sync) => sync.replicas(connection, slot).await,
+            Some(sync) => sync.replicas(connection, route).await,
             None => 0,
         };
-        let (reply, waited) = match sync.filter(|_| replicas > 0) {
-            // Written back to back on the one connection (`join!` polls, and so queues, the
-            // script first), so the `WAIT` covers the script's writes.
+        // Written back to back on the one connection (`join!` polls, and so queues, them in
+        // order): `ASKING` lets the next command in, and the `WAIT` covers the script's writes.
+        let (asked, reply, waited) = match sync.filter(|_| replicas > 0) {
             Some(sync) => {
-                let (wait, args) = sync.wait_command(replicas, slot);
-                let (reply, waited) = futures::join!(evalsha, client.custom(wait, args));
-                (reply, Some(waited))
+                let (wait, args) = sync.wait_command(replicas, route);
+                let (asked, reply, waited) =
+                    futures::join!(asking(), evalsha, client.custom(wait, args));
+                (asked, reply, Some(waited))
             }
-            None => (evalsha.await, None),
+            None => {
+                let (asked, reply) = futures::join!(asking(), evalsha);
+                (asked, reply, None)
+            }
         };
+        asked?;
         let (reply, waited) = match reply {
             Err(err) if err.details().starts_with("NOSCRIPT") => {
                 tracing::debug!(
                     script = self.name,
                     "script not cached by the server; sending it in full"
                 );
-                let eval = CustomCommand::new_static("EVAL", route(), false);
-                let reply = client
-                    .custom(eval, command(Value::from_static_str(self.lua)))
-                    .await;
+                let eval = CustomCommand::new_static("EVAL", route.hash(), false);
+                let eval = client.custom(eval, command(Value::from_static_str(self.lua)));
+                let (asked, reply) = futures::join!(asking(), eval);
+                asked?;
                 // The `WAIT` sent with the EVALSHA came before this write: wait again.
                 let waited = match (sync, waited) {
                     (Some(sync), Some(_)) if reply.is_ok() => {
-                        let (wait, args) = sync.wait_command(replicas, slot);
+                        let (wait, args) = sync.wait_command(replicas, route);
                         Some(client.custom(wait, args).await)
                     }
                     (_, waited) => waited,
@@ -172,10 +189,39 @@ impl Script {
         };
         let value = reply?;
         let replicated = match (sync, waited) {
-            (Some(sync), Some(waited)) => sync.judge(connection, slot, replicas, waited).await,
+            (Some(sync), Some(waited)) => sync.judge(connection, route, replicas, waited).await,
             _ => Replicated::NotAsked,
         };
         Ok((value, replicated))
+    }
+}
+
+/// Where one send of a call goes: the node serving its slot (fred routes by the slot), or,
+/// after an `ASK`, the slot's migration target, with `ASKING` first.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Route {
+    pub(crate) slot: Option<u16>,
+    pub(crate) asking: Option<fred::types::config::Server>,
+}
+
+impl Route {
+    pub(crate) fn hash(&self) -> fred::types::ClusterHash {
+        self.slot.map_or(
+            fred::types::ClusterHash::Random,
+            fred::types::ClusterHash::Custom,
+        )
+    }
+
+    /// `base`, sent to the migration target when asking.
+    pub(crate) fn options(
+        &self,
+        base: &fred::types::config::Options,
+    ) -> fred::types::config::Options {
+        let mut options = base.clone();
+        if let Some(target) = &self.asking {
+            options.cluster_node = Some(target.clone());
+        }
+        options
     }
 }
 
@@ -185,17 +231,25 @@ const MAX_REDIRECTS: u32 = 5;
 /// Runs `send` until its call was not redirected by a cluster node, at most [`MAX_REDIRECTS`]
 /// more times: a redirected call did not run, so sending it again cannot run it twice, although
 /// lock-changing scripts otherwise go out with a single write attempt.
+///
+/// After a `MOVED` fred has refreshed its slot map and the next send goes to the slot's new
+/// owner. After an `ASK` (the key has left a migrating slot) the slot's owner names the
+/// migration's target in `CLUSTER NODES`, and the next send goes there behind `ASKING`.
+/// `TRYAGAIN` (a multi-key call whose keys are split by the migration) only time helps.
 pub(crate) async fn resend_redirected<T, F, Fut>(
     what: &str,
+    redis: &Pool,
+    slot: Option<u16>,
     mut send: F,
 ) -> Result<T, fred::error::Error>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(Route) -> Fut,
     Fut: std::future::Future<Output = Result<T, fred::error::Error>>,
 {
     let mut redirects = 0;
+    let mut route = Route { slot, asking: None };
     loop {
-        let result = send().await;
+        let result = send(route.clone()).await;
         let redirected = match &result {
             Err(err) => Redirected::of(err),
             Ok(_) => None,
@@ -204,21 +258,72 @@ where
             return result;
         };
         redirects += 1;
-        tracing::debug!(what, ?redirected, redirects, "redirected; sending again");
-        // After `MOVED` fred has refreshed its slot map and the next send goes to the new
-        // owner; while a slot migrates (`ASK`, `TRYAGAIN`) only time helps.
-        tokio::time::sleep(Duration::from_millis(20 * redirects as u64)).await;
+        let target = match (redirected, slot) {
+            (Redirected::Redirection, Some(slot)) => migration_target(redis, slot).await,
+            _ => None,
+        };
+        tracing::debug!(
+            what,
+            ?redirected,
+            ?target,
+            redirects,
+            "redirected; sending again"
+        );
+        if target.is_none() || target == route.asking {
+            tokio::time::sleep(Duration::from_millis(20 * redirects as u64)).await;
+        }
+        route.asking = target;
     }
+}
+
+/// The node a migrating `slot` is moving to, as the slot's owner tells in `CLUSTER NODES` (its
+/// own line carries `[slot->-target-id]`); `None` when the slot is not migrating.
+async fn migration_target(redis: &Pool, slot: u16) -> Option<fred::types::config::Server> {
+    use fred::interfaces::ClientLike;
+    let nodes: String = redis
+        .next()
+        .custom(
+            fred::types::CustomCommand::new_static(
+                "CLUSTER",
+                fred::types::ClusterHash::Custom(slot),
+                false,
+            ),
+            vec![Value::from_static_str("NODES")],
+        )
+        .await
+        .ok()?;
+    migration_target_in(&nodes, slot)
+}
+
+fn migration_target_in(nodes: &str, slot: u16) -> Option<fred::types::config::Server> {
+    let marker = format!("[{slot}->-");
+    let myself = nodes.lines().find(|line| {
+        line.split(' ')
+            .nth(2)
+            .is_some_and(|flags| flags.contains("myself"))
+    })?;
+    let target = myself
+        .split(' ')
+        .find_map(|field| field.strip_prefix(marker.as_str()))?
+        .strip_suffix(']')?;
+    let address = nodes
+        .lines()
+        .find(|line| line.split(' ').next() == Some(target))?
+        .split(' ')
+        .nth(1)?;
+    // `ip:port@cport[,hostname]`
+    let (host, port) = address.split(['@', ',']).next()?.rsplit_once(':')?;
+    Some(fred::types::config::Server::new(host, port.parse().ok()?))
 }
 
 /// A call that a cluster node redirected instead of running.
 ///
 /// The command connections have `max_redirections: 0` (`client.rs`), so fred answers a
 /// redirection with an error instead of following it: after `MOVED` it has refreshed its slot
-/// map first, and an `ASK` (the key has already left a migrating slot) it would follow with an
-/// `ASKING` that fred 10.1 cannot complete under a single write attempt; the failure tore down
-/// the client's router, failing every other call in flight with an unknown outcome. `ASK` is
-/// not followed: such a call fails as `Unavailable` (`Routing`) until the migration ends.
+/// map first; an `ASK` (the key has already left a migrating slot) it would follow with an
+/// `ASKING` that fred 10.1 cannot complete under a single write attempt, and that failure tore
+/// down the client's router, failing every other call in flight with an unknown outcome.
+/// [`resend_redirected`] follows both itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Redirected {
     /// `MOVED` or `ASK`: fred's "Too many redirections".
@@ -580,6 +685,23 @@ pub(crate) async fn preload(redis: &Pool, clustered: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_migration_target_is_read_from_the_owners_cluster_nodes() {
+        let nodes = "\
+e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 [93->-292f] [94-<-aaaa]
+292f 127.0.0.1:30002@31002,host2 master - 0 1426238316232 2 connected 5461-10922
+07c3 127.0.0.1:30004@31004 slave e7d1 0 1426238317239 4 connected
+";
+        let target = migration_target_in(nodes, 93).map(|server| server.to_string());
+        assert_eq!(target.as_deref(), Some("127.0.0.1:30002"));
+        assert!(
+            migration_target_in(nodes, 94).is_none(),
+            "importing, not migrating"
+        );
+        assert!(migration_target_in(nodes, 95).is_none());
+        assert!(migration_target_in("garbage", 93).is_none());
+    }
 
     fn text(encoded: &Encoded) -> Vec<String> {
         encoded

@@ -24,6 +24,16 @@ async fn connect_cluster(cluster: &RedisCluster, mode: PublishMode) -> ferrisson
         .expect("ferrisson connects to the cluster")
 }
 
+/// Whether the master client `master`, importing `key`'s slot, holds `key` (`ASKING` first: an
+/// importing node answers others with `MOVED`).
+async fn stored_while_importing(master: &fred::clients::Client, key: &str) -> bool {
+    let _: Value = master
+        .custom(fred::cmd!("ASKING"), Vec::<String>::new())
+        .await
+        .expect("ASKING");
+    stored_on(master, key).await
+}
+
 /// Whether the master client `master` holds `key` (on the node that serves its slot).
 async fn stored_on(master: &fred::clients::Client, key: &str) -> bool {
     master.exists::<i64, _>(key).await.unwrap_or(0) == 1
@@ -420,13 +430,14 @@ async fn clients_follow_a_failover_and_waiters_are_not_stranded() {
     let _ = renewed.unlock().await;
 }
 
-/// A lock call to a key that has already left its migrating slot is answered with `ASK`. fred
-/// 10.1 cannot follow it under ferrisson's single-attempt writes, and its failure used to tear
-/// down the client's connections, failing every other call in flight with an unknown outcome.
-/// Now only that call fails, at once and as `Unavailable`; every other lock keeps working, and
-/// the same call succeeds on the new master once the migration ends.
+/// A lock call to a key that has already left its migrating slot is answered with `ASK`: it is
+/// sent again to the migration's target behind `ASKING` (fred 10.1 cannot follow an `ASK` under
+/// ferrisson's single-attempt writes, and its attempt tore down the client's connections). So
+/// locks are taken and queried while their slot migrates, and every other lock keeps working.
+/// A release is refused by both nodes until the migration ends (`TRYAGAIN`: its lock and
+/// channel keys count as split), as for Redisson, and goes through once it has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_ask_during_a_migration_fails_only_its_own_call() {
+async fn locks_are_taken_while_their_slot_migrates_by_following_ask() {
     let cluster = RedisCluster::start(3, 0).await;
     let raw = cluster.raw().await;
     let client = connect_cluster(&cluster, PublishMode::Auto).await;
@@ -439,32 +450,44 @@ async fn an_ask_during_a_migration_fails_only_its_own_call() {
 
     cluster.begin_migration(slot, from, to).await;
     cluster.move_keys(slot, from, to).await;
+    // A new lock in the migrating slot: not on the source, so it is created on the target.
     let fresh = client.lock("{asked}:fresh").with_owner(Owner::new());
-    let err = fresh
+    let guard = fresh
         .try_lock()
         .await
-        .expect_err("the key has left the source: ASK, not followed");
-    assert!(matches!(&err, ferrisson::Error::Unavailable(_)), "{err:?}");
+        .expect("ASK followed to the target")
+        .expect("free");
+    assert!(stored_while_importing(&cluster.master_clients[to], "{asked}:fresh").await);
+    // The moved lock: queried and re-entered on the target.
     let moved = client.lock(name).with_owner(held.owner());
-    assert!(
-        moved.hold_count().await.is_err(),
-        "a query is redirected too"
-    );
-    // Other locks are unaffected: the client's connections were not torn down.
+    assert_eq!(moved.hold_count().await.expect("a query follows ASK"), 1);
+    let again = held.reenter().await.expect("re-entered on the target");
+    assert_eq!(moved.hold_count().await.expect("hold count"), 2);
+    // Other locks are unaffected.
     let released = tokio::time::timeout(Duration::from_secs(2), elsewhere.unlock())
         .await
         .expect("a release on another slot answers at once");
     assert!(released.expect("release on another slot"));
 
-    cluster.finish_migration(slot, to).await;
-    let guard = fresh
-        .try_lock()
+    // A release while the slot migrates is refused (TRYAGAIN) and reported as an outage; the
+    // client settles the hold it gave up once the migration is over.
+    let err = again
+        .unlock()
         .await
-        .expect("after the migration")
-        .expect("free");
-    assert!(stored_on(&cluster.master_clients[to], "{asked}:fresh").await);
-    assert_eq!(moved.hold_count().await.expect("hold count"), 1);
-    assert!(!held.is_lost());
+        .expect_err("TRYAGAIN until the migration ends");
+    assert!(matches!(err, ferrisson::Error::Unavailable(_)), "{err:?}");
+
+    cluster.finish_migration(slot, to).await;
+    support::redis_state::poll_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || async { moved.hold_count().await.ok() },
+        |count| *count == Some(1),
+    )
+    .await
+    .expect("the refused release is settled after the migration");
     assert!(guard.unlock().await.expect("release"));
+    assert!(!held.is_lost());
     assert!(held.unlock().await.expect("release"));
+    assert!(!stored_on(&cluster.master_clients[to], name).await);
 }
