@@ -5,7 +5,8 @@
 //! ```
 //!
 //! Starts a private `redis-server` (persistence off), or uses the one at `--url`, and runs the
-//! scenarios `limit`, `uncontended`, `hot`, `waiters`, `held` and `peers` against it. Prints a
+//! scenarios `limit`, `uncontended`, `hot`, `waiters`, `held`, `peers` and `processes` (P worker
+//! processes, this binary run again, × T tasks on one lock) against it. Prints a
 //! table with every target as a ratio against the baselines of the same run, and writes
 //! `target/bench/<scenario>.json`, `target/bench/summary.json` (complete runs only),
 //! `target/bench/run.json` (machine and settings) and charts `target/bench/*.svg`.
@@ -29,6 +30,7 @@ mod ferrisson;
 mod limit;
 mod measure;
 mod peers;
+mod processes;
 mod report;
 
 use std::future::Future;
@@ -36,7 +38,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use measure::CpuPer;
-use report::{HotRow, LimitRow, Run, UncontendedRow};
+use report::{HotRow, LimitRow, ProcessesRow, Run, UncontendedRow};
 
 /// Which configuration runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +104,8 @@ pub struct Plan {
     pub ping_samples: usize,
     /// Rounds of the uncontended comparison at `uncontended_summary` (see `compare_uncontended`).
     pub compare_rounds: u32,
+    /// The processes scenario's spreads: (P worker processes, T tasks each) on one lock.
+    pub processes: Vec<(usize, usize)>,
 }
 
 impl Plan {
@@ -129,6 +133,7 @@ impl Plan {
                 limit_pipeline: 16,
                 ping_samples: 20_000,
                 compare_rounds: 5,
+                processes: vec![(2, 1), (2, 8), (4, 1), (4, 8)],
             },
             Mode::Quick => Plan {
                 mode,
@@ -147,6 +152,7 @@ impl Plan {
                 limit_pipeline: 16,
                 ping_samples: 2_000,
                 compare_rounds: 2,
+                processes: vec![(2, 1), (2, 8), (4, 1), (4, 8)],
             },
             Mode::Smoke => Plan {
                 mode,
@@ -162,6 +168,7 @@ impl Plan {
                 limit_pipeline: 16,
                 ping_samples: 100,
                 compare_rounds: 1,
+                processes: vec![(2, 2)],
             },
         }
     }
@@ -181,7 +188,16 @@ impl Plan {
     }
 }
 
-pub const SCENARIOS: [&str; 6] = ["limit", "uncontended", "hot", "waiters", "held", "peers"];
+pub const SCENARIOS: [&str; 8] = [
+    "limit",
+    "uncontended",
+    "hot",
+    "waiters",
+    "held",
+    "peers",
+    "cluster",
+    "processes",
+];
 
 struct Options {
     mode: Mode,
@@ -320,6 +336,10 @@ fn show<T>(result: &Result<T, String>, ok: impl Fn(&T) -> String) -> String {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some((processes::WORKER, rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
+        std::process::exit(processes::worker(rest));
+    }
     started();
     let options = match Options::parse() {
         Ok(options) => options,
@@ -384,6 +404,9 @@ fn main() {
         }
         if options.runs("held") {
             run.held = Some(run_held(&plan, &url, &raw).await);
+        }
+        if options.runs("processes") {
+            run.processes = Some(run_processes(&plan, &url).await);
         }
     });
 
@@ -662,9 +685,7 @@ impl Turns {
     fn combined(self) -> Result<measure::Throughput, String> {
         let turns = self.results.into_iter().collect::<Result<Vec<_>, _>>()?;
         let median = |field: fn(&measure::Throughput) -> f64| {
-            let mut values: Vec<f64> = turns.iter().map(field).collect();
-            values.sort_by(f64::total_cmp);
-            values.get(values.len() / 2).copied().unwrap_or(0.0)
+            measure::median(turns.iter().map(field).collect())
         };
         Ok(measure::Throughput {
             pairs_per_s: turns.iter().map(|t| t.pairs_per_s).sum::<f64>()
@@ -825,6 +846,34 @@ async fn run_held(
             })
         );
         rows.push(result);
+    }
+    rows
+}
+
+async fn run_processes(plan: &Plan, url: &str) -> Vec<ProcessesRow> {
+    use processes::Contended;
+    let mut rows = Vec::new();
+    for &(procs, tasks) in &plan.processes {
+        let spread = |lock: Contended| async move {
+            let limit = match lock {
+                Contended::Ferrisson => plan.scenario_timeout(),
+                Contended::Spin => plan.baseline_timeout(),
+            };
+            let run = processes::run(lock, url, procs, tasks, plan.warmup, plan.duration);
+            let outcome = bounded(limit, run).await;
+            progress!(
+                "processes P={procs} × T={tasks}: {} {}",
+                lock.name(),
+                show(&outcome, report::fleet)
+            );
+            outcome
+        };
+        rows.push(ProcessesRow {
+            procs,
+            tasks,
+            ferrisson: spread(Contended::Ferrisson).await,
+            spin: spread(Contended::Spin).await,
+        });
     }
     rows
 }

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::ferrisson::HotExtra;
 use crate::measure::{Held, Hot, Throughput, Waiters};
+use crate::processes::Fleet;
 use crate::Plan;
 
 type Res<T> = Result<T, String>;
@@ -127,6 +128,14 @@ pub struct HotRow {
     pub rslock: Option<Res<Hot>>,
 }
 
+/// One spread (P processes × T tasks on one lock) of the processes scenario.
+pub struct ProcessesRow {
+    pub procs: usize,
+    pub tasks: usize,
+    pub ferrisson: Res<Fleet>,
+    pub spin: Res<Fleet>,
+}
+
 /// Everything one run measured; `None`: the scenario was not selected.
 pub struct Run {
     pub plan: Plan,
@@ -138,6 +147,7 @@ pub struct Run {
     pub hot: Option<Vec<HotRow>>,
     pub waiters: Option<Vec<Res<Waiters>>>,
     pub held: Option<Vec<Res<Held>>>,
+    pub processes: Option<Vec<ProcessesRow>>,
 }
 
 impl Run {
@@ -151,6 +161,7 @@ impl Run {
             hot: None,
             waiters: None,
             held: None,
+            processes: None,
         }
     }
 
@@ -175,6 +186,11 @@ impl Run {
         for row in self.held.iter().flatten() {
             if let Err(e) = row {
                 failures.push(format!("held {e}"));
+            }
+        }
+        for row in self.processes.iter().flatten() {
+            if let Err(e) = &row.ferrisson {
+                failures.push(format!("processes P={} × T={}: {e}", row.procs, row.tasks));
             }
         }
         failures
@@ -301,6 +317,34 @@ pub fn hot(h: &Hot) -> String {
         us(h.handoff_p99_us),
         h.min_per_task,
         h.max_per_task
+    )
+}
+
+pub fn fleet(s: &Fleet) -> String {
+    format!(
+        "{} acq/s, per process {:?} (min/max {:.2}), per task {}..{}, acquire p50 {} (median of processes) p99 {} (worst process) max {}; {}",
+        rate(s.acq_per_s),
+        s.per_process,
+        s.fairness(),
+        s.per_task_min,
+        s.per_task_max,
+        us(s.p50_us),
+        us(s.p99_us),
+        us(s.max_us),
+        turns(&s.turns)
+    )
+}
+
+fn turns(t: &crate::processes::Turns) -> String {
+    format!(
+        "{} turns, {:.1} acquisitions per turn, next acquisition p50/p99 {}/{} within a turn and {}/{} at a switch; switches took {:.0} % of the time",
+        t.turns,
+        t.per_turn,
+        us(t.within_us[0] as f64),
+        us(t.within_us[1] as f64),
+        us(t.switch_us[0] as f64),
+        us(t.switch_us[1] as f64),
+        t.switch_share * 100.0
     )
 }
 
@@ -525,6 +569,31 @@ pub fn checks(run: &Run) -> Vec<Check> {
                 met: Some(per <= 2048.0),
             });
         }
+    }
+    for row in run.processes.iter().flatten() {
+        let Ok(f) = &row.ferrisson else { continue };
+        let spread = format!("processes P={} × T={}", row.procs, row.tasks);
+        checks.push(ratio_check(
+            "processes",
+            format!("{spread}: {} acq/s", rate(f.acq_per_s)),
+            f.acq_per_s,
+            "spin",
+            row.spin.clone().map(|s| s.acq_per_s),
+            true,
+            0.8,
+        ));
+        let (min, max) = (
+            f.per_process.iter().min().copied().unwrap_or(0),
+            f.per_process.iter().max().copied().unwrap_or(0),
+        );
+        checks.push(Check {
+            scenario: "processes",
+            text: format!(
+                "{spread}: fairness between processes min/max = {min}/{max} = {:.2} (target ≥ 0.5)",
+                f.fairness()
+            ),
+            met: Some(f.fairness() >= 0.5),
+        });
     }
     if let Some(rows) = &run.held {
         if let Some(Ok(h)) = rows.last() {
@@ -817,6 +886,62 @@ pub fn render(run: &Run) -> String {
         }
         out.push('\n');
     }
+    if let Some(rows) = &run.processes {
+        let _ = writeln!(out, "### processes\n");
+        let _ = writeln!(
+            out,
+            "P worker processes × T tasks each on one lock, one window. Latency: the median of the \
+             processes' acquire p50s, the worst process's p99, the longest acquire.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| P × T | lock | acq/s | per process | min/max | per task min..max | acquire p50 | p99 | max |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for row in rows {
+            for (name, result) in [("ferrisson", &row.ferrisson), ("spin", &row.spin)] {
+                let result = Some(result.clone());
+                let _ = writeln!(
+                    out,
+                    "| {} × {} | {name} | {} | {} | {} | {} | {} | {} | {} |",
+                    row.procs,
+                    row.tasks,
+                    cell(&result, |s| rate(s.acq_per_s)),
+                    cell(&result, |s| s
+                        .per_process
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" / ")),
+                    cell(&result, |s| format!("{:.2}", s.fairness())),
+                    cell(&result, |s| format!(
+                        "{}..{}",
+                        s.per_task_min, s.per_task_max
+                    )),
+                    cell(&result, |s| us(s.p50_us)),
+                    cell(&result, |s| us(s.p99_us)),
+                    cell(&result, |s| us(s.max_us)),
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nTurns (runs of consecutive acquisitions by one process):\n"
+        );
+        for row in rows {
+            for (name, result) in [("ferrisson", &row.ferrisson), ("spin", &row.spin)] {
+                if let Ok(fleet) = result {
+                    let _ = writeln!(
+                        out,
+                        "- {} × {} {name}: {}",
+                        row.procs,
+                        row.tasks,
+                        turns(&fleet.turns)
+                    );
+                }
+            }
+        }
+        out.push('\n');
+    }
     let checks = checks(run);
     if !checks.is_empty() {
         let _ = writeln!(out, "### targets\n");
@@ -1052,6 +1177,26 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
         )?;
         written.push("held.json");
     }
+    if let Some(rows) = &run.processes {
+        let rows: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "P": r.procs,
+                    "T": r.tasks,
+                    "ferrisson": res_json(&r.ferrisson),
+                    "spin": res_json(&r.spin),
+                    "fairness": { "ferrisson": r.ferrisson.as_ref().ok().map(Fleet::fairness), "spin": r.spin.as_ref().ok().map(Fleet::fairness) },
+                })
+            })
+            .collect();
+        write_json(
+            dir,
+            "processes.json",
+            &json!({ "mode": mode, "warmup_s": run.plan.warmup.as_secs_f64(), "duration_s": run.plan.duration.as_secs_f64(), "rows": rows }),
+        )?;
+        written.push("processes.json");
+    }
     let peers_ran = run.uncontended.iter().flatten().any(|r| r.rslock.is_some())
         || run.hot.iter().flatten().any(|r| r.spin.is_some());
     if peers_ran {
@@ -1091,6 +1236,7 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
                 "warmup_s": plan.warmup.as_secs_f64(), "duration_s": plan.duration.as_secs_f64(),
                 "limit_duration_s": plan.limit_duration.as_secs_f64(), "limit_pipeline": plan.limit_pipeline,
                 "ping_samples": plan.ping_samples,
+                "processes_PxT": plan.processes,
             },
             "checks": checks,
             "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
