@@ -6,7 +6,9 @@
 //!
 //! Starts a private `redis-server` (persistence off), or uses the one at `--url`, and runs the
 //! scenarios `limit`, `uncontended`, `hot`, `waiters`, `held`, `peers` and `processes` (P worker
-//! processes, this binary run again, × T tasks on one lock) against it. Prints a
+//! processes, this binary run again, × T tasks on one lock) against it, and `cluster`: the
+//! uncontended and hot loops on a local 3-master Redis Cluster of its own, taking turns with the
+//! same loops on that server. Prints a
 //! table with every target as a ratio against the baselines of the same run, and writes
 //! `target/bench/<scenario>.json`, `target/bench/summary.json` (complete runs only),
 //! `target/bench/run.json` (machine and settings) and charts `target/bench/*.svg`.
@@ -16,8 +18,8 @@
 //! * `--tasks 64`: only these T in the `limit`, `uncontended` and `hot` scenarios (no
 //!   `summary.json` either).
 //! * `--url redis://host:port`: an existing server. The run uses its own key names, but it does
-//!   reset the server's command statistics (`CONFIG RESETSTAT`) for the held scenario, and other
-//!   clients of that server distort the numbers.
+//!   reset the server's command statistics (`CONFIG RESETSTAT`) for the held, waiters and
+//!   cluster scenarios, and other clients of that server distort the numbers.
 //!
 //! `cargo bench` passes `--bench` to this harness-less target. Without it (as under
 //! `cargo test --all-targets`) it runs a tiny smoke configuration in a few seconds that writes
@@ -26,6 +28,7 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod cluster;
 mod ferrisson;
 mod limit;
 mod measure;
@@ -106,6 +109,8 @@ pub struct Plan {
     pub compare_rounds: u32,
     /// The processes scenario's spreads: (P worker processes, T tasks each) on one lock.
     pub processes: Vec<(usize, usize)>,
+    /// The cluster scenario's sizes, each run in `compare_rounds` rounds of turns.
+    pub cluster: Vec<(cluster::Kind, usize)>,
 }
 
 impl Plan {
@@ -134,6 +139,12 @@ impl Plan {
                 ping_samples: 20_000,
                 compare_rounds: 5,
                 processes: vec![(2, 1), (2, 8), (4, 1), (4, 8)],
+                cluster: vec![
+                    (cluster::Kind::Uncontended, 1),
+                    (cluster::Kind::Uncontended, 64),
+                    (cluster::Kind::Hot, 2),
+                    (cluster::Kind::Hot, 16),
+                ],
             },
             Mode::Quick => Plan {
                 mode,
@@ -153,6 +164,12 @@ impl Plan {
                 ping_samples: 2_000,
                 compare_rounds: 2,
                 processes: vec![(2, 1), (2, 8), (4, 1), (4, 8)],
+                cluster: vec![
+                    (cluster::Kind::Uncontended, 1),
+                    (cluster::Kind::Uncontended, 64),
+                    (cluster::Kind::Hot, 2),
+                    (cluster::Kind::Hot, 16),
+                ],
             },
             Mode::Smoke => Plan {
                 mode,
@@ -169,6 +186,7 @@ impl Plan {
                 ping_samples: 100,
                 compare_rounds: 1,
                 processes: vec![(2, 2)],
+                cluster: vec![(cluster::Kind::Uncontended, 4), (cluster::Kind::Hot, 2)],
             },
         }
     }
@@ -389,6 +407,10 @@ fn main() {
     let mut run = Run::new(plan.clone(), machine);
     run.complete = options.only.is_none() && options.tasks.is_none();
     runtime.block_on(async {
+        // The smoke starts the cluster (2–3 s) while the other scenarios run; a measuring run
+        // starts it at its scenario, so that the start disturbs no other measurement.
+        let mut cluster_starting =
+            (plan.mode == Mode::Smoke && options.runs("cluster")).then(cluster::start);
         if options.runs("limit") {
             run.limit = Some(run_limit(&plan, &url, port).await);
         }
@@ -404,6 +426,17 @@ fn main() {
         }
         if options.runs("held") {
             run.held = Some(run_held(&plan, &url, &raw).await);
+        }
+        if options.runs("cluster") {
+            run.cluster = Some(
+                cluster::run(
+                    cluster_starting.take().unwrap_or_else(cluster::start),
+                    (&url, &raw),
+                    &plan,
+                    |line| progress!("{line}"),
+                )
+                .await,
+            );
         }
         if options.runs("processes") {
             run.processes = Some(run_processes(&plan, &url).await);

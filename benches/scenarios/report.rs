@@ -148,6 +148,7 @@ pub struct Run {
     pub waiters: Option<Vec<Res<Waiters>>>,
     pub held: Option<Vec<Res<Held>>>,
     pub processes: Option<Vec<ProcessesRow>>,
+    pub cluster: Option<crate::cluster::Outcome>,
 }
 
 impl Run {
@@ -162,6 +163,7 @@ impl Run {
             waiters: None,
             held: None,
             processes: None,
+            cluster: None,
         }
     }
 
@@ -186,6 +188,15 @@ impl Run {
         for row in self.held.iter().flatten() {
             if let Err(e) = row {
                 failures.push(format!("held {e}"));
+            }
+        }
+        // A cluster that did not start is the fixture's failure, not ferrisson's: n/a.
+        for row in self.cluster.iter().flat_map(|c| &c.rows) {
+            for (side, result) in [("single", &row.single), ("cluster", &row.cluster)] {
+                if let Err(e) = result {
+                    let kind = row.kind.name();
+                    failures.push(format!("cluster: {kind} T={} on {side}: {e}", row.tasks));
+                }
             }
         }
         for row in self.processes.iter().flatten() {
@@ -886,6 +897,9 @@ pub fn render(run: &Run) -> String {
         }
         out.push('\n');
     }
+    if let Some(cluster) = &run.cluster {
+        render_cluster(&mut out, cluster);
+    }
     if let Some(rows) = &run.processes {
         let _ = writeln!(out, "### processes\n");
         let _ = writeln!(
@@ -957,6 +971,64 @@ pub fn render(run: &Run) -> String {
         );
     }
     out
+}
+
+fn render_cluster(out: &mut String, cluster: &crate::cluster::Outcome) {
+    let _ = writeln!(out, "### cluster\n");
+    match &cluster.nodes {
+        Ok(nodes) => {
+            let _ = writeln!(
+                out,
+                "A local Redis Cluster ({nodes}) taking turns with the single server: {} rounds \
+                 of one turn each ({} after the warm-up). × single: cluster ÷ single server, from \
+                 the same turns. Script runs (round trips), lock calls and unlock messages per \
+                 acquisition: from `INFO commandstats` of every server; server CPU: `INFO cpu` of \
+                 every server, over the turns with their warm-ups.\n",
+                cluster.rounds,
+                us(cluster.turn.as_secs_f64() * 1e6)
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(out, "n/a: {e}\n");
+            return;
+        }
+    }
+    let _ = writeln!(
+        out,
+        "| loop | T | server | rate | acquire p50 | acquire p99 | × single: rate | p50 | p99 | script runs / acq | lock calls / acq | messages / acq | server CPU / acq |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for row in &cluster.rows {
+        for (name, side) in [("single", &row.single), ("cluster", &row.cluster)] {
+            let side = Some(side.clone());
+            let single = row.single.as_ref().ok();
+            let versus = |field: fn(&crate::cluster::Side) -> f64| match (&side, single) {
+                (Some(Ok(s)), Some(base)) if name == "cluster" && field(base) > 0.0 => {
+                    format!("{:.2}", field(s) / field(base))
+                }
+                _ => "–".into(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                row.kind.name(),
+                row.tasks,
+                cell(&side, |s| format!("{} {}", rate(s.per_s), row.kind.unit())),
+                cell(&side, |s| us(s.p50_us)),
+                cell(&side, |s| us(s.p99_us)),
+                versus(|s| s.per_s),
+                versus(|s| s.p50_us),
+                versus(|s| s.p99_us),
+                cell(&side, |s| format!("{:.2}", s.scripts_per_acquisition)),
+                cell(&side, |s| format!("{:.2}", s.calls_per_acquisition)),
+                cell(&side, |s| format!("{:.2}", s.publishes_per_acquisition)),
+                cell(&side, |s| format!(
+                    "{:.1} µs",
+                    s.server_cpu_us_per_acquisition
+                )),
+            );
+        }
+    }
+    out.push('\n');
 }
 
 pub fn print(run: &Run) {
@@ -1177,6 +1249,36 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
         )?;
         written.push("held.json");
     }
+    if let Some(cluster) = &run.cluster {
+        let rows: Vec<Value> = cluster
+            .rows
+            .iter()
+            .map(|r| {
+                let ratio = |field: fn(&crate::cluster::Side) -> f64| match (&r.cluster, &r.single)
+                {
+                    (Ok(c), Ok(s)) if field(s) > 0.0 => json!(field(c) / field(s)),
+                    _ => Value::Null,
+                };
+                json!({
+                    "loop": r.kind,
+                    "T": r.tasks,
+                    "single": res_json(&r.single),
+                    "cluster": res_json(&r.cluster),
+                    "cluster_over_single": {
+                        "rate": ratio(|s| s.per_s),
+                        "p50": ratio(|s| s.p50_us),
+                        "p99": ratio(|s| s.p99_us),
+                    },
+                })
+            })
+            .collect();
+        write_json(
+            dir,
+            "cluster.json",
+            &json!({ "mode": mode, "nodes": res_json(&cluster.nodes), "rounds": cluster.rounds, "turn_s": cluster.turn.as_secs_f64(), "warmup_s": run.plan.warmup.as_secs_f64(), "rows": rows }),
+        )?;
+        written.push("cluster.json");
+    }
     if let Some(rows) = &run.processes {
         let rows: Vec<Value> = rows
             .iter()
@@ -1237,6 +1339,7 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
                 "limit_duration_s": plan.limit_duration.as_secs_f64(), "limit_pipeline": plan.limit_pipeline,
                 "ping_samples": plan.ping_samples,
                 "processes_PxT": plan.processes,
+                "cluster": plan.cluster.iter().map(|(kind, t)| json!({ "loop": kind, "T": t })).collect::<Vec<_>>(),
             },
             "checks": checks,
             "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
