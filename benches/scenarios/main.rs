@@ -113,6 +113,19 @@ pub struct Plan {
     pub cluster: Vec<(cluster::Kind, usize)>,
 }
 
+/// The processes scenario's (P, T) in full and quick runs: 2 and 4 processes on 2 cores, with
+/// one task each (no local hand-offs) and with 8 (local hand-offs between the switches).
+const PROCESS_SPREADS: [(usize, usize); 4] = [(2, 1), (2, 8), (4, 1), (4, 8)];
+
+/// The cluster scenario's sizes in full and quick runs: the ends of the uncontended range (a
+/// lone call, and batches on the single server) and the hot scenario's summary T and T = 2.
+const CLUSTER_SIZES: [(cluster::Kind, usize); 4] = [
+    (cluster::Kind::Uncontended, 1),
+    (cluster::Kind::Uncontended, 64),
+    (cluster::Kind::Hot, 2),
+    (cluster::Kind::Hot, 16),
+];
+
 impl Plan {
     fn new(mode: Mode) -> Plan {
         let ms = Duration::from_millis;
@@ -138,13 +151,8 @@ impl Plan {
                 limit_pipeline: 16,
                 ping_samples: 20_000,
                 compare_rounds: 5,
-                processes: vec![(2, 1), (2, 8), (4, 1), (4, 8)],
-                cluster: vec![
-                    (cluster::Kind::Uncontended, 1),
-                    (cluster::Kind::Uncontended, 64),
-                    (cluster::Kind::Hot, 2),
-                    (cluster::Kind::Hot, 16),
-                ],
+                processes: PROCESS_SPREADS.to_vec(),
+                cluster: CLUSTER_SIZES.to_vec(),
             },
             Mode::Quick => Plan {
                 mode,
@@ -163,13 +171,8 @@ impl Plan {
                 limit_pipeline: 16,
                 ping_samples: 2_000,
                 compare_rounds: 2,
-                processes: vec![(2, 1), (2, 8), (4, 1), (4, 8)],
-                cluster: vec![
-                    (cluster::Kind::Uncontended, 1),
-                    (cluster::Kind::Uncontended, 64),
-                    (cluster::Kind::Hot, 2),
-                    (cluster::Kind::Hot, 16),
-                ],
+                processes: PROCESS_SPREADS.to_vec(),
+                cluster: CLUSTER_SIZES.to_vec(),
             },
             Mode::Smoke => Plan {
                 mode,
