@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use ferrisson::{Client, Config, Owner, WokenBy};
 
-use crate::measure::{self, Held, Hot, Throughput, Waiters};
+use crate::measure::{self, Held, Hot, Start, Throughput, Waiters, Window};
 use crate::support::redis_state::{command_stats, numsub, reset_stats};
 
 /// RSS after handing free allocator memory back to the OS.
@@ -32,7 +32,7 @@ fn err(what: &str) -> impl Fn(ferrisson::Error) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-async fn connect(url: &str) -> Outcome<Client> {
+pub async fn connect(url: &str) -> Outcome<Client> {
     Client::connect(url).await.map_err(err("connect"))
 }
 
@@ -57,8 +57,8 @@ struct Worker {
     immediate: u64,
     /// Hot: acquisitions by other tasks while one acquire waited (FIFO: about T − 1).
     overtaken: Histogram<u64>,
-    /// Hot: when each measured acquisition returned, in 100 ms slots of the window.
-    slots: Vec<u64>,
+    /// Hot: when each measured acquisition returned, in µs since the window opened.
+    acquired_us: Vec<u64>,
 }
 
 impl Worker {
@@ -69,35 +69,13 @@ impl Worker {
             handoff: measure::histogram(),
             immediate: 0,
             overtaken: measure::histogram(),
-            slots: Vec::new(),
+            acquired_us: Vec::new(),
         }
     }
 }
 
 /// The slot length of [`HotExtra::per_slot`].
 const SLOT: Duration = Duration::from_millis(100);
-
-/// Measured window of a timed loop: `warm_end .. deadline`.
-#[derive(Clone, Copy)]
-struct Window {
-    warm_end: Instant,
-    deadline: Instant,
-}
-
-impl Window {
-    fn new(warmup: Duration, duration: Duration) -> Window {
-        let warm_end = Instant::now() + warmup;
-        Window {
-            warm_end,
-            deadline: warm_end + duration,
-        }
-    }
-
-    /// Whether an operation that started at `started` and ended at `ended` lies in the window.
-    fn counts(&self, started: Instant, ended: Instant) -> bool {
-        started >= self.warm_end && ended <= self.deadline
-    }
-}
 
 /// Uncontended: `tasks` tasks, each locking and unlocking its own lock in a loop for `duration`
 /// (after `warmup`). Acquire latency is the time `lock()` takes.
@@ -108,7 +86,7 @@ pub async fn uncontended(
     duration: Duration,
 ) -> Outcome<Throughput> {
     let client = connect(url).await?;
-    let window = Window::new(warmup, duration);
+    let window = Window::new(Start::After(warmup), duration);
     let handles = (0..tasks)
         .map(|i| {
             let lock = client.lock(format!("ferrisson-bench:uncontended:{tasks}:{i}"));
@@ -165,6 +143,10 @@ pub struct HotExtra {
     /// Acquisitions per 100 ms slot of the window: min, median, max (how steady the machine
     /// was: with FIFO service the acquire tail follows the slow slots).
     pub per_slot: [u64; 3],
+    /// When each acquisition within the window returned, in µs since it opened (all tasks,
+    /// unordered): the processes scenario merges them across processes.
+    #[serde(skip)]
+    pub acquired_us: Vec<u64>,
 }
 
 /// Hot: `tasks` tasks, each with its own [`Owner`], lock and unlock one lock in a loop with no
@@ -181,11 +163,25 @@ pub async fn hot(
     duration: Duration,
 ) -> Outcome<(Hot, HotExtra)> {
     let client = connect(url).await?;
-    let base = client.lock(format!("ferrisson-bench:hot:{tasks}"));
-    let epoch = Instant::now();
+    let name = format!("ferrisson-bench:hot:{tasks}");
+    let outcome = hot_on(&client, &name, tasks, Start::After(warmup), duration).await;
+    client.shutdown().await;
+    outcome
+}
+
+/// [`hot`] on lock `name` with a connected client, whose window opens at `start` (the
+/// processes scenario runs it in every worker process, on one lock, in one window).
+pub async fn hot_on(
+    client: &Client,
+    name: &str,
+    tasks: usize,
+    start: Start,
+    duration: Duration,
+) -> Outcome<(Hot, HotExtra)> {
+    let base = client.lock(name);
     let release_started = Arc::new(AtomicU64::new(0));
     let acquisitions = Arc::new(AtomicU64::new(0));
-    let window = Window::new(warmup, duration);
+    let window = Window::new(start, duration);
     let handles = (0..tasks)
         .map(|_| {
             let lock = base.with_owner(Owner::new());
@@ -208,13 +204,12 @@ pub async fn hot(
                     if started >= window.warm_end {
                         if acquired <= window.deadline {
                             worker.pairs += 1;
-                            let slot = (acquired - window.warm_end).as_nanos() / SLOT.as_nanos();
-                            worker.slots.push(u64::try_from(slot).unwrap_or(u64::MAX));
+                            worker.acquired_us.push(window.offset_us(acquired));
                         }
                         measure::record(&mut worker.acquire, acquired - started);
                         worker.overtaken.saturating_record(overtaken);
                         if guard.acquisition().woken_by != WokenBy::Immediate {
-                            let released_at = epoch
+                            let released_at = window.epoch
                                 + Duration::from_nanos(release_started.load(Ordering::SeqCst));
                             measure::record(
                                 &mut worker.handoff,
@@ -224,17 +219,14 @@ pub async fn hot(
                             worker.immediate += 1;
                         }
                     }
-                    let now = u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    release_started.store(now, Ordering::SeqCst);
+                    release_started.store(window.nanos(Instant::now()), Ordering::SeqCst);
                     guard.unlock().await.map_err(err("unlock"))?;
                 }
                 Ok(worker)
             })
         })
         .collect();
-    let workers = join_workers(handles).await;
-    client.shutdown().await;
-    let workers = workers?;
+    let workers = join_workers(handles).await?;
     let mut acquire = measure::histogram();
     let mut handoff = measure::histogram();
     let mut overtaken = measure::histogram();
@@ -247,7 +239,8 @@ pub async fn hot(
         overtaken
             .add(&worker.overtaken)
             .map_err(|e| e.to_string())?;
-        for &slot in &worker.slots {
+        for &at in &worker.acquired_us {
+            let slot = at / SLOT.as_micros() as u64;
             if let Some(count) = usize::try_from(slot).ok().and_then(|s| per_slot.get_mut(s)) {
                 *count += 1;
             }
@@ -296,6 +289,10 @@ pub async fn hot(
                 per_slot[per_slot.len() - 1],
             ]
         },
+        acquired_us: workers
+            .iter()
+            .flat_map(|w| w.acquired_us.iter().copied())
+            .collect(),
     };
     Ok((hot, extra))
 }

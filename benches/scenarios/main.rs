@@ -5,7 +5,10 @@
 //! ```
 //!
 //! Starts a private `redis-server` (persistence off), or uses the one at `--url`, and runs the
-//! scenarios `limit`, `uncontended`, `hot`, `waiters`, `held` and `peers` against it. Prints a
+//! scenarios `limit`, `uncontended`, `hot`, `waiters`, `held`, `peers` and `processes` (P worker
+//! processes, this binary run again, × T tasks on one lock) against it, and `cluster`: the
+//! uncontended and hot loops on a local 3-master Redis Cluster of its own, taking turns with the
+//! same loops on that server. Prints a
 //! table with every target as a ratio against the baselines of the same run, and writes
 //! `target/bench/<scenario>.json`, `target/bench/summary.json` (complete runs only),
 //! `target/bench/run.json` (machine and settings) and charts `target/bench/*.svg`.
@@ -15,8 +18,8 @@
 //! * `--tasks 64`: only these T in the `limit`, `uncontended` and `hot` scenarios (no
 //!   `summary.json` either).
 //! * `--url redis://host:port`: an existing server. The run uses its own key names, but it does
-//!   reset the server's command statistics (`CONFIG RESETSTAT`) for the held scenario, and other
-//!   clients of that server distort the numbers.
+//!   reset the server's command statistics (`CONFIG RESETSTAT`) for the held, waiters and
+//!   cluster scenarios, and other clients of that server distort the numbers.
 //!
 //! `cargo bench` passes `--bench` to this harness-less target. Without it (as under
 //! `cargo test --all-targets`) it runs a tiny smoke configuration in a few seconds that writes
@@ -25,10 +28,12 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod cluster;
 mod ferrisson;
 mod limit;
 mod measure;
 mod peers;
+mod processes;
 mod report;
 
 use std::future::Future;
@@ -36,7 +41,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use measure::CpuPer;
-use report::{HotRow, LimitRow, Run, UncontendedRow};
+use report::{HotRow, LimitRow, ProcessesRow, Run, UncontendedRow};
 
 /// Which configuration runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +107,24 @@ pub struct Plan {
     pub ping_samples: usize,
     /// Rounds of the uncontended comparison at `uncontended_summary` (see `compare_uncontended`).
     pub compare_rounds: u32,
+    /// The processes scenario's spreads: (P worker processes, T tasks each) on one lock.
+    pub processes: Vec<(usize, usize)>,
+    /// The cluster scenario's sizes, each run in `compare_rounds` rounds of turns.
+    pub cluster: Vec<(cluster::Kind, usize)>,
 }
+
+/// The processes scenario's (P, T) in full and quick runs: 2 and 4 processes on 2 cores, with
+/// one task each (no local hand-offs) and with 8 (local hand-offs between the switches).
+const PROCESS_SPREADS: [(usize, usize); 4] = [(2, 1), (2, 8), (4, 1), (4, 8)];
+
+/// The cluster scenario's sizes in full and quick runs: the ends of the uncontended range (a
+/// lone call, and batches on the single server) and the hot scenario's summary T and T = 2.
+const CLUSTER_SIZES: [(cluster::Kind, usize); 4] = [
+    (cluster::Kind::Uncontended, 1),
+    (cluster::Kind::Uncontended, 64),
+    (cluster::Kind::Hot, 2),
+    (cluster::Kind::Hot, 16),
+];
 
 impl Plan {
     fn new(mode: Mode) -> Plan {
@@ -129,6 +151,8 @@ impl Plan {
                 limit_pipeline: 16,
                 ping_samples: 20_000,
                 compare_rounds: 5,
+                processes: PROCESS_SPREADS.to_vec(),
+                cluster: CLUSTER_SIZES.to_vec(),
             },
             Mode::Quick => Plan {
                 mode,
@@ -147,6 +171,8 @@ impl Plan {
                 limit_pipeline: 16,
                 ping_samples: 2_000,
                 compare_rounds: 2,
+                processes: PROCESS_SPREADS.to_vec(),
+                cluster: CLUSTER_SIZES.to_vec(),
             },
             Mode::Smoke => Plan {
                 mode,
@@ -162,6 +188,8 @@ impl Plan {
                 limit_pipeline: 16,
                 ping_samples: 100,
                 compare_rounds: 1,
+                processes: vec![(2, 2)],
+                cluster: vec![(cluster::Kind::Uncontended, 4), (cluster::Kind::Hot, 2)],
             },
         }
     }
@@ -181,7 +209,16 @@ impl Plan {
     }
 }
 
-pub const SCENARIOS: [&str; 6] = ["limit", "uncontended", "hot", "waiters", "held", "peers"];
+pub const SCENARIOS: [&str; 8] = [
+    "limit",
+    "uncontended",
+    "hot",
+    "waiters",
+    "held",
+    "peers",
+    "cluster",
+    "processes",
+];
 
 struct Options {
     mode: Mode,
@@ -320,6 +357,10 @@ fn show<T>(result: &Result<T, String>, ok: impl Fn(&T) -> String) -> String {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some((processes::WORKER, rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
+        std::process::exit(processes::worker(rest));
+    }
     started();
     let options = match Options::parse() {
         Ok(options) => options,
@@ -369,6 +410,10 @@ fn main() {
     let mut run = Run::new(plan.clone(), machine);
     run.complete = options.only.is_none() && options.tasks.is_none();
     runtime.block_on(async {
+        // The smoke starts the cluster (2–3 s) while the other scenarios run; a measuring run
+        // starts it at its scenario, so that the start disturbs no other measurement.
+        let mut cluster_starting =
+            (plan.mode == Mode::Smoke && options.runs("cluster")).then(cluster::start);
         if options.runs("limit") {
             run.limit = Some(run_limit(&plan, &url, port).await);
         }
@@ -384,6 +429,20 @@ fn main() {
         }
         if options.runs("held") {
             run.held = Some(run_held(&plan, &url, &raw).await);
+        }
+        if options.runs("cluster") {
+            run.cluster = Some(
+                cluster::run(
+                    cluster_starting.take().unwrap_or_else(cluster::start),
+                    (&url, &raw),
+                    &plan,
+                    |line| progress!("{line}"),
+                )
+                .await,
+            );
+        }
+        if options.runs("processes") {
+            run.processes = Some(run_processes(&plan, &url).await);
         }
     });
 
@@ -662,9 +721,7 @@ impl Turns {
     fn combined(self) -> Result<measure::Throughput, String> {
         let turns = self.results.into_iter().collect::<Result<Vec<_>, _>>()?;
         let median = |field: fn(&measure::Throughput) -> f64| {
-            let mut values: Vec<f64> = turns.iter().map(field).collect();
-            values.sort_by(f64::total_cmp);
-            values.get(values.len() / 2).copied().unwrap_or(0.0)
+            measure::median(turns.iter().map(field).collect())
         };
         Ok(measure::Throughput {
             pairs_per_s: turns.iter().map(|t| t.pairs_per_s).sum::<f64>()
@@ -825,6 +882,34 @@ async fn run_held(
             })
         );
         rows.push(result);
+    }
+    rows
+}
+
+async fn run_processes(plan: &Plan, url: &str) -> Vec<ProcessesRow> {
+    use processes::Contended;
+    let mut rows = Vec::new();
+    for &(procs, tasks) in &plan.processes {
+        let spread = |lock: Contended| async move {
+            let limit = match lock {
+                Contended::Ferrisson => plan.scenario_timeout(),
+                Contended::Spin => plan.baseline_timeout(),
+            };
+            let run = processes::run(lock, url, procs, tasks, plan.warmup, plan.duration);
+            let outcome = bounded(limit, run).await;
+            progress!(
+                "processes P={procs} × T={tasks}: {} {}",
+                lock.name(),
+                show(&outcome, report::fleet)
+            );
+            outcome
+        };
+        rows.push(ProcessesRow {
+            procs,
+            tasks,
+            ferrisson: spread(Contended::Ferrisson).await,
+            spin: spread(Contended::Spin).await,
+        });
     }
     rows
 }

@@ -3,10 +3,11 @@
 //! Every scenario reports plain numbers; ratios against the baselines of the same run are
 //! computed in `report.rs`.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 
 /// Lock+unlock throughput of T independent workers (uncontended scenario).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -17,7 +18,7 @@ pub struct Throughput {
 }
 
 /// One hot lock shared by T workers.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Hot {
     pub acq_per_s: f64,
     pub p50_us: f64,
@@ -27,6 +28,66 @@ pub struct Hot {
     pub handoff_p99_us: f64,
     pub min_per_task: u64,
     pub max_per_task: u64,
+}
+
+/// When a timed loop's measured window opens.
+#[derive(Clone, Copy, Debug)]
+pub enum Start {
+    /// After this warm-up, counted from when the loop starts.
+    After(Duration),
+    /// At this wall-clock instant: one instant for the loops of several processes (the
+    /// processes scenario), whose monotonic clocks do not compare.
+    At(SystemTime),
+}
+
+/// The measured window of a timed loop, `warm_end .. deadline`; `epoch` is when the loop
+/// started (for stamps shared between its tasks).
+#[derive(Clone, Copy)]
+pub struct Window {
+    pub epoch: Instant,
+    pub warm_end: Instant,
+    pub deadline: Instant,
+}
+
+impl Window {
+    pub fn new(start: Start, duration: Duration) -> Window {
+        let epoch = Instant::now();
+        let warm_end = match start {
+            Start::After(warmup) => epoch + warmup,
+            Start::At(at) => match at.duration_since(SystemTime::now()) {
+                Ok(ahead) => epoch + ahead,
+                // Already open: the window keeps its wall-clock place, this loop joins it late.
+                Err(behind) => epoch.checked_sub(behind.duration()).unwrap_or(epoch),
+            },
+        };
+        Window {
+            epoch,
+            warm_end,
+            deadline: warm_end + duration,
+        }
+    }
+
+    /// Whether an operation that started at `started` and ended at `ended` lies in the window.
+    pub fn counts(&self, started: Instant, ended: Instant) -> bool {
+        started >= self.warm_end && ended <= self.deadline
+    }
+
+    /// `at` in µs since the window opened (0 before it): comparable between the processes
+    /// of one [`Start::At`].
+    pub fn offset_us(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.warm_end).as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// `at` in ns since the epoch (for a "release started" stamp shared by the tasks).
+    pub fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The median of `values` (0 for none).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// A latency histogram in microseconds (1 µs .. 60 s, 3 significant digits).

@@ -55,7 +55,7 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::measure::{self, Hot, Throughput};
+use crate::measure::{self, Hot, Start, Throughput, Window};
 
 /// The lease (PX) every peer's lock is taken with.
 const LEASE: Duration = Duration::from_secs(30);
@@ -91,9 +91,11 @@ pub async fn rslock_hot(url: &str, tasks: usize, duration: Duration) -> Result<H
         peer,
         &format!("{}:hot", key_prefix("rslock")),
         tasks,
+        Start::After(warmup_for(duration)),
         duration,
     )
     .await
+    .map(|(hot, _)| hot)
 }
 
 /// T tasks, each locking and unlocking its own spin lock for `duration`.
@@ -110,16 +112,36 @@ pub async fn spin_uncontended(
 
 /// T tasks on one spin lock for `duration`.
 pub async fn spin_hot(url: &str, tasks: usize, duration: Duration) -> Result<Hot, String> {
-    let peer = Spin::connect(url).await?;
-    let result = hot(
-        peer.clone(),
-        &format!("{}:hot", key_prefix("spin")),
-        tasks,
-        duration,
-    )
-    .await;
-    peer.close().await;
-    result
+    let spin = SpinHot::connect(url).await?;
+    let key = format!("{}:hot", key_prefix("spin"));
+    let start = Start::After(warmup_for(duration));
+    let result = spin.run(&key, tasks, start, duration).await;
+    spin.close().await;
+    result.map(|(hot, _)| hot)
+}
+
+/// The spin lock's hot loop on a connected client, on a given key and window: the processes
+/// scenario runs it in every worker process, on one key, in one window.
+pub struct SpinHot(Spin);
+
+impl SpinHot {
+    pub async fn connect(url: &str) -> Result<SpinHot, String> {
+        Spin::connect(url).await.map(SpinHot)
+    }
+
+    pub async fn run(
+        &self,
+        key: &str,
+        tasks: usize,
+        start: Start,
+        duration: Duration,
+    ) -> Result<(Hot, Vec<u64>), String> {
+        hot(self.0.clone(), key, tasks, start, duration).await
+    }
+
+    pub async fn close(&self) {
+        self.0.close().await;
+    }
 }
 
 /// T concurrent node-redisson workers (in one Node process), each on its own lock.
@@ -358,31 +380,6 @@ impl Peer for Spin {
 // The scenario loops
 // ---------------------------------------------------------------------------------------------
 
-/// The measured window: `warm_end .. deadline`.
-#[derive(Clone, Copy)]
-struct Window {
-    epoch: Instant,
-    warm_end: Instant,
-    deadline: Instant,
-}
-
-impl Window {
-    fn new(duration: Duration) -> Window {
-        let epoch = Instant::now();
-        let warm_end = epoch + warmup_for(duration);
-        Window {
-            epoch,
-            warm_end,
-            deadline: warm_end + duration,
-        }
-    }
-
-    /// `at` in ns since the epoch (for the shared "release started" stamp).
-    fn nanos(&self, at: Instant) -> u64 {
-        u64::try_from(at.duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
-    }
-}
-
 /// The warm-up before a window of `duration`.
 fn warmup_for(duration: Duration) -> Duration {
     (duration / 5).min(MAX_WARMUP)
@@ -395,7 +392,7 @@ async fn uncontended<P: Peer>(
     tasks: usize,
     duration: Duration,
 ) -> Result<Throughput, String> {
-    let window = Window::new(duration);
+    let window = Window::new(Start::After(warmup_for(duration)), duration);
     let mut set = JoinSet::new();
     for i in 0..tasks.max(1) {
         let peer = peer.clone();
@@ -437,13 +434,21 @@ async fn uncontended<P: Peer>(
 struct HotTask {
     acquire: Histogram<u64>,
     handoff: Histogram<u64>,
-    in_window: u64,
+    /// When each acquisition within the window returned, in µs since it opened.
+    acquired_us: Vec<u64>,
 }
 
-/// T tasks on one `key`, acquire → release through warm-up and window.
-async fn hot<P: Peer>(peer: P, key: &str, tasks: usize, duration: Duration) -> Result<Hot, String> {
+/// T tasks on one `key`, acquire → release through warm-up and window. Also returns when each
+/// acquisition within the window returned (µs since it opened, all tasks, unordered).
+async fn hot<P: Peer>(
+    peer: P,
+    key: &str,
+    tasks: usize,
+    start: Start,
+    duration: Duration,
+) -> Result<(Hot, Vec<u64>), String> {
     const NO_RELEASE: u64 = u64::MAX;
-    let window = Window::new(duration);
+    let window = Window::new(start, duration);
     // When the last holder started its release, in ns since the window's epoch.
     let release_started = Arc::new(AtomicU64::new(NO_RELEASE));
     let mut set = JoinSet::new();
@@ -455,7 +460,7 @@ async fn hot<P: Peer>(peer: P, key: &str, tasks: usize, duration: Duration) -> R
             let mut task = HotTask {
                 acquire: measure::histogram(),
                 handoff: measure::histogram(),
-                in_window: 0,
+                acquired_us: Vec::new(),
             };
             loop {
                 let started = Instant::now();
@@ -466,7 +471,7 @@ async fn hot<P: Peer>(peer: P, key: &str, tasks: usize, duration: Duration) -> R
                 let acquired = Instant::now();
                 if started >= window.warm_end {
                     if acquired <= window.deadline {
-                        task.in_window += 1;
+                        task.acquired_us.push(window.offset_us(acquired));
                     }
                     measure::record(&mut task.acquire, acquired - started);
                     let released_at = release_started.load(Ordering::SeqCst);
@@ -487,20 +492,23 @@ async fn hot<P: Peer>(peer: P, key: &str, tasks: usize, duration: Duration) -> R
     for task in &results {
         merge(&mut acquire, &task.acquire);
         merge(&mut handoff, &task.handoff);
-        total += task.in_window;
+        total += task.acquired_us.len() as u64;
     }
     let (p50_us, p99_us, max_us) = measure::percentiles(&acquire);
     let (handoff_p50_us, handoff_p99_us, _) = measure::percentiles(&handoff);
-    Ok(Hot {
+    let in_window = |task: &HotTask| task.acquired_us.len() as u64;
+    let hot = Hot {
         acq_per_s: total as f64 / duration.as_secs_f64().max(1e-9),
         p50_us,
         p99_us,
         max_us,
         handoff_p50_us,
         handoff_p99_us,
-        min_per_task: results.iter().map(|t| t.in_window).min().unwrap_or(0),
-        max_per_task: results.iter().map(|t| t.in_window).max().unwrap_or(0),
-    })
+        min_per_task: results.iter().map(in_window).min().unwrap_or(0),
+        max_per_task: results.iter().map(in_window).max().unwrap_or(0),
+    };
+    let acquired_us = results.into_iter().flat_map(|t| t.acquired_us).collect();
+    Ok((hot, acquired_us))
 }
 
 /// `peer.acquire(key)`, failing if it has not returned `DRAIN_LIMIT` after the window closed.
@@ -551,6 +559,6 @@ fn random_u64() -> u64 {
 }
 
 /// `bench:peers:<peer>:<uuid>`: a key prefix unique to this call.
-fn key_prefix(peer: &str) -> String {
+pub fn key_prefix(peer: &str) -> String {
     format!("bench:peers:{peer}:{}", uuid::Uuid::new_v4().simple())
 }

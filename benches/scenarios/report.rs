@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::ferrisson::HotExtra;
 use crate::measure::{Held, Hot, Throughput, Waiters};
+use crate::processes::Fleet;
 use crate::Plan;
 
 type Res<T> = Result<T, String>;
@@ -127,6 +128,14 @@ pub struct HotRow {
     pub rslock: Option<Res<Hot>>,
 }
 
+/// One spread (P processes × T tasks on one lock) of the processes scenario.
+pub struct ProcessesRow {
+    pub procs: usize,
+    pub tasks: usize,
+    pub ferrisson: Res<Fleet>,
+    pub spin: Res<Fleet>,
+}
+
 /// Everything one run measured; `None`: the scenario was not selected.
 pub struct Run {
     pub plan: Plan,
@@ -138,6 +147,8 @@ pub struct Run {
     pub hot: Option<Vec<HotRow>>,
     pub waiters: Option<Vec<Res<Waiters>>>,
     pub held: Option<Vec<Res<Held>>>,
+    pub processes: Option<Vec<ProcessesRow>>,
+    pub cluster: Option<crate::cluster::Outcome>,
 }
 
 impl Run {
@@ -151,6 +162,8 @@ impl Run {
             hot: None,
             waiters: None,
             held: None,
+            processes: None,
+            cluster: None,
         }
     }
 
@@ -175,6 +188,20 @@ impl Run {
         for row in self.held.iter().flatten() {
             if let Err(e) = row {
                 failures.push(format!("held {e}"));
+            }
+        }
+        // A cluster that did not start is the fixture's failure, not ferrisson's: n/a.
+        for row in self.cluster.iter().flat_map(|c| &c.rows) {
+            for (side, result) in [("single", &row.single), ("cluster", &row.cluster)] {
+                if let Err(e) = result {
+                    let kind = row.kind.name();
+                    failures.push(format!("cluster: {kind} T={} on {side}: {e}", row.tasks));
+                }
+            }
+        }
+        for row in self.processes.iter().flatten() {
+            if let Err(e) = &row.ferrisson {
+                failures.push(format!("processes P={} × T={}: {e}", row.procs, row.tasks));
             }
         }
         failures
@@ -301,6 +328,34 @@ pub fn hot(h: &Hot) -> String {
         us(h.handoff_p99_us),
         h.min_per_task,
         h.max_per_task
+    )
+}
+
+pub fn fleet(s: &Fleet) -> String {
+    format!(
+        "{} acq/s, per process {:?} (min/max {:.2}), per task {}..{}, acquire p50 {} (median of processes) p99 {} (worst process) max {}; {}",
+        rate(s.acq_per_s),
+        s.per_process,
+        s.fairness(),
+        s.per_task_min,
+        s.per_task_max,
+        us(s.p50_us),
+        us(s.p99_us),
+        us(s.max_us),
+        turns(&s.turns)
+    )
+}
+
+fn turns(t: &crate::processes::Turns) -> String {
+    format!(
+        "{} turns, {:.1} acquisitions per turn, next acquisition p50/p99 {}/{} within a turn and {}/{} at a switch; switches took {:.0} % of the time",
+        t.turns,
+        t.per_turn,
+        us(t.within_us[0] as f64),
+        us(t.within_us[1] as f64),
+        us(t.switch_us[0] as f64),
+        us(t.switch_us[1] as f64),
+        t.switch_share * 100.0
     )
 }
 
@@ -525,6 +580,31 @@ pub fn checks(run: &Run) -> Vec<Check> {
                 met: Some(per <= 2048.0),
             });
         }
+    }
+    for row in run.processes.iter().flatten() {
+        let Ok(f) = &row.ferrisson else { continue };
+        let spread = format!("processes P={} × T={}", row.procs, row.tasks);
+        checks.push(ratio_check(
+            "processes",
+            format!("{spread}: {} acq/s", rate(f.acq_per_s)),
+            f.acq_per_s,
+            "spin",
+            row.spin.clone().map(|s| s.acq_per_s),
+            true,
+            0.8,
+        ));
+        let (min, max) = (
+            f.per_process.iter().min().copied().unwrap_or(0),
+            f.per_process.iter().max().copied().unwrap_or(0),
+        );
+        checks.push(Check {
+            scenario: "processes",
+            text: format!(
+                "{spread}: fairness between processes min/max = {min}/{max} = {:.2} (target ≥ 0.5)",
+                f.fairness()
+            ),
+            met: Some(f.fairness() >= 0.5),
+        });
     }
     if let Some(rows) = &run.held {
         if let Some(Ok(h)) = rows.last() {
@@ -817,6 +897,65 @@ pub fn render(run: &Run) -> String {
         }
         out.push('\n');
     }
+    if let Some(cluster) = &run.cluster {
+        render_cluster(&mut out, cluster);
+    }
+    if let Some(rows) = &run.processes {
+        let _ = writeln!(out, "### processes\n");
+        let _ = writeln!(
+            out,
+            "P worker processes × T tasks each on one lock, one window. Latency: the median of the \
+             processes' acquire p50s, the worst process's p99, the longest acquire.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| P × T | lock | acq/s | per process | min/max | per task min..max | acquire p50 | p99 | max |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for row in rows {
+            for (name, result) in [("ferrisson", &row.ferrisson), ("spin", &row.spin)] {
+                let result = Some(result.clone());
+                let _ = writeln!(
+                    out,
+                    "| {} × {} | {name} | {} | {} | {} | {} | {} | {} | {} |",
+                    row.procs,
+                    row.tasks,
+                    cell(&result, |s| rate(s.acq_per_s)),
+                    cell(&result, |s| s
+                        .per_process
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" / ")),
+                    cell(&result, |s| format!("{:.2}", s.fairness())),
+                    cell(&result, |s| format!(
+                        "{}..{}",
+                        s.per_task_min, s.per_task_max
+                    )),
+                    cell(&result, |s| us(s.p50_us)),
+                    cell(&result, |s| us(s.p99_us)),
+                    cell(&result, |s| us(s.max_us)),
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nTurns (runs of consecutive acquisitions by one process):\n"
+        );
+        for row in rows {
+            for (name, result) in [("ferrisson", &row.ferrisson), ("spin", &row.spin)] {
+                if let Ok(fleet) = result {
+                    let _ = writeln!(
+                        out,
+                        "- {} × {} {name}: {}",
+                        row.procs,
+                        row.tasks,
+                        turns(&fleet.turns)
+                    );
+                }
+            }
+        }
+        out.push('\n');
+    }
     let checks = checks(run);
     if !checks.is_empty() {
         let _ = writeln!(out, "### targets\n");
@@ -832,6 +971,64 @@ pub fn render(run: &Run) -> String {
         );
     }
     out
+}
+
+fn render_cluster(out: &mut String, cluster: &crate::cluster::Outcome) {
+    let _ = writeln!(out, "### cluster\n");
+    match &cluster.nodes {
+        Ok(nodes) => {
+            let _ = writeln!(
+                out,
+                "A local Redis Cluster ({nodes}) taking turns with the single server: {} rounds \
+                 of one turn each ({} after the warm-up). × single: cluster ÷ single server, from \
+                 the same turns. Script runs (round trips), lock calls and unlock messages per \
+                 acquisition: from `INFO commandstats` of every server; server CPU: `INFO cpu` of \
+                 every server, over the turns with their warm-ups.\n",
+                cluster.rounds,
+                us(cluster.turn.as_secs_f64() * 1e6)
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(out, "n/a: {e}\n");
+            return;
+        }
+    }
+    let _ = writeln!(
+        out,
+        "| loop | T | server | rate | acquire p50 | acquire p99 | × single: rate | p50 | p99 | script runs / acq | lock calls / acq | messages / acq | server CPU / acq |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for row in &cluster.rows {
+        for (name, side) in [("single", &row.single), ("cluster", &row.cluster)] {
+            let side = Some(side.clone());
+            let single = row.single.as_ref().ok();
+            let versus = |field: fn(&crate::cluster::Side) -> f64| match (&side, single) {
+                (Some(Ok(s)), Some(base)) if name == "cluster" && field(base) > 0.0 => {
+                    format!("{:.2}", field(s) / field(base))
+                }
+                _ => "–".into(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                row.kind.name(),
+                row.tasks,
+                cell(&side, |s| format!("{} {}", rate(s.per_s), row.kind.unit())),
+                cell(&side, |s| us(s.p50_us)),
+                cell(&side, |s| us(s.p99_us)),
+                versus(|s| s.per_s),
+                versus(|s| s.p50_us),
+                versus(|s| s.p99_us),
+                cell(&side, |s| format!("{:.2}", s.scripts_per_acquisition)),
+                cell(&side, |s| format!("{:.2}", s.calls_per_acquisition)),
+                cell(&side, |s| format!("{:.2}", s.publishes_per_acquisition)),
+                cell(&side, |s| format!(
+                    "{:.1} µs",
+                    s.server_cpu_us_per_acquisition
+                )),
+            );
+        }
+    }
+    out.push('\n');
 }
 
 pub fn print(run: &Run) {
@@ -1052,6 +1249,56 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
         )?;
         written.push("held.json");
     }
+    if let Some(cluster) = &run.cluster {
+        let rows: Vec<Value> = cluster
+            .rows
+            .iter()
+            .map(|r| {
+                let ratio = |field: fn(&crate::cluster::Side) -> f64| match (&r.cluster, &r.single)
+                {
+                    (Ok(c), Ok(s)) if field(s) > 0.0 => json!(field(c) / field(s)),
+                    _ => Value::Null,
+                };
+                json!({
+                    "loop": r.kind,
+                    "T": r.tasks,
+                    "single": res_json(&r.single),
+                    "cluster": res_json(&r.cluster),
+                    "cluster_over_single": {
+                        "rate": ratio(|s| s.per_s),
+                        "p50": ratio(|s| s.p50_us),
+                        "p99": ratio(|s| s.p99_us),
+                    },
+                })
+            })
+            .collect();
+        write_json(
+            dir,
+            "cluster.json",
+            &json!({ "mode": mode, "nodes": res_json(&cluster.nodes), "rounds": cluster.rounds, "turn_s": cluster.turn.as_secs_f64(), "warmup_s": run.plan.warmup.as_secs_f64(), "rows": rows }),
+        )?;
+        written.push("cluster.json");
+    }
+    if let Some(rows) = &run.processes {
+        let rows: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "P": r.procs,
+                    "T": r.tasks,
+                    "ferrisson": res_json(&r.ferrisson),
+                    "spin": res_json(&r.spin),
+                    "fairness": { "ferrisson": r.ferrisson.as_ref().ok().map(Fleet::fairness), "spin": r.spin.as_ref().ok().map(Fleet::fairness) },
+                })
+            })
+            .collect();
+        write_json(
+            dir,
+            "processes.json",
+            &json!({ "mode": mode, "warmup_s": run.plan.warmup.as_secs_f64(), "duration_s": run.plan.duration.as_secs_f64(), "rows": rows }),
+        )?;
+        written.push("processes.json");
+    }
     let peers_ran = run.uncontended.iter().flatten().any(|r| r.rslock.is_some())
         || run.hot.iter().flatten().any(|r| r.spin.is_some());
     if peers_ran {
@@ -1091,6 +1338,8 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
                 "warmup_s": plan.warmup.as_secs_f64(), "duration_s": plan.duration.as_secs_f64(),
                 "limit_duration_s": plan.limit_duration.as_secs_f64(), "limit_pipeline": plan.limit_pipeline,
                 "ping_samples": plan.ping_samples,
+                "processes_PxT": plan.processes,
+                "cluster": plan.cluster.iter().map(|(kind, t)| json!({ "loop": kind, "T": t })).collect::<Vec<_>>(),
             },
             "checks": checks,
             "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
