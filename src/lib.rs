@@ -61,6 +61,13 @@
 //! Keys, fields, TTLs, channels and messages follow Redisson 3.16.x through 4.x (see
 //! `docs/architecture.md` and the protocol reference). The default [`PublishMode::Auto`] wakes
 //! Java waiters of every version: classic pub/sub outside a cluster, both kinds in one.
+//!
+//! ## Deployments
+//! A single server (`redis://`), Sentinel (`redis-sentinel://`, failovers followed as the
+//! sentinels announce them) and Cluster (`redis-cluster://`, slot moves and failovers
+//! followed). With Sentinel and Cluster, acquires and releases wait for the master's replicas
+//! by default, as Redisson's do ([`SyncedWrites`]), so a failover cannot hand an acknowledged
+//! lock to a second owner. `docs/deployment.md` compares the three.
 #![deny(missing_docs)]
 
 pub mod blocking;
