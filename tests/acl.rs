@@ -90,18 +90,7 @@ async fn the_documented_least_privilege_user_can_do_everything_ferrisson_does() 
     // A replica, so that synced writes (INFO replication, WAIT) run under the rule too.
     let port = server.port().to_string();
     let _replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
-    support::redis_state::poll_until(
-        Duration::from_secs(10),
-        Duration::from_millis(20),
-        || async {
-            raw.info::<String>(Some(fred::types::InfoKind::Replication))
-                .await
-                .unwrap_or_default()
-        },
-        |info| info.contains("state=online"),
-    )
-    .await
-    .expect("the replica syncs");
+    support::redis_state::wait_replication(&raw, "state=online").await;
     set_user(&raw, documented_rule("locker")).await;
     let _: Value = raw
         .custom(fred::cmd!("ACL"), vec!["LOG", "RESET"])

@@ -680,6 +680,31 @@ async fn wait_node_parked_on(raws: &[RawClient], peer: &NodePeer) {
     }
 }
 
+/// With a Rust `waiter` parked on `name`, which the node peer's owner "1" holds: node releases,
+/// and its unlock message wakes the waiter within [`WAKE_BOUND`]. Returns the waiter's guard.
+async fn node_release_wakes(
+    peer: &NodePeer,
+    waiter: JoinHandle<(LockGuard, Instant)>,
+    name: &str,
+) -> LockGuard {
+    sleep(Duration::from_millis(50)).await;
+    assert!(
+        !waiter.is_finished(),
+        "rust acquired while node held {name}"
+    );
+    let released = Instant::now();
+    peer.unlock(name, "1").await.expect("node release");
+    let (guard, acquired) = join_waiter(waiter, name).await;
+    let woke_after = acquired.duration_since(released);
+    eprintln!("{name}: rust woken {woke_after:?} after the node release");
+    assert!(
+        woke_after < WAKE_BOUND,
+        "rust waiter took {woke_after:?} to acquire after the node release (lease {LEASE:?})"
+    );
+    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
+    guard
+}
+
 /// A Rust client connected to `server` with the default configuration.
 async fn rust_client(server: &RedisServer) -> Client {
     connect(server).await
@@ -1013,22 +1038,7 @@ async fn rust_waiter_woken_by_node_release(server: &RedisServer, name: &str, cha
 
     let waiter = spawn_rust_waiter(&client, name, Owner::new(), LEASE);
     wait_subscribed(&raw, channel, 1).await;
-    sleep(Duration::from_millis(50)).await;
-    assert!(
-        !waiter.is_finished(),
-        "rust acquired while node held {name}"
-    );
-
-    let released = Instant::now();
-    peer.unlock(name, "1").await.expect("node release");
-    let (guard, acquired) = join_waiter(waiter, name).await;
-    let woke_after = acquired.duration_since(released);
-    eprintln!("{name}: rust woken {woke_after:?} after the node release");
-    assert!(
-        woke_after < WAKE_BOUND,
-        "rust waiter took {woke_after:?} to acquire after the node release (lease {LEASE:?})"
-    );
-    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
+    let guard = node_release_wakes(&peer, waiter, name).await;
     assert_eq!(
         hgetall(&raw, name).await,
         HashMap::from([(guard.holder_field().to_string(), "1".to_string())])
@@ -1571,20 +1581,7 @@ async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mod
         );
         sleep(Duration::from_millis(10)).await;
     }
-    sleep(Duration::from_millis(50)).await;
-    assert!(
-        !waiter.is_finished(),
-        "rust acquired while node held {name}"
-    );
-    let released = Instant::now();
-    peer.unlock(name, "1").await.expect("node release");
-    let (guard, acquired) = join_waiter(waiter, name).await;
-    let woke_after = acquired.duration_since(released);
-    assert!(
-        woke_after < WAKE_BOUND,
-        "rust woken {woke_after:?} after the node release"
-    );
-    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
+    let guard = node_release_wakes(&peer, waiter, name).await;
     assert!(guard.unlock().await.expect("rust release"));
 
     // A sharded-only release is not heard by node's classic subscription.

@@ -30,18 +30,7 @@ impl Replicated {
         let port = link.port().to_string();
         let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
         let raw = raw_client(&replica.url()).await;
-        support::redis_state::poll_until(
-            Duration::from_secs(10),
-            Duration::from_millis(20),
-            || async {
-                raw.info::<String>(Some(fred::types::InfoKind::Replication))
-                    .await
-                    .unwrap_or_default()
-            },
-            |info| info.contains("master_link_status:up"),
-        )
-        .await
-        .expect("the replica syncs with the master");
+        support::redis_state::wait_replication(&raw, "master_link_status:up").await;
         Replicated {
             master,
             replica,

@@ -111,14 +111,7 @@ impl RedisCluster {
             .await;
         }
         for client in clients.iter().skip(masters) {
-            wait_for(client, "the replica in sync", |c| async move {
-                let info: String = c
-                    .info(Some(fred::types::InfoKind::Replication))
-                    .await
-                    .unwrap_or_default();
-                info.contains("master_link_status:up")
-            })
-            .await;
+            super::redis_state::wait_replication(client, "master_link_status:up").await;
         }
         let master_clients = clients.drain(..masters).collect();
         RedisCluster {

@@ -114,6 +114,25 @@ pub async fn wait_numsub(raw: &RawClient, channel: &str, expected: i64, within: 
     }
 }
 
+/// Waits until `INFO replication` of `raw`'s server contains `needle` (a replica's
+/// `master_link_status:up`, a master's `state=online`), panicking after 10 s.
+pub async fn wait_replication(raw: &RawClient, needle: &str) {
+    let polled = poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            raw.info::<String>(Some(fred::types::InfoKind::Replication))
+                .await
+                .unwrap_or_default()
+        },
+        |info| info.contains(needle),
+    )
+    .await;
+    if let Err(info) = polled {
+        panic!("INFO replication did not show {needle} within 10 s:\n{info}");
+    }
+}
+
 /// `CONFIG RESETSTAT`: zeroes the server's command statistics.
 pub async fn reset_stats(raw: &RawClient) {
     let _: Value = raw

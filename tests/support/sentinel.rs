@@ -52,13 +52,8 @@ impl RedisSentinel {
             nodes.push(RedisServer::start_with_args(&args));
         }
         for node in &nodes[1..] {
-            let client = &raw_client(&node.url()).await;
-            settle("a replica in sync with the master", move || async move {
-                replication_info(client)
-                    .await
-                    .contains("master_link_status:up")
-            })
-            .await;
+            let client = raw_client(&node.url()).await;
+            super::redis_state::wait_replication(&client, "master_link_status:up").await;
         }
         // Replicas connected before the sentinels start: a sentinel learns of them from the
         // master's INFO, which it asks right away and then only every 10 s.
