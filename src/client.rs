@@ -290,6 +290,8 @@ impl Client {
 
         let url = config.redacted_url();
         let map_connect = |err: fred::error::Error| match err.kind() {
+            // The user lacks a right the connection needs (`ROLE` behind Sentinel, say).
+            _ if err.details().contains("NOPERM") => Error::PermissionDenied(err),
             fred::error::ErrorKind::Auth
             | fred::error::ErrorKind::Config
             | fred::error::ErrorKind::Tls => {

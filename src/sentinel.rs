@@ -53,13 +53,14 @@ enum Event {
 
 impl Sentinels {
     /// Listeners of every sentinel `builder` names, built like the client's own connections (TLS,
-    /// credentials, timeouts, reconnect policy) but not connected yet; `None` unless `builder`
+    /// timeouts, reconnect policy; the sentinels' own credentials) but not connected yet; `None` unless `builder`
     /// describes a sentinel deployment.
     pub(crate) fn new(builder: &Builder) -> Result<Option<Sentinels>, fred::error::Error> {
         let Some(ServerConfig::Sentinel {
             hosts,
             service_name,
-            ..
+            username,
+            password,
         }) = builder.get_config().map(|config| &config.server)
         else {
             return Ok(None);
@@ -72,6 +73,10 @@ impl Sentinels {
                     config.server = ServerConfig::Centralized {
                         server: host.clone(),
                     };
+                    // The URL's user and password are the data nodes'; a sentinel's own are
+                    // `sentinelUsername`/`sentinelPassword` (none: no AUTH), as fred uses them.
+                    config.username = username.clone();
+                    config.password = password.clone();
                     // A sentinel has no databases to select.
                     config.database = None;
                     // A sentinel down at start is retried like a lost one, not given up.

@@ -298,3 +298,56 @@ async fn passwords_stay_out_of_debug_output_and_errors() {
     assert!(!err.to_string().contains(PASSWORD), "{err}");
     assert!(!format!("{err:?}").contains(PASSWORD), "{err:?}");
 }
+
+/// Behind Sentinel the documented rule is enough as well: fred checks `ROLE` on the master the
+/// sentinels name, and synced writes, on by default there, read `INFO replication` and send
+/// `WAIT`. The sentinels themselves need no user: the URL's credentials are the data nodes'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_rule_is_enough_behind_sentinel() {
+    let fixture = support::sentinel::RedisSentinel::start().await;
+    for index in 0..fixture.nodes.len() {
+        let node = fixture.node_client(index).await;
+        set_user(&node, documented_rule("locker")).await;
+        let _: Value = node
+            .custom(fred::cmd!("ACL"), vec!["LOG", "RESET"])
+            .await
+            .expect("ACL LOG RESET");
+    }
+    let url = fixture.url().replacen(
+        "redis-sentinel://",
+        &format!("redis-sentinel://locker:{PASSWORD}@"),
+        1,
+    );
+    let client = ferrisson::Client::new(Config::new(url))
+        .await
+        .expect("the least-privilege user connects through the sentinels");
+    let waiter_client = ferrisson::Client::new(client.config().clone())
+        .await
+        .expect("a second client connects");
+    let name = "acl:sentinel";
+    let guard = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("lock");
+    let waiter = tokio::spawn({
+        let lock = waiter_client.lock(name).with_owner(Owner::new());
+        async move { take_and_release(lock).await }
+    });
+    let master = fixture.master_client().await;
+    wait_numsub(&master, &channel_of(name), 1, Duration::from_secs(5)).await;
+    assert!(guard.unlock().await.expect("release"));
+    timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter is woken")
+        .expect("waiter task");
+    client.shutdown().await;
+    waiter_client.shutdown().await;
+
+    assert_eq!(acl_denials(&master).await, Vec::<String>::new(), "denied");
+    assert!(
+        support::redis_state::command_calls(&master, "wait").await > 0,
+        "synced writes waited for the replicas"
+    );
+}
