@@ -325,12 +325,7 @@ async fn the_documented_rule_is_enough_behind_sentinel() {
         .await
         .expect("a second client connects");
     let name = "acl:sentinel";
-    let guard = client
-        .lock(name)
-        .with_owner(Owner::new())
-        .lock()
-        .await
-        .expect("lock");
+    let guard = support::hold(&client, name).await;
     let waiter = tokio::spawn({
         let lock = waiter_client.lock(name).with_owner(Owner::new());
         async move { take_and_release(lock).await }
