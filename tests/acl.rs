@@ -64,6 +64,15 @@ async fn acl_denials(raw: &fred::clients::Client) -> Vec<String> {
         .collect()
 }
 
+/// The server logged no ACL denial, and synced writes ran their `WAIT` as the user.
+async fn assert_nothing_denied_and_writes_synced(raw: &fred::clients::Client) {
+    assert_eq!(acl_denials(raw).await, Vec::<String>::new(), "denied");
+    assert!(
+        support::redis_state::command_calls(raw, "wait").await > 0,
+        "synced writes waited for the replicas"
+    );
+}
+
 /// Waits for `lock`, then releases it.
 async fn take_and_release(lock: ferrisson::Lock) {
     let guard = lock
@@ -152,11 +161,7 @@ async fn the_documented_least_privilege_user_can_do_everything_ferrisson_does() 
     holder_client.shutdown().await;
     waiter_client.shutdown().await;
 
-    assert_eq!(acl_denials(&raw).await, Vec::<String>::new(), "denied");
-    assert!(
-        support::redis_state::command_calls(&raw, "wait").await > 0,
-        "synced writes waited for the replica"
-    );
+    assert_nothing_denied_and_writes_synced(&raw).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -340,9 +345,5 @@ async fn the_documented_rule_is_enough_behind_sentinel() {
     client.shutdown().await;
     waiter_client.shutdown().await;
 
-    assert_eq!(acl_denials(&master).await, Vec::<String>::new(), "denied");
-    assert!(
-        support::redis_state::command_calls(&master, "wait").await > 0,
-        "synced writes waited for the replicas"
-    );
+    assert_nothing_denied_and_writes_synced(&master).await;
 }
