@@ -285,8 +285,9 @@ async fn watchdog(b: &Client) -> Result<()> {
     if renewals == 0 || guard.is_lost() {
         return Err("the watchdog did not keep the lock alive".into());
     }
-    // `true`: the hold was still ours when released.
-    say!("B:main", "unlock() = {}", guard.unlock().await?);
+    // `Ok(())`: the hold was still ours when released (`Error::LeaseLost` otherwise).
+    guard.unlock().await?;
+    say!("B:main", "unlock() = Ok: the hold was still ours");
     Ok(())
 }
 

@@ -24,7 +24,7 @@
 //!     assert_eq!(lock.hold_count()?, 2);
 //!     again.unlock()?;
 //!     guard.unlock()?;
-//!     if let Some(guard) = lock.try_lock_for(Duration::from_millis(100), None)? {
+//!     if let Some(guard) = lock.try_lock_for(Duration::from_millis(100), None)?.acquired() {
 //!         guard.unlock()?;
 //!     }
 //!     Ok(())
@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::lock::{Acquisition, RemainingTtl};
+use crate::lock::{Acquisition, Attempt, RemainingTtl};
 use crate::{Config, LockInfo, Owner};
 
 /// A blocking client: a [`crate::Client`] plus the runtime that serves it.
@@ -274,14 +274,15 @@ impl Lock {
             .map(|guard| self.guard(guard))
     }
 
-    /// One attempt without waiting; watchdog lease.
+    /// One attempt without waiting; watchdog lease. [`Attempt::Busy`] if another owner holds
+    /// the lock.
     ///
     /// ```no_run
     /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// if let Some(guard) = lock.try_lock()? { guard.unlock()?; }
+    /// if let Some(guard) = lock.try_lock()?.acquired() { guard.unlock()?; }
     /// # Ok(()) }
     /// ```
-    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+    pub fn try_lock(&self) -> Result<Attempt<LockGuard>> {
         let lock = self.bound();
         Ok(self
             .client
@@ -289,18 +290,23 @@ impl Lock {
             .map(|guard| self.guard(guard)))
     }
 
-    /// Waits at most `wait`; `lease` or the watchdog when `None`.
+    /// Waits at most `wait`; `lease` or the watchdog when `None`. [`Attempt::Busy`] when the
+    /// wait ran out.
     ///
     /// ```no_run
     /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// let guard = lock.try_lock_for(std::time::Duration::from_secs(1), None)?;
+    /// use ferrisson::Attempt;
+    /// match lock.try_lock_for(std::time::Duration::from_secs(1), None)? {
+    ///     Attempt::Acquired(guard) => guard.unlock()?,
+    ///     Attempt::Busy => eprintln!("busy"),
+    /// }
     /// # Ok(()) }
     /// ```
     pub fn try_lock_for(
         &self,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
+    ) -> Result<Attempt<LockGuard>> {
         let lock = self.bound();
         Ok(self
             .client
@@ -345,16 +351,28 @@ impl Lock {
     }
 
     /// Whether this handle's owner (by default the calling thread) holds the lock: Redisson's
-    /// `isHeldByCurrentThread`.
+    /// `isHeldByCurrentThread`. The same name as the async
+    /// [`Lock::is_held_by_current_owner`](crate::Lock::is_held_by_current_owner).
     ///
     /// ```no_run
     /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// let mine = lock.is_held_by_current_thread()?;
+    /// let mine = lock.is_held_by_current_owner()?;
     /// # Ok(()) }
     /// ```
-    pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        let lock = self.bound();
-        self.client.block_on(lock.is_held_by_current_owner())?
+    pub fn is_held_by_current_owner(&self) -> Result<bool> {
+        self.is_held_by(self.owner())
+    }
+
+    /// Whether `owner` of this client holds the lock: Redisson's `isHeldByThread(threadId)`.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// let worker = ferrisson::Owner::from_id(42)?;
+    /// let held = lock.is_held_by(worker)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn is_held_by(&self, owner: Owner) -> Result<bool> {
+        self.client.block_on(self.lock.is_held_by(owner))?
     }
 
     /// How many holds this handle's owner has.
@@ -399,17 +417,19 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    /// Releases now: `Ok(true)` if the hold was still ours, `Ok(false)` if the lease was lost.
+    /// Releases now, with the shape of [`Lock::unlock`]: [`Error::LeaseLost`] if the hold had
+    /// been lost (see [`crate::LockGuard::unlock`]).
     ///
     /// ```no_run
     /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// assert!(lock.lock()?.unlock()?);
+    /// lock.lock()?.unlock()?;
     /// # Ok(()) }
     /// ```
-    pub fn unlock(mut self) -> Result<bool> {
+    pub fn unlock(mut self) -> Result<()> {
         match self.guard.take() {
             Some(guard) => self.client.block_on(guard.unlock())?,
-            None => Ok(false),
+            // Only consuming methods and `Drop` take the guard.
+            None => Ok(()),
         }
     }
 

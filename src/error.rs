@@ -10,7 +10,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Errors are grouped by what the caller can do about them: fix the call
 /// ([`InvalidArgument`](Error::InvalidArgument)), fix the data
 /// ([`WrongType`](Error::WrongType)), fix the program's locking logic
-/// ([`NotHeld`](Error::NotHeld)), or retry later ([`Unavailable`](Error::Unavailable),
+/// ([`NotHeld`](Error::NotHeld)), notice that the protection ended early
+/// ([`LeaseLost`](Error::LeaseLost)), or retry later ([`Unavailable`](Error::Unavailable),
 /// [`Timeout`](Error::Timeout)).
 ///
 /// ```
@@ -26,6 +27,18 @@ pub enum Error {
     /// Nothing was changed on the server.
     #[error("lock `{name}` is not held by this owner")]
     NotHeld {
+        /// The lock's name.
+        name: String,
+    },
+
+    /// A guard's hold had been lost before its release: its lease ran out, or the lock was
+    /// deleted, force-unlocked or taken over, so nothing was released. The work the guard
+    /// protected may have overlapped another holder's; [`LockGuard::lost`](crate::LockGuard::lost)
+    /// tells it while the work runs.
+    #[error(
+        "lock `{name}` was lost before this release (its lease ran out or the key was deleted)"
+    )]
+    LeaseLost {
         /// The lock's name.
         name: String,
     },

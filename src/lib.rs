@@ -92,7 +92,7 @@ pub use client::Client;
 pub use config::{Config, PublishMode, SyncedWrites, WhenUnavailable};
 pub use error::{Error, Result};
 pub use inspect::{Holder, LockInfo, LockKind};
-pub use lock::{Acquisition, Lock, LockGuard, RemainingTtl, WokenBy};
+pub use lock::{Acquisition, Attempt, Lock, LockGuard, RemainingTtl, WokenBy};
 pub use owner::Owner;
 pub use tls::TlsOptions;
 

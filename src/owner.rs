@@ -5,6 +5,8 @@ use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
+
 /// Identity spaces, so that task ids, thread ids and explicit owners never collide. All stay
 /// below 2^63 so that the decimal id is also a valid positive Java `long`.
 const THREAD_SPACE: u64 = 1 << 62;
@@ -51,6 +53,40 @@ impl Owner {
     #[allow(clippy::new_without_default)] // a default would suggest a shared value; each call is unique
     pub fn new() -> Owner {
         Owner(EXPLICIT_SPACE | NEXT_EXPLICIT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The owner whose id is `id`: Redisson's explicit `threadId` argument (`lockAsync(leaseTime,
+    /// unit, threadId)`, `unlockAsync(threadId)`, `isHeldByThread(threadId)`). Use it to act for
+    /// an owner whose id was recorded elsewhere, e.g. passed between processes of one logical
+    /// worker, or to release a hold taken by `Owner::new()` in code that kept only its
+    /// [`id`](Owner::id).
+    ///
+    /// The holder field is still `<this client's uuid>:<id>`, as with Redisson: the id names an
+    /// owner *of this client*, and the same id from another client is another holder. Ids that
+    /// this process hands out ([`Owner::new`], [`Owner::current`]) lie in disjoint ranges, so an
+    /// id of your own numbering (a small number, say) never collides with them by accident.
+    ///
+    /// Fails with [`Error::InvalidArgument`] for 0 or an id above `i64::MAX`: Redisson's ids are
+    /// positive Java `long`s, and Java peers must be able to read the field.
+    ///
+    /// ```
+    /// use ferrisson::Owner;
+    ///
+    /// let worker = Owner::from_id(42)?;
+    /// assert_eq!(worker.id(), 42);
+    /// assert_eq!(Owner::from_id(worker.id())?, worker);
+    /// assert!(Owner::from_id(0).is_err());
+    /// assert!(Owner::from_id(1 << 63).is_err());
+    /// # Ok::<(), ferrisson::Error>(())
+    /// ```
+    pub fn from_id(id: u64) -> Result<Owner> {
+        if id == 0 || id > i64::MAX as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "owner id {id} is not a positive Java long (1..={})",
+                i64::MAX
+            )));
+        }
+        Ok(Owner(id))
     }
 
     /// The implicit owner: the current tokio task, or the current OS thread outside a task.

@@ -11,7 +11,7 @@ mod support;
 
 use std::time::Duration;
 
-use ferrisson::{Error, Owner};
+use ferrisson::{Attempt, Error, Owner};
 use fred::prelude::*;
 use support::redis_state::{command_stats, exists, holder_fields, reset_stats};
 use support::{connect, raw_client, RedisServer};
@@ -40,7 +40,7 @@ async fn release_together(guards: Vec<ferrisson::LockGuard>) {
         .map(|guard| tokio::spawn(guard.unlock()))
         .collect();
     for release in releases {
-        assert!(release.await.expect("task").expect("unlock"));
+        release.await.expect("task").expect("unlock");
     }
 }
 
@@ -125,7 +125,7 @@ async fn a_failing_call_fails_alone_in_its_batch() {
     for (name, attempt) in names.iter().zip(attempts) {
         match attempt.await.expect("task") {
             Err(Error::WrongType { name: wrong }) => assert_eq!(wrong, "plain"),
-            Ok(Some(guard)) => {
+            Ok(Attempt::Acquired(guard)) => {
                 assert_ne!(name, "plain", "the string key cannot be locked");
                 guards.push(guard);
             }
@@ -156,7 +156,7 @@ async fn contenders_in_one_batch_exclude_each_other_in_call_order() {
         .collect();
     let mut winners = Vec::new();
     for (i, attempt) in attempts.into_iter().enumerate() {
-        if let Some(guard) = attempt.await.expect("task").expect("try_lock") {
+        if let Attempt::Acquired(guard) = attempt.await.expect("task").expect("try_lock") {
             winners.push((i, guard));
         }
     }
@@ -188,7 +188,7 @@ async fn a_batch_is_resent_in_full_after_the_script_cache_is_flushed() {
     let mut guards = Vec::new();
     for acquire in acquires {
         let guard = acquire.await.expect("task").expect("try_lock");
-        guards.push(guard.expect("acquired after NOSCRIPT"));
+        guards.push(guard.acquired().expect("acquired after NOSCRIPT"));
     }
     let stats = command_stats(&raw).await;
     assert!(
@@ -284,7 +284,7 @@ async fn conditional_hand_offs_in_one_batch_free_only_the_listened_locks() {
         }
     }
     for holder in holders {
-        assert!(holder.unlock().await.expect("unlock"));
+        holder.unlock().await.expect("unlock");
     }
     let mut firsts_held = Vec::new();
     for first in firsts {

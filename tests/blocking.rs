@@ -34,7 +34,7 @@ fn threads_contending_for_one_lock_never_overlap() {
                     std::thread::sleep(Duration::from_millis(1));
                     inside.fetch_sub(1, Ordering::SeqCst);
                     entries.fetch_add(1, Ordering::SeqCst);
-                    assert!(guard.unlock().expect("unlock"), "the hold was still ours");
+                    guard.unlock().expect("unlock");
                 }
             })
         })
@@ -62,24 +62,24 @@ fn a_thread_reenters_its_own_hold_and_other_threads_wait() {
     let outer = lock.lock().expect("outer");
     let inner = lock.lock().expect("same thread re-enters");
     assert_eq!(lock.hold_count().expect("hold_count"), 2);
-    assert!(lock.is_held_by_current_thread().expect("held"));
+    assert!(lock.is_held_by_current_owner().expect("held"));
 
     let other = lock.clone();
     let (busy, held_there) = std::thread::spawn(move || {
         let busy = other
             .try_lock_for(Duration::from_millis(100), None)
             .expect("try_lock_for")
-            .is_none();
-        (busy, other.is_held_by_current_thread().expect("held"))
+            .is_busy();
+        (busy, other.is_held_by_current_owner().expect("held"))
     })
     .join()
     .expect("thread");
     assert!(busy, "another thread must not enter");
     assert!(!held_there, "another thread is another owner");
 
-    assert!(inner.unlock().expect("inner unlock"));
+    inner.unlock().expect("inner unlock");
     assert_eq!(lock.hold_count().expect("hold_count"), 1);
-    assert!(outer.unlock().expect("outer unlock"));
+    outer.unlock().expect("outer unlock");
     assert!(!lock.is_locked().expect("is_locked"));
 }
 
@@ -115,7 +115,7 @@ fn a_guard_moved_to_another_thread_releases_its_owners_hold() {
     let released = std::thread::spawn(move || guard.unlock())
         .join()
         .expect("thread");
-    assert!(released.expect("unlock"));
+    released.expect("unlock");
     assert!(!lock.is_locked().expect("is_locked"));
 }
 
@@ -133,7 +133,7 @@ fn a_waiting_thread_is_woken_by_the_release() {
     });
     std::thread::sleep(Duration::from_millis(200));
     let released_at = Instant::now();
-    assert!(guard.unlock().expect("unlock"));
+    guard.unlock().expect("unlock");
     let (acquired_at, woken_by, _) = handle.join().expect("waiter thread");
     assert_eq!(woken_by, Some(ferrisson::WokenBy::Message));
     assert!(
@@ -193,4 +193,27 @@ async fn calling_the_blocking_api_inside_a_runtime_is_a_typed_error() {
     std::thread::spawn(move || drop(client))
         .join()
         .expect("drop outside the runtime");
+}
+
+/// The blocking API has the async API's shapes: `is_held_by(owner)` for an owner given by id,
+/// and a guard whose lock was taken away fails its release with `LeaseLost`, as
+/// `Lock::unlock` fails with `NotHeld`.
+#[test]
+fn owners_by_id_and_a_lost_guards_release_match_the_async_api() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let lock = client.lock("blocking:shapes");
+    let worker = ferrisson::Owner::from_id(7).expect("id");
+    let guard = lock.with_owner(worker).lock().expect("lock as 7");
+    assert!(lock.is_held_by(worker).expect("is_held_by 7"));
+    assert!(!lock.is_held_by_current_owner().expect("this thread"));
+
+    assert!(lock.force_unlock().expect("force_unlock"));
+    let err = guard.unlock().expect_err("the hold was taken away");
+    assert!(
+        matches!(err, Error::LeaseLost { ref name } if name == "blocking:shapes"),
+        "{err:?}"
+    );
+    let err = lock.with_owner(worker).unlock().expect_err("nothing held");
+    assert!(matches!(err, Error::NotHeld { .. }), "{err:?}");
 }

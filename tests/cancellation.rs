@@ -9,7 +9,7 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use ferrisson::{Client, LockGuard, Owner, WokenBy};
+use ferrisson::{Attempt, Client, LockGuard, Owner, WokenBy};
 use support::redis_state::{
     channel_of, holder_fields, poll_until, wait_key_gone, wait_numsub, POLL_INTERVAL,
 };
@@ -50,7 +50,7 @@ async fn acquire_dropped_while_waiting_leaves_no_hold_and_no_subscription() {
         )
         .await;
         assert!(
-            matches!(cancelled, Err(_) | Ok(Ok(None))),
+            matches!(cancelled, Err(_) | Ok(Ok(Attempt::Busy))),
             "try_lock_for returned a guard while held: {cancelled:?}"
         );
     }
@@ -67,13 +67,13 @@ async fn acquire_dropped_while_waiting_leaves_no_hold_and_no_subscription() {
     let waiter = tokio::spawn(async move { waiter_lock.lock().await.expect("waiter acquires") });
     wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
     sleep(Duration::from_millis(100)).await;
-    assert!(holder_guard.unlock().await.expect("holder releases"));
+    holder_guard.unlock().await.expect("holder releases");
     let guard = timeout(Duration::from_secs(2), waiter)
         .await
         .expect("waiter not woken within 2 s of the release")
         .expect("waiter task");
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
-    assert!(guard.unlock().await.expect("waiter releases"));
+    guard.unlock().await.expect("waiter releases");
     wait_numsub(&raw, &channel, 0, Duration::from_secs(3)).await;
 }
 
@@ -127,8 +127,9 @@ async fn assert_left_clean(server: &RedisServer, raw: &fred::clients::Client, na
         .try_lock()
         .await
         .expect("try_lock")
+        .acquired()
         .expect("another client gets the lock at once");
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,7 +221,7 @@ async fn dropping_a_guard_wakes_a_waiter_on_another_client() {
         holder_fields(&raw, name).await,
         vec![waiter_guard.holder_field().to_string()]
     );
-    assert!(waiter_guard.unlock().await.expect("waiter releases"));
+    waiter_guard.unlock().await.expect("waiter releases");
 }
 
 // 11 ------------------------------------------------------------------------------------------
@@ -263,7 +264,7 @@ async fn dropped_unlock_futures_still_release_exactly_one_hold() {
     {
         let mut unlock = pin!(guards.pop().expect("guard").unlock());
         if let Poll::Ready(result) = futures::poll!(unlock.as_mut()) {
-            assert!(result.expect("unlock"));
+            result.expect("unlock");
         }
     }
     wait_hold_count(&lock, 2, "unlock future polled once").await;
@@ -289,7 +290,7 @@ async fn dropped_unlock_futures_still_release_exactly_one_hold() {
         holder_fields(&raw, name).await,
         vec![waiter_guard.holder_field().to_string()]
     );
-    assert!(waiter_guard.unlock().await.expect("waiter releases"));
+    waiter_guard.unlock().await.expect("waiter releases");
     wait_key_gone(&raw, name, Duration::from_secs(2)).await;
 }
 

@@ -678,6 +678,7 @@ async fn a_killed_holder_process_frees_its_lock_at_the_lease_end() {
         .try_lock_for(Duration::from_secs(10), None)
         .await
         .expect("acquire")
+        .acquired()
         .expect("the lock frees at the dead holder's lease end");
     let took = killed.elapsed();
     assert!(
@@ -685,7 +686,7 @@ async fn a_killed_holder_process_frees_its_lock_at_the_lease_end() {
         "the waiter got the lock {took:?} after the holder was killed"
     );
     assert_eq!(guard.acquisition().woken_by, ferrisson::WokenBy::Ttl);
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
 }
 
 /// A holder process paused (SIGSTOP) for longer than its lease: another owner takes the lock
@@ -722,6 +723,7 @@ async fn a_holder_paused_past_its_lease_stops_its_command_on_resume() {
         .try_lock_for(Duration::from_secs(10), Some(Duration::from_secs(20)))
         .await
         .expect("acquire")
+        .acquired()
         .expect("another owner takes the lock from the paused holder");
     let overlap_from = std::time::Instant::now();
     sleep(Duration::from_millis(500)).await;
@@ -747,7 +749,7 @@ async fn a_holder_paused_past_its_lease_stops_its_command_on_resume() {
         overlap_from - paused,
         stopped - overlap_from,
     );
-    assert!(other.unlock().await.expect("release"));
+    other.unlock().await.expect("release");
 }
 
 // unlock ---------------------------------------------------------------------------------------

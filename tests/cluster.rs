@@ -92,7 +92,7 @@ async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
         );
     }
     for guard in guards {
-        assert!(guard.unlock().await.expect("release in the cluster"));
+        guard.unlock().await.expect("release in the cluster");
     }
     for name in &names {
         assert!(!stored_on(&cluster.master_clients[master_of[name]], name).await);
@@ -123,7 +123,7 @@ async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
         let parked = sleep(Duration::from_millis(300));
         let guard = hand_over(&client, &other, name, lease, parked).await;
         assert_eq!(guard.acquisition().woken_by, WokenBy::Message, "{name}");
-        assert!(guard.unlock().await.expect("release"));
+        guard.unlock().await.expect("release");
     }
 }
 
@@ -175,7 +175,7 @@ async fn watchdog_renewals_are_batched_per_slot() {
         "{renewals} renewal calls for 60 locks in 6 slots over ~6 rounds"
     );
     for guard in guards {
-        assert!(guard.unlock().await.expect("release"));
+        guard.unlock().await.expect("release");
     }
 }
 
@@ -199,7 +199,7 @@ async fn messages_of_a_release(
         .await
         .expect("SSUBSCRIBE");
     let guard = hold(client, name).await;
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
     sleep(Duration::from_millis(300)).await;
     let mut counts = (0, 0);
     while let Ok(message) = classic_rx.try_recv() {
@@ -270,7 +270,7 @@ async fn waiters_wake_on_releases_of_a_compatible_mode() {
                 expected,
                 "release {releaser_mode:?}, waiter {waiter_mode:?}"
             );
-            assert!(guard.unlock().await.expect("release"));
+            guard.unlock().await.expect("release");
         }
     }
 }
@@ -335,16 +335,17 @@ async fn locks_and_waiters_follow_a_slot_migration() {
     let fresh = hold(&holder_client, "{migrating}:fresh").await; // taken on the new master
     assert!(stored_on(target, "{migrating}:fresh").await);
 
-    assert!(held.unlock().await.expect("release on the new master"));
+    held.unlock().await.expect("release on the new master");
     let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .expect("the sharded waiter was stranded by the migration")
         .expect("waiter task")
         .expect("acquire")
+        .acquired()
         .expect("acquired");
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
-    assert!(guard.unlock().await.expect("release"));
-    assert!(fresh.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
+    fresh.unlock().await.expect("release");
 }
 
 /// A master is killed (kill -9) and its replica takes over: clients follow the failover and keep
@@ -401,8 +402,9 @@ async fn clients_follow_a_failover_and_waiters_are_not_stranded() {
         .try_lock_for(Duration::from_secs(20), None)
         .await
         .expect("acquire after the failover")
+        .acquired()
         .expect("the slot is served again");
-    assert!(taken.unlock().await.expect("release"));
+    taken.unlock().await.expect("release");
     sleep(Duration::from_secs(2)).await; // a renewal round on the new master
 
     let kept = holder_client
@@ -418,7 +420,7 @@ async fn clients_follow_a_failover_and_waiters_are_not_stranded() {
     );
 
     for guard in released_later {
-        assert!(guard.unlock().await.expect("release on the new master"));
+        guard.unlock().await.expect("release on the new master");
     }
     for (waiter, mode) in waiters.into_iter().zip(["classic", "sharded"]) {
         let woken_by = tokio::time::timeout(Duration::from_secs(10), waiter)
@@ -456,6 +458,7 @@ async fn locks_are_taken_while_their_slot_migrates_by_following_ask() {
         .try_lock()
         .await
         .expect("ASK followed to the target")
+        .acquired()
         .expect("free");
     assert!(stored_while_importing(&cluster.master_clients[to], "{asked}:fresh").await);
     // The moved lock: queried and re-entered on the target.
@@ -467,7 +470,7 @@ async fn locks_are_taken_while_their_slot_migrates_by_following_ask() {
     let released = tokio::time::timeout(Duration::from_secs(2), elsewhere.unlock())
         .await
         .expect("a release on another slot answers at once");
-    assert!(released.expect("release on another slot"));
+    released.expect("release on another slot");
 
     // A release while the slot migrates is refused (TRYAGAIN) and reported as an outage; the
     // client settles the hold it gave up once the migration is over.
@@ -486,8 +489,8 @@ async fn locks_are_taken_while_their_slot_migrates_by_following_ask() {
     )
     .await
     .expect("the refused release is settled after the migration");
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
     assert!(!held.is_lost());
-    assert!(held.unlock().await.expect("release"));
+    held.unlock().await.expect("release");
     assert!(!stored_on(&cluster.master_clients[to], name).await);
 }

@@ -88,14 +88,21 @@ async fn a_restart_without_persistence_reports_the_hold_lost_and_frees_the_waite
         .expect("waiter task");
     let waiter_guard = acquired
         .expect("the waiter's acquire succeeds")
+        .acquired()
         .expect("the waiter acquires the forgotten lock");
     assert!(
         at.saturating_duration_since(restarted) < Duration::from_secs(3),
         "the waiter needed {:?} after the restart",
         at - restarted
     );
-    assert!(!guard.unlock().await.expect("unlock of a lost hold"));
-    assert!(waiter_guard.unlock().await.expect("waiter releases"));
+    assert!(
+        matches!(
+            guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "unlock of a lost hold"
+    );
+    waiter_guard.unlock().await.expect("waiter releases");
 }
 
 /// With AOF (`appendfsync always`) the lock survives a kill -9: after the restart the same
@@ -135,9 +142,9 @@ async fn with_aof_a_held_lock_survives_a_restart_and_its_renewals_go_on() {
     let ttl = pttl(&raw, name).await;
     assert!(ttl > 0 && ttl <= WATCHDOG.as_millis() as i64, "PTTL {ttl}");
     let other = client.lock(name).with_owner(Owner::new());
-    assert!(other.try_lock().await.expect("try_lock").is_none());
+    assert!(other.try_lock().await.expect("try_lock").is_busy());
 
-    assert!(guard.unlock().await.expect("holder releases"));
+    guard.unlock().await.expect("holder releases");
     assert_eq!(support::redis_state::exists(&raw, name).await, 0);
 }
 
@@ -170,9 +177,10 @@ async fn killed_pubsub_connections_strand_no_waiter() {
                         .try_lock_for(Duration::from_secs(30), Some(lease))
                         .await
                         .expect("the waiter's acquire succeeds")
+                        .acquired()
                         .expect("the waiter acquires");
                     let at = Instant::now();
-                    assert!(guard.unlock().await.expect("waiter releases"));
+                    guard.unlock().await.expect("waiter releases");
                     at
                 })
             })
@@ -183,7 +191,7 @@ async fn killed_pubsub_connections_strand_no_waiter() {
             fault::client_kill(&raw, "pubsub").await >= 1,
             "round {round}: no pub/sub connection was killed"
         );
-        assert!(holder.unlock().await.expect("holder releases"));
+        holder.unlock().await.expect("holder releases");
         let released = Instant::now();
         let done = timeout(Duration::from_secs(10), futures::future::join_all(waiters))
             .await
@@ -229,14 +237,14 @@ async fn killed_command_connections_leave_no_overlap_and_nothing_locked() {
             tokio::spawn(async move {
                 while Instant::now() < until {
                     match lock.try_lock_for(Duration::from_secs(2), None).await {
-                        Ok(Some(guard)) => {
+                        Ok(ferrisson::Attempt::Acquired(guard)) => {
                             exclusion.section(Duration::from_millis(3)).await;
                             if let Err(err) = guard.unlock().await {
                                 assert!(err.is_transient(), "release: {err:?}");
                                 errors.fetch_add(1, Ordering::SeqCst);
                             }
                         }
-                        Ok(None) => {}
+                        Ok(ferrisson::Attempt::Busy) => {}
                         Err(err) => {
                             assert!(err.is_transient(), "acquire: {err:?}");
                             errors.fetch_add(1, Ordering::SeqCst);
@@ -306,7 +314,7 @@ async fn a_slow_server_gives_typed_timeouts_and_leaves_nothing_locked() {
     wait_key_gone(&raw, lock.name(), Duration::from_secs(3)).await;
     let guard = lock.lock().await.expect("lock once the server is awake");
     assert_eq!(lock.hold_count().await.expect("HGET"), 1);
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
     assert_eq!(support::redis_state::exists(&raw, lock.name()).await, 0);
 }
 
@@ -339,12 +347,12 @@ async fn added_latency_keeps_wait_bounds_and_exclusion() {
         .await
         .expect("a slow answer is still an answer");
     let took = asked.elapsed();
-    assert!(outcome.is_none(), "the lock is held");
+    assert!(outcome.is_busy(), "the lock is held");
     assert!(
         took >= wait && took < wait + Duration::from_millis(700),
         "try_lock_for({wait:?}) took {took:?}"
     );
-    assert!(holder.unlock().await.expect("release"));
+    holder.unlock().await.expect("release");
 
     // Slow and direct contenders, mutually excluded.
     let exclusion = Arc::new(Exclusion::default());
@@ -360,9 +368,10 @@ async fn added_latency_keeps_wait_bounds_and_exclusion() {
                         .try_lock_for(Duration::from_secs(3), None)
                         .await
                         .expect("acquire through latency")
+                        .acquired()
                     {
                         exclusion.section(Duration::from_millis(5)).await;
-                        assert!(guard.unlock().await.expect("release through latency"));
+                        guard.unlock().await.expect("release through latency");
                     }
                 }
             })
@@ -414,6 +423,7 @@ async fn a_blackholed_holder_knows_its_loss_before_another_owner_acquires() {
                 .try_lock_for(Duration::from_secs(10), None)
                 .await
                 .expect("direct acquire")
+                .acquired()
                 .expect("the lock frees at the holder's lease end");
             // `is_lost()` reads the holder's local lease end, no task in between: this is
             // what the holder would see if it asked at the moment the other owner got in.
@@ -445,7 +455,7 @@ async fn a_blackholed_holder_knows_its_loss_before_another_owner_acquires() {
         holder_knew,
         "another owner acquired while the holder still believed it held the lock"
     );
-    assert!(other_guard.unlock().await.expect("release"));
+    other_guard.unlock().await.expect("release");
     proxy.set_mode(ProxyMode::Pass);
     proxy.reset_all();
 }
@@ -481,6 +491,7 @@ async fn reset_connections_neither_strand_a_waiter_nor_lose_a_hold() {
                 .try_lock_for(Duration::from_secs(30), None)
                 .await
                 .expect("waiter's acquire")
+                .acquired()
                 .expect("waiter acquires");
             (guard, Instant::now())
         }
@@ -491,7 +502,7 @@ async fn reset_connections_neither_strand_a_waiter_nor_lose_a_hold() {
         sleep(Duration::from_millis(300)).await;
     }
     wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
-    assert!(holder.unlock().await.expect("direct holder releases"));
+    holder.unlock().await.expect("direct holder releases");
     let released = Instant::now();
     let (guard, at) = timeout(Duration::from_secs(10), waiter)
         .await
@@ -502,7 +513,7 @@ async fn reset_connections_neither_strand_a_waiter_nor_lose_a_hold() {
         "woken {:?} late",
         at - released
     );
-    assert!(guard.unlock().await.expect("waiter releases"));
+    guard.unlock().await.expect("waiter releases");
 
     sleep(WATCHDOG).await;
     assert!(
@@ -510,5 +521,5 @@ async fn reset_connections_neither_strand_a_waiter_nor_lose_a_hold() {
         "the hold behind the proxy was lost to resets"
     );
     assert!(pttl(&raw, held_name).await > 0);
-    assert!(renewed.unlock().await.expect("holder releases"));
+    renewed.unlock().await.expect("holder releases");
 }

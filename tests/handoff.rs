@@ -64,7 +64,7 @@ async fn round_robin(
                     }
                     order.lock().expect("order").push(i);
                     done[i].fetch_add(1, Ordering::SeqCst);
-                    assert!(guard.unlock().await.expect("unlock"), "the hold was ours");
+                    guard.unlock().await.expect("unlock");
                 }
                 let _ = first_done_at.compare_exchange(
                     usize::MAX,
@@ -114,7 +114,7 @@ async fn hand_over(
 ) -> ferrisson::LockGuard {
     let waiter = tokio::spawn(acquire);
     wait_in_line(raw, name).await;
-    assert!(holder.unlock().await.expect("unlock"));
+    holder.unlock().await.expect("unlock");
     timeout(Duration::from_secs(2), waiter)
         .await
         .expect("handed over")
@@ -207,14 +207,14 @@ async fn a_holder_re_enters_at_once_while_local_waiters_are_in_line() {
     .expect("re-enter");
     assert_eq!(holder.hold_count().await.expect("HGET"), 2);
     assert!(!waiting.is_finished(), "the waiter still waits");
-    assert!(inner.unlock().await.expect("unlock"));
-    assert!(outer.unlock().await.expect("unlock"));
+    inner.unlock().await.expect("unlock");
+    outer.unlock().await.expect("unlock");
     let handed = timeout(Duration::from_secs(2), waiting)
         .await
         .expect("handed over")
         .expect("task")
         .expect("lock");
-    assert!(handed.unlock().await.expect("unlock"));
+    handed.unlock().await.expect("unlock");
     wait_key_gone(&raw, name, Duration::from_secs(2)).await;
 }
 
@@ -243,14 +243,14 @@ async fn a_waiter_that_lined_up_without_trying_waits_out_the_expiry_the_line_lea
         0,
         "a waiter retried before the lock's expiry"
     );
-    assert!(holder.unlock().await.expect("unlock"));
+    holder.unlock().await.expect("unlock");
     for waiter in [first, second] {
         let guard = timeout(Duration::from_secs(2), waiter)
             .await
             .expect("served in turn")
             .expect("task")
             .expect("lock");
-        assert!(guard.unlock().await.expect("unlock"));
+        guard.unlock().await.expect("unlock");
     }
     wait_key_gone(&raw, name, Duration::from_secs(2)).await;
 }
@@ -278,7 +278,7 @@ async fn a_handed_over_lock_carries_the_new_holders_field_and_lease() {
         (6_000..=7_000).contains(&ttl),
         "the new holder's 7 s lease, got {ttl} ms"
     );
-    assert!(guard.unlock().await.expect("unlock"));
+    guard.unlock().await.expect("unlock");
     wait_key_gone(&raw, "handoff:layout", Duration::from_secs(2)).await;
 }
 
@@ -304,7 +304,7 @@ async fn a_handed_over_watchdog_lock_is_renewed() {
         "{fields:?}"
     );
     assert!(!guard.is_lost());
-    assert!(guard.unlock().await.expect("unlock"));
+    guard.unlock().await.expect("unlock");
     wait_key_gone(&raw, "handoff:watchdog", Duration::from_secs(2)).await;
 }
 
@@ -342,7 +342,7 @@ async fn waiters_dropped_around_handoffs_leave_no_hold() {
         .try_lock()
         .await
         .expect("try_lock")
-        .is_some());
+        .is_acquired());
 }
 
 /// `local_tasks` tasks of one client take and release `name` back to back while another client

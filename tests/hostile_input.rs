@@ -109,9 +109,9 @@ fn any_name_locks_and_releases_or_is_rejected_as_empty() {
             );
             let again = lock.lock().await.expect("re-enter");
             prop_assert_eq!(lock.hold_count().await.expect("hold count"), 2);
-            prop_assert!(again.unlock().await.expect("partial release"));
+            again.unlock().await.expect("partial release");
             prop_assert_eq!(lock.hold_count().await.expect("hold count"), 1);
-            prop_assert!(guard.unlock().await.expect("full release"));
+            guard.unlock().await.expect("full release");
             prop_assert_eq!(exists(raw, &name).await, 0);
             Ok(())
         }
@@ -134,7 +134,7 @@ fn any_name_wakes_its_waiter_on_its_own_channel() {
             let parked =
                 support::redis_state::wait_numsub(raw, &channel, 1, Duration::from_secs(5));
             let guard = support::hand_over(client, client, &name, lease, parked).await;
-            prop_assert!(guard.unlock().await.expect("waiter releases"));
+            guard.unlock().await.expect("waiter releases");
             Ok(())
         }
     });
@@ -164,18 +164,20 @@ fn any_lease_is_applied_or_rejected_before_anything_is_sent() {
             // Accepted: whole milliseconds from 1 ms to half a signed 64-bit count.
             let valid = ms >= 1 && ms <= (i64::MAX / 2) as u128;
             for result in [
-                lock.lock_with_lease(lease).await.map(Some),
+                lock.lock_with_lease(lease)
+                    .await
+                    .map(ferrisson::Attempt::Acquired),
                 lock.try_lock_for(Duration::ZERO, Some(lease)).await,
             ] {
                 match result {
-                    Ok(Some(guard)) => {
+                    Ok(ferrisson::Attempt::Acquired(guard)) => {
                         prop_assert!(valid, "lease {:?} accepted", lease);
                         let ttl = pttl(raw, name).await;
                         // A lease shorter than a round trip may be gone already (-2).
                         prop_assert!(ttl == -2 || (ttl > 0 && ttl as u128 <= ms), "PTTL {}", ttl);
-                        let _ = guard.unlock().await.expect("release");
+                        guard.unlock().await.expect("release");
                     }
-                    Ok(None) => prop_assert!(false, "the lock is free"),
+                    Ok(ferrisson::Attempt::Busy) => prop_assert!(false, "the lock is free"),
                     Err(err) => {
                         prop_assert!(!valid, "lease {:?} rejected: {:?}", lease, err);
                         prop_assert!(matches!(err, Error::InvalidArgument(_)), "{:?}", err);
@@ -215,8 +217,10 @@ fn any_wait_is_honoured_or_rejected() {
                 .await
                 .expect("a wait exceeded its bound");
             match result {
-                Ok(None) => prop_assert!(asked.elapsed() < wait + Duration::from_millis(500)),
-                Ok(Some(_)) => prop_assert!(false, "acquired a held lock"),
+                Ok(ferrisson::Attempt::Busy) => {
+                    prop_assert!(asked.elapsed() < wait + Duration::from_millis(500))
+                }
+                Ok(ferrisson::Attempt::Acquired(_)) => prop_assert!(false, "acquired a held lock"),
                 // A wait shorter than the server's answer ends without one: a timeout, not
                 // "busy" (the unanswered attempt is settled by the client).
                 Err(Error::Timeout(_)) if wait < Duration::from_millis(50) => {
@@ -227,7 +231,7 @@ fn any_wait_is_honoured_or_rejected() {
                     prop_assert!(matches!(err, Error::InvalidArgument(_)), "{:?}", err);
                 }
             }
-            prop_assert!(holder.unlock().await.expect("release"));
+            holder.unlock().await.expect("release");
             Ok(())
         }
     });
@@ -309,7 +313,7 @@ async fn a_garbage_hold_count_is_an_error_and_the_lock_still_expires() {
     support::redis_state::wait_key_gone(&raw, name, Duration::from_secs(4)).await;
     let guard = lock.lock().await.expect("lock once the garbage expired");
     assert_eq!(lock.hold_count().await.expect("hold count"), 1);
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
 }
 
 /// A lock hash written without an expiry by a foreign holder: a bounded wait ends at its bound
@@ -325,7 +329,7 @@ async fn a_lock_without_expiry_bounds_the_wait_without_polling() {
     let lock = client.lock(name).with_owner(Owner::new());
     let wait = Duration::from_millis(800);
     let asked = Instant::now();
-    assert!(lock.try_lock_for(wait, None).await.expect("wait").is_none());
+    assert!(lock.try_lock_for(wait, None).await.expect("wait").is_busy());
     let took = asked.elapsed();
     assert!(
         took >= wait && took < wait + Duration::from_millis(500),
@@ -347,8 +351,9 @@ async fn a_lock_without_expiry_bounds_the_wait_without_polling() {
         .expect("the message woke the waiter")
         .expect("waiter task")
         .expect("acquire")
+        .acquired()
         .expect("acquired");
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
 }
 
 /// Junk on a lock's channel (empty, unknown numbers, text, binary, a large payload): waiters may
@@ -401,11 +406,12 @@ async fn junk_on_a_lock_channel_neither_steals_nor_loses_the_lock() {
         !waiter.is_finished(),
         "the waiter took a held lock or gave up early"
     );
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
     let taken = waiter
         .await
         .expect("waiter task")
         .expect("acquire")
+        .acquired()
         .expect("the waiter acquires after the release");
-    assert!(taken.unlock().await.expect("release"));
+    taken.unlock().await.expect("release");
 }

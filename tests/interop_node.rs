@@ -861,7 +861,7 @@ async fn rust_and_node_exclude_each_other_under_interleaved_contention() {
                     .rpush(log_key, format!("{tag}:out"))
                     .await
                     .expect("RPUSH");
-                assert!(guard.unlock().await.expect("rust release"), "lease lost");
+                guard.unlock().await.expect("rust release");
                 sleep(Duration::from_millis(GAP_MS)).await;
             }
         }));
@@ -940,7 +940,7 @@ async fn rust_and_node_hand_the_lock_back_and_forth_many_times() {
             "round {round}: rust's hold"
         );
         let released = Instant::now();
-        assert!(rust_guard.unlock().await.expect("rust release"));
+        rust_guard.unlock().await.expect("rust release");
         let reply = node.wait(LEASE + STEP).await.expect_ok("node lock");
         let woke_after = reply.received.duration_since(released);
         assert!(
@@ -976,7 +976,7 @@ async fn rust_and_node_hand_the_lock_back_and_forth_many_times() {
         );
         rust_guard = guard;
     }
-    assert!(rust_guard.unlock().await.expect("rust release"));
+    rust_guard.unlock().await.expect("rust release");
     assert_eq!(pttl(&raw, name).await, -2, "lock left behind");
 }
 
@@ -1002,7 +1002,7 @@ async fn node_waiter_woken_by_rust_release(server: &RedisServer, name: &str, cha
     );
 
     let released = Instant::now();
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
     let reply = node.wait(LEASE + STEP).await.expect_ok("node lock");
     let woke_after = reply.received.duration_since(released);
     eprintln!("{name}: node woken {woke_after:?} after the rust release");
@@ -1043,7 +1043,7 @@ async fn rust_waiter_woken_by_node_release(server: &RedisServer, name: &str, cha
         hgetall(&raw, name).await,
         HashMap::from([(guard.holder_field().to_string(), "1".to_string())])
     );
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
 }
 
 #[tokio::test]
@@ -1096,7 +1096,7 @@ async fn node_reentrant_holds_keep_rust_out_until_the_last_release() {
         "node's reentrant hold count in Redis"
     );
     let probe = client.lock(name).with_owner(Owner::new());
-    assert!(probe.try_lock().await.expect("try_lock").is_none());
+    assert!(probe.try_lock().await.expect("try_lock").is_busy());
     assert!(probe.is_locked().await.expect("is_locked"));
 
     let waiter = spawn_rust_waiter(&client, name, Owner::new(), LEASE);
@@ -1116,7 +1116,7 @@ async fn node_reentrant_holds_keep_rust_out_until_the_last_release() {
         !waiter.is_finished(),
         "rust acquired after node's first (partial) release"
     );
-    assert!(probe.try_lock().await.expect("try_lock").is_none());
+    assert!(probe.try_lock().await.expect("try_lock").is_busy());
 
     let released = Instant::now();
     peer.unlock(name, "1").await.expect("node final release");
@@ -1127,7 +1127,7 @@ async fn node_reentrant_holds_keep_rust_out_until_the_last_release() {
         "rust took {woke_after:?} to acquire after node's last release"
     );
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
 }
 
 #[tokio::test]
@@ -1153,7 +1153,7 @@ async fn rust_reentrant_holds_keep_node_out_until_the_last_release() {
     wait_node_parked(&raw, &peer).await;
     assert_eq!(numsub(&raw, &channel).await, 1, "node waits on {channel}");
 
-    assert!(inner.unlock().await.expect("rust partial release"));
+    inner.unlock().await.expect("rust partial release");
     assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
     sleep(STILL_WAITING).await;
     assert!(
@@ -1164,7 +1164,7 @@ async fn rust_reentrant_holds_keep_node_out_until_the_last_release() {
     assert!(peer.is_locked(name).await);
 
     let released = Instant::now();
-    assert!(outer.unlock().await.expect("rust final release"));
+    outer.unlock().await.expect("rust final release");
     let reply = node.wait(LEASE + STEP).await.expect_ok("node lock");
     let woke_after = reply.received.duration_since(released);
     assert!(
@@ -1212,7 +1212,13 @@ async fn rust_force_unlock_wakes_a_waiting_node_client() {
         HashMap::from([(peer.field("1"), "1".to_string())])
     );
     // The evicted Rust holder's release must not touch node's hold.
-    assert!(!guard.unlock().await.expect("stale rust release"));
+    assert!(
+        matches!(
+            guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "stale rust release"
+    );
     assert_eq!(
         hgetall(&raw, name).await,
         HashMap::from([(peer.field("1"), "1".to_string())])
@@ -1256,7 +1262,7 @@ async fn node_force_unlock_wakes_a_waiting_rust_client() {
         hgetall(&raw, name).await,
         HashMap::from([(guard.holder_field().to_string(), "1".to_string())])
     );
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1290,7 +1296,7 @@ async fn node_watchdog_keeps_the_lock_alive_for_rust_beyond_the_initial_lease() 
     let expected = HashMap::from([(peer.field("1"), "1".to_string())]);
     while acquired.elapsed() < OBSERVE {
         assert!(
-            probe.try_lock().await.expect("try_lock").is_none(),
+            probe.try_lock().await.expect("try_lock").is_busy(),
             "rust acquired {name} {:?} after node took it with a {SHORT_WATCHDOG:?} watchdog lease",
             acquired.elapsed()
         );
@@ -1308,8 +1314,9 @@ async fn node_watchdog_keeps_the_lock_alive_for_rust_beyond_the_initial_lease() 
         .try_lock()
         .await
         .expect("try_lock")
+        .acquired()
         .expect("rust acquires after node's release");
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
 }
 
 #[tokio::test]
@@ -1343,7 +1350,7 @@ async fn rust_watchdog_keeps_the_lock_alive_for_node_beyond_the_initial_lease() 
     }
     assert!(!guard.is_lost());
 
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
     assert!(
         peer.try_lock(name, "1", Duration::ZERO, Some(LEASE)).await,
         "node acquires after rust's release"
@@ -1393,7 +1400,7 @@ async fn node_non_owner_unlock_fails_and_leaves_the_rust_lock_intact() {
     if let Some(message) = spy.next(Duration::from_millis(200)).await {
         panic!("a failed node unlock published {message:?}");
     }
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
     assert_eq!(
         spy.next(STEP).await,
         Some((channel_of(name), "0".to_string()))
@@ -1484,7 +1491,7 @@ async fn rust_publishes_on_the_redisson_channel_for_names_with_braces_anywhere()
         let mut spy = ChannelSpy::new(&server.url(), &[redisson_channel, node_channel]).await;
         let lock = client.lock(name).with_owner(Owner::new());
         let guard = lock.lock_with_lease(LEASE).await.expect("acquire");
-        assert!(guard.unlock().await.expect("release"));
+        guard.unlock().await.expect("release");
         assert_eq!(
             spy.next(STEP).await,
             Some((redisson_channel.to_string(), "0".to_string())),
@@ -1562,7 +1569,7 @@ async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mod
     let node = peer.lock(name, "1", Some(LEASE)).await;
     wait_node_parked_on(&cluster.master_clients, &peer).await;
     let released = Instant::now();
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
     let reply = node.wait(LEASE + STEP).await.expect_ok("node lock");
     let woke_after = reply.received.duration_since(released);
     assert!(
@@ -1582,7 +1589,7 @@ async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mod
         sleep(Duration::from_millis(10)).await;
     }
     let guard = node_release_wakes(&peer, waiter, name).await;
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
 
     // A sharded-only release is not heard by node's classic subscription.
     let lease = Duration::from_secs(6);
@@ -1594,7 +1601,7 @@ async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mod
         .expect("rust acquires");
     let mut node = peer.lock(name, "1", Some(LEASE)).await;
     wait_node_parked_on(&cluster.master_clients, &peer).await;
-    assert!(guard.unlock().await.expect("rust release"));
+    guard.unlock().await.expect("rust release");
     sleep(WAKE_BOUND).await;
     assert!(
         node.poll().is_none(),

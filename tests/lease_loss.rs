@@ -47,7 +47,13 @@ async fn lost_fires_at_the_lease_end_when_the_server_is_gone() {
         "lost() fired {after:?} after the kill"
     );
     assert!(guard.is_lost());
-    assert!(!guard.unlock().await.expect("unlock of a lost hold"));
+    assert!(
+        matches!(
+            guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "unlock of a lost hold"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,7 +89,7 @@ async fn a_paused_server_loses_the_lease_at_its_end_and_the_hold_is_taken_back()
     wait_key_gone(&raw, "loss:paused", Duration::from_secs(1)).await;
     let other = client.lock("loss:paused").with_owner(Owner::new());
     let taken = other.try_lock().await.expect("try_lock");
-    assert!(taken.is_some(), "another owner takes the lock at once");
+    assert!(taken.is_acquired(), "another owner takes the lock at once");
     drop(guard);
 }
 
@@ -121,7 +127,7 @@ async fn a_timed_out_acquire_is_settled_not_adopted() {
         Some("1"),
         "{fields:?}"
     );
-    assert!(guard.unlock().await.expect("unlock"));
+    guard.unlock().await.expect("unlock");
     wait_key_gone(&raw, name, Duration::from_millis(500)).await;
 }
 
@@ -154,6 +160,7 @@ async fn a_timed_out_acquire_frees_the_lock_for_others() {
         .try_lock()
         .await
         .expect("try_lock")
+        .acquired()
         .expect("another client takes the lock");
     guard.unlock().await.expect("unlock");
 }
@@ -192,8 +199,11 @@ async fn a_force_unlock_is_noticed_at_once() {
         eprintln!("{name}: lost() fired {noticed:?} after the force unlock");
         assert!(guard.is_lost());
         assert!(
-            !guard.unlock().await.expect("unlock"),
-            "nothing left to release"
+            matches!(
+                guard.unlock().await,
+                Err(ferrisson::Error::LeaseLost { .. })
+            ),
+            "unlock"
         );
         support::redis_state::wait_numsub(&raw, &channel, 0, Duration::from_secs(3)).await;
     }

@@ -91,7 +91,7 @@ async fn run_increments(raw: &fred::clients::Client, locks: Vec<Option<Lock>>) -
                     .expect("SET");
                 inside.fetch_sub(1, Ordering::SeqCst);
                 if let Some(guard) = guard {
-                    assert!(guard.unlock().await.expect("unlock"), "hold was still ours");
+                    guard.unlock().await.expect("unlock");
                 }
             }
         }));
@@ -177,7 +177,7 @@ async fn watchdog_lock_writes_redisson_hash_with_30s_ttl_and_counts_reentries() 
         "PTTL after re-entry {ttl}"
     );
 
-    assert!(inner.unlock().await.expect("inner unlock"));
+    inner.unlock().await.expect("inner unlock");
     assert_single_holder_at(&raw, "layout", client.id(), outer.owner(), "1").await;
     let ttl = pttl(&raw, "layout").await;
     assert!(
@@ -185,7 +185,7 @@ async fn watchdog_lock_writes_redisson_hash_with_30s_ttl_and_counts_reentries() 
         "PTTL after partial release {ttl}"
     );
 
-    assert!(outer.unlock().await.expect("outer unlock"));
+    outer.unlock().await.expect("outer unlock");
     assert_eq!(
         exists(&raw, "layout").await,
         0,
@@ -214,7 +214,7 @@ async fn lease_lock_writes_redisson_hash_with_the_lease_as_ttl() {
     let ttl = pttl(&raw, "leased").await;
     assert!((9_000..=10_000).contains(&ttl), "PTTL after re-entry {ttl}");
 
-    assert!(inner.unlock().await.expect("inner unlock"));
+    inner.unlock().await.expect("inner unlock");
     assert_single_holder_at(&raw, "leased", client.id(), outer.owner(), "1").await;
     let ttl = pttl(&raw, "leased").await;
     assert!(
@@ -222,7 +222,7 @@ async fn lease_lock_writes_redisson_hash_with_the_lease_as_ttl() {
         "PTTL after partial release {ttl}"
     );
 
-    assert!(outer.unlock().await.expect("outer unlock"));
+    outer.unlock().await.expect("outer unlock");
     assert_eq!(exists(&raw, "leased").await, 0);
 }
 
@@ -259,10 +259,7 @@ async fn unlock_by_another_owner_or_client_is_not_held_and_changes_nothing() {
     let ttl = pttl(&raw, "guarded").await;
     assert!((29_000..=30_000).contains(&ttl), "PTTL changed: {ttl}");
 
-    assert!(
-        guard.unlock().await.expect("owner unlock"),
-        "normal release is Ok(true)"
-    );
+    guard.unlock().await.expect("owner unlock");
     assert_eq!(exists(&raw, "guarded").await, 0);
 }
 
@@ -280,8 +277,11 @@ async fn guard_unlock_after_force_unlock_reports_false() {
         .expect("force_unlock"));
     assert_eq!(exists(&raw, "forced").await, 0);
     assert!(
-        !guard.unlock().await.expect("unlock"),
-        "hold was already gone"
+        matches!(
+            guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "unlock"
     );
     assert!(!lock.force_unlock().await.expect("second force_unlock"));
 }
@@ -330,10 +330,35 @@ async fn operations_on_a_string_key_fail_with_wrong_type_and_leave_it_alone() {
             .await
             .expect_err("is_held_by_current_owner on a string"),
     );
+    // Redisson's `isLocked` (EXISTS) would say `true` here: a string is not a held lock.
+    wrong(
+        "is_locked",
+        lock.is_locked().await.expect_err("is_locked on a string"),
+    );
 
     let value: String = raw.get("plain").await.expect("GET");
     assert_eq!(value, "hello");
     assert_eq!(pttl(&raw, "plain").await, -1, "TTL was added to the string");
+}
+
+#[tokio::test]
+async fn is_locked_tells_a_lock_from_a_key_of_another_type() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let _: i64 = raw.rpush("queue", "job").await.expect("RPUSH");
+    let err = client.lock("queue").is_locked().await.expect_err("a list");
+    assert!(
+        matches!(err, Error::WrongType { ref name } if name == "queue"),
+        "{err:?}"
+    );
+
+    let lock = client.lock("held");
+    assert!(!lock.is_locked().await.expect("absent key"));
+    let guard = lock.lock().await.expect("lock");
+    assert!(lock.is_locked().await.expect("held"));
+    guard.unlock().await.expect("unlock");
+    assert!(!lock.is_locked().await.expect("released"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -353,16 +378,16 @@ async fn lock_operations_survive_script_flush_between_them() {
     let inner = lock.lock().await.expect("re-entry after flush");
     assert_single_holder_at(&raw, "flushed", client.id(), outer.owner(), "2").await;
     script_flush(&raw).await;
-    assert!(inner.unlock().await.expect("inner unlock after flush"));
+    inner.unlock().await.expect("inner unlock after flush");
     assert_single_holder_at(&raw, "flushed", client.id(), outer.owner(), "1").await;
     script_flush(&raw).await;
-    assert!(outer.unlock().await.expect("outer unlock after flush"));
+    outer.unlock().await.expect("outer unlock after flush");
     assert_eq!(exists(&raw, "flushed").await, 0);
     script_flush(&raw).await;
     let again = lock.lock().await.expect("lock again after flush");
     assert_single_holder_at(&raw, "flushed", client.id(), again.owner(), "1").await;
     script_flush(&raw).await;
-    assert!(again.unlock().await.expect("unlock after flush"));
+    again.unlock().await.expect("unlock after flush");
     assert_eq!(exists(&raw, "flushed").await, 0);
 }
 
@@ -443,8 +468,8 @@ async fn implicit_owner_reenters_within_a_task_and_excludes_other_tasks() {
             assert_single_holder_at(&raw, "tasks", &client_id, outer.owner(), "2").await;
             held_tx.send(outer.owner()).expect("signal");
             done_rx.await.expect("release signal");
-            assert!(inner.unlock().await.expect("inner unlock"));
-            assert!(outer.unlock().await.expect("outer unlock"));
+            inner.unlock().await.expect("inner unlock");
+            outer.unlock().await.expect("outer unlock");
         })
     };
     let holder_owner = held_rx.await.expect("holder took the lock");
@@ -455,7 +480,7 @@ async fn implicit_owner_reenters_within_a_task_and_excludes_other_tasks() {
             assert_ne!(Owner::current(), holder_owner);
             let got = lock.try_lock().await.expect("try_lock from another task");
             let count = lock.hold_count().await.expect("hold_count");
-            (got.is_some(), count)
+            (got.is_acquired(), count)
         })
     };
     let (acquired, count) = other.await.expect("other task");
@@ -484,7 +509,7 @@ async fn two_branches(a: Lock, b: Lock) -> (usize, [WokenBy; 2]) {
             tokio::time::sleep(Duration::from_millis(150)).await;
             inside.fetch_sub(1, Ordering::SeqCst);
             let woken_by = guard.acquisition().woken_by;
-            assert!(guard.unlock().await.expect("unlock in branch"));
+            guard.unlock().await.expect("unlock in branch");
             woken_by
         }
     };
@@ -565,13 +590,67 @@ async fn guard_reenter_from_a_spawned_task_counts_for_the_original_owner() {
         );
         assert_eq!(lock2.hold_count().await.expect("task's own hold_count"), 0);
         assert_single_holder_at(&raw2, "handoff", &client_id, owner, "2").await;
-        assert!(inner.unlock().await.expect("inner unlock"));
+        inner.unlock().await.expect("inner unlock");
         assert_single_holder_at(&raw2, "handoff", &client_id, owner, "1").await;
-        assert!(outer.unlock().await.expect("outer unlock"));
+        outer.unlock().await.expect("outer unlock");
     })
     .await
     .expect("spawned task");
     assert_eq!(exists(&raw, "handoff").await, 0);
+}
+
+/// Redisson's `*Async(threadId)` and `isHeldByThread(threadId)`: an owner named by its id acts
+/// on the hold of that id from any task, and the field on the wire is `<uuid>:<id>`.
+#[tokio::test]
+async fn an_owner_given_by_id_acts_on_that_ids_hold_from_any_task() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let lock = client.lock("by-id");
+    let worker = Owner::from_id(42).expect("a positive long");
+
+    lock.with_owner(worker)
+        .lock()
+        .await
+        .expect("lock as worker 42")
+        .detach();
+    assert_single_holder_at(&raw, "by-id", client.id(), worker, "1").await;
+    let fields = hgetall(&raw, "by-id").await;
+    assert!(
+        fields.contains_key(&format!("{}:42", client.id())),
+        "{fields:?}"
+    );
+    assert!(lock.is_held_by(worker).await.expect("is_held_by 42"));
+    assert!(!lock.is_held_by_current_owner().await.expect("this task"));
+    assert!(!lock
+        .is_held_by(Owner::from_id(43).expect("id"))
+        .await
+        .expect("is_held_by 43"));
+
+    // Another task, with only the id in hand, re-enters and releases both holds.
+    let again = lock.clone();
+    tokio::spawn(async move {
+        let owner = Owner::from_id(42).expect("id");
+        let bound = again.with_owner(owner);
+        let guard = bound.lock().await.expect("re-enter by id");
+        assert_eq!(bound.hold_count().await.expect("hold count"), 2);
+        guard.unlock().await.expect("release the re-entry");
+        bound
+            .unlock()
+            .await
+            .expect("release the detached hold by id");
+    })
+    .await
+    .expect("task");
+    assert_eq!(exists(&raw, "by-id").await, 0);
+    assert!(!lock.is_held_by(worker).await.expect("released"));
+
+    for bad in [0, 1 << 63, u64::MAX] {
+        assert!(
+            matches!(Owner::from_id(bad), Err(Error::InvalidArgument(_))),
+            "{bad}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -632,7 +711,7 @@ async fn queries_report_the_lock_state_before_during_and_after_a_hold() {
 
     let again = lock.lock().await.expect("reenter");
     assert_eq!(lock.hold_count().await.expect("hold_count"), 2);
-    assert!(again.unlock().await.expect("unlock"));
+    again.unlock().await.expect("unlock");
 
     let persisted: i64 = raw.persist("queried").await.expect("PERSIST");
     assert_eq!(persisted, 1);
@@ -641,7 +720,7 @@ async fn queries_report_the_lock_state_before_during_and_after_a_hold() {
         RemainingTtl::NoExpiry
     );
 
-    assert!(guard.unlock().await.expect("unlock"));
+    guard.unlock().await.expect("unlock");
     assert!(!lock.is_locked().await.expect("is_locked"));
     assert!(!lock.is_held_by_current_owner().await.expect("held"));
     assert_eq!(lock.hold_count().await.expect("hold_count"), 0);
@@ -670,7 +749,7 @@ async fn a_foreign_redisson_holder_blocks_try_lock_and_bounded_wait() {
     assert!(set);
     let lock = client.lock("java-held");
 
-    assert!(lock.try_lock().await.expect("try_lock").is_none());
+    assert!(lock.try_lock().await.expect("try_lock").is_busy());
     assert!(lock.is_locked().await.expect("is_locked"));
     assert!(!lock.is_held_by_current_owner().await.expect("held"));
 
@@ -680,7 +759,7 @@ async fn a_foreign_redisson_holder_blocks_try_lock_and_bounded_wait() {
         .await
         .expect("try_lock_for");
     let waited = started.elapsed();
-    assert!(got.is_none(), "acquired a lock held by a Java client");
+    assert!(got.is_busy(), "acquired a lock held by a Java client");
     assert!(
         waited >= Duration::from_millis(190) && waited < Duration::from_millis(2_000),
         "try_lock_for(200ms) returned after {waited:?}"

@@ -48,12 +48,11 @@ async fn locks_land_on(client: &ferrisson::Client, master: &fred::clients::Clien
         let lock = client.lock(name.as_str()).with_owner(Owner::new());
         let missed = match lock.try_lock_for(FOLLOW_WITHIN, None).await {
             Ok(guard) => {
-                let guard = guard.expect("nobody else holds a fresh lock");
+                let guard = guard.acquired().expect("nobody else holds a fresh lock");
                 let on_master = exists(master, &name).await == 1;
                 // A release cut off by a reconnect is settled by the client itself.
                 match guard.unlock().await {
-                    Ok(released) if on_master => {
-                        assert!(released, "the probe was held");
+                    Ok(()) if on_master => {
                         assert_eq!(exists(master, &name).await, 0, "released on the new master");
                         return start.elapsed();
                     }
@@ -130,7 +129,7 @@ async fn release_wakes(
         [held.holder_field()],
         "the held lock is on the new master"
     );
-    assert!(held.unlock().await.expect("release on the new master"));
+    held.unlock().await.expect("release on the new master");
     let woken_by = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .expect("the parked waiter was stranded by the failover")
@@ -158,7 +157,7 @@ async fn locks_through_the_sentinels_live_on_the_master() {
         "the lock hash is on the master"
     );
     assert!(pttl(&master, "sentinel:lock").await > 0);
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
     assert_eq!(exists(&master, "sentinel:lock").await, 0);
 
     // A waiter of another client, subscribed on the master, is woken by the release.
@@ -168,7 +167,7 @@ async fn locks_through_the_sentinels_live_on_the_master() {
     })
     .await;
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
     assert_eq!(exists(&master, "sentinel:handed").await, 0);
 }
 
@@ -213,13 +212,14 @@ async fn a_killed_master_is_followed_and_wakes_parked_waiters() {
         .expect("the acquire rode through the failover")
         .expect("acquire task")
         .expect("the acquire waits out the outage")
+        .acquired()
         .expect("acquired");
     assert_eq!(
         holder_fields(&new, "sentinel:through").await,
         [through.holder_field()],
         "taken on the new master"
     );
-    assert!(through.unlock().await.expect("release"));
+    through.unlock().await.expect("release");
     locks_land_on(&parked.waiter_client, &new).await;
     release_wakes(parked.held, &new, parked.waiter).await;
     eprintln!(
@@ -266,7 +266,7 @@ async fn a_watchdog_hold_is_renewed_on_the_new_master_after_a_planned_failover()
         .await
         .expect("HEXISTS on the new master");
     assert!(held, "held on the new master");
-    assert!(guard.unlock().await.expect("release on the new master"));
+    guard.unlock().await.expect("release on the new master");
     assert_eq!(exists(&new, "sentinel:renewed").await, 0);
 }
 
@@ -326,7 +326,7 @@ async fn a_watchdog_hold_through_a_master_kill_is_held_iff_not_lost() {
             "not reported lost but not held on the new master"
         );
         assert!(pttl(&new, "sentinel:renewed").await > 0);
-        assert!(guard.unlock().await.expect("release on the new master"));
+        guard.unlock().await.expect("release on the new master");
         eprintln!("the hold was kept through the kill");
     }
 }
@@ -378,7 +378,7 @@ async fn shutdown_closes_the_sentinel_listeners_also_of_a_sentinel_that_is_down(
     .await;
     assert!(retried.is_ok(), "the sentinel that is down was not retried");
     let guard = hold(&client, "sentinel:lock").await;
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
 
     client.shutdown().await;
     listening(0).await;

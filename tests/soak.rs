@@ -491,8 +491,8 @@ fn worker(args: &[String]) {
                     let acquired = lock.try_lock_for(WAIT, None).await;
                     let ms = asked.elapsed().as_millis() as u64;
                     let outcome = match &acquired {
-                        Ok(Some(_)) => "acquired",
-                        Ok(None) => "busy",
+                        Ok(ferrisson::Attempt::Acquired(_)) => "acquired",
+                        Ok(ferrisson::Attempt::Busy) => "busy",
                         Err(_) => "error",
                     };
                     let _ = sender.send(Record::Wait {
@@ -501,7 +501,7 @@ fn worker(args: &[String]) {
                         ms,
                         outcome: outcome.into(),
                     });
-                    let Ok(Some(guard)) = acquired else {
+                    let Ok(ferrisson::Attempt::Acquired(guard)) = acquired else {
                         tokio::time::sleep(Duration::from_millis(rng.u64(1..10))).await;
                         continue;
                     };

@@ -128,17 +128,18 @@ async fn locks_work_over_tls_with_a_private_ca_and_a_client_certificate() {
     tokio::time::sleep(Duration::from_millis(3000)).await;
     assert!(!guard.is_lost());
     assert!(!waiter.is_finished());
-    assert!(guard.unlock().await.expect("release over TLS"));
+    guard.unlock().await.expect("release over TLS");
     let released = Instant::now();
     let taken = timeout(Duration::from_secs(5), waiter)
         .await
         .expect("the waiter was not woken over TLS")
         .expect("waiter task")
         .expect("acquire")
+        .acquired()
         .expect("acquired");
     assert!(released.elapsed() < Duration::from_secs(1));
     assert_eq!(taken.acquisition().woken_by, ferrisson::WokenBy::Message);
-    assert!(taken.unlock().await.expect("release"));
+    taken.unlock().await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,8 +55,10 @@ async fn lock_when_back(lock: &ferrisson::Lock, bound: Duration) -> ferrisson::L
     loop {
         let attempt = tokio::time::timeout(Duration::from_secs(2), lock.try_lock()).await;
         match attempt {
-            Ok(Ok(Some(guard))) => return guard,
-            Ok(Ok(None)) => panic!("the lock is held by someone else after the restart"),
+            Ok(Ok(ferrisson::Attempt::Acquired(guard))) => return guard,
+            Ok(Ok(ferrisson::Attempt::Busy)) => {
+                panic!("the lock is held by someone else after the restart")
+            }
             Ok(Err(err)) if start.elapsed() < bound => {
                 assert_transient(&err, "try_lock while reconnecting");
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -114,7 +116,7 @@ async fn fail_fast_acquires_error_at_once_while_down_and_work_again_after_restar
         Some("1"),
         "the lock is held on the restarted server: {fields:?}"
     );
-    assert!(guard.unlock().await.expect("unlock after the restart"));
+    guard.unlock().await.expect("unlock after the restart");
     assert_eq!(exists(&raw, "down:failfast").await, 0);
 }
 
@@ -138,8 +140,8 @@ async fn keep_waiting_try_lock_for_waits_out_its_bound_while_down() {
     let elapsed = start.elapsed();
     match &result {
         Err(err) => assert_transient(err, "try_lock_for(500 ms)"),
-        Ok(None) => panic!("an outage was reported as a busy lock"),
-        Ok(Some(_)) => panic!("acquired a lock on a server that is down"),
+        Ok(ferrisson::Attempt::Busy) => panic!("an outage was reported as a busy lock"),
+        Ok(ferrisson::Attempt::Acquired(_)) => panic!("acquired a lock on a server that is down"),
     }
     assert!(
         elapsed >= Duration::from_millis(400),

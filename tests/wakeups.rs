@@ -44,13 +44,13 @@ async fn full_release_publishes_zero_and_partial_release_publishes_nothing() {
     let inner = lock.lock().await.expect("reentrant acquire");
     assert_eq!(lock.hold_count().await.expect("hold_count"), 2);
 
-    assert!(inner.unlock().await.expect("partial release"));
+    inner.unlock().await.expect("partial release");
     assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
     if let Ok(message) = timeout(Duration::from_millis(300), messages.recv()).await {
         panic!("a partial (reentrant) release published {message:?}");
     }
 
-    assert!(outer.unlock().await.expect("full release"));
+    outer.unlock().await.expect("full release");
     let message = timeout(Duration::from_secs(2), messages.recv())
         .await
         .expect("no unlock message within 2 s of the full release")
@@ -76,7 +76,7 @@ async fn name_with_braces_publishes_on_channel_without_extra_braces() {
 
     let lock = client.lock(name).with_owner(Owner::new());
     let guard = lock.lock().await.expect("acquire");
-    assert!(guard.unlock().await.expect("release"));
+    guard.unlock().await.expect("release");
 
     let message = timeout(Duration::from_secs(2), messages.recv())
         .await
@@ -118,7 +118,7 @@ async fn waiter_is_woken_by_the_unlock_message_not_by_the_lease() {
         ),
         other => panic!("holder's lock should expire in ~19 s, got {other:?}"),
     }
-    assert!(guard.unlock().await.expect("holder releases"));
+    guard.unlock().await.expect("holder releases");
     let released = Instant::now();
 
     let (waiter_guard, acquired_at) = timeout(Duration::from_secs(5), waiter)
@@ -142,7 +142,7 @@ async fn waiter_is_woken_by_the_unlock_message_not_by_the_lease() {
         fields.keys().collect::<Vec<_>>(),
         vec![waiter_guard.holder_field()]
     );
-    assert!(waiter_guard.unlock().await.expect("waiter releases"));
+    waiter_guard.unlock().await.expect("waiter releases");
 }
 
 // 3 -------------------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ async fn try_lock_for_gives_up_after_its_wait_bound() {
     let start = Instant::now();
     let got = waiter.try_lock_for(wait, None).await.expect("try_lock_for");
     let took = start.elapsed();
-    assert!(got.is_none(), "got a lock that is held: {got:?}");
+    assert!(got.is_busy(), "got a lock that is held: {got:?}");
     assert!(
         took >= wait && took <= wait + Duration::from_millis(500),
         "try_lock_for({wait:?}) returned after {took:?}"
@@ -173,12 +173,12 @@ async fn try_lock_for_gives_up_after_its_wait_bound() {
         .await
         .expect("try_lock_for");
     let took = start.elapsed();
-    assert!(got.is_none(), "got a lock that is held: {got:?}");
+    assert!(got.is_busy(), "got a lock that is held: {got:?}");
     assert!(
         took >= wait && took <= wait + Duration::from_millis(500),
         "try_lock_for({wait:?}) returned after {took:?}"
     );
-    assert!(guard.unlock().await.expect("holder releases"));
+    guard.unlock().await.expect("holder releases");
 }
 
 #[tokio::test]
@@ -195,6 +195,7 @@ async fn waiter_acquires_when_a_short_lease_expires_woken_by_ttl() {
         .try_lock_for(Duration::from_secs(2), Some(HOLD))
         .await
         .expect("try_lock_for")
+        .acquired()
         .expect("waiter gets the lock once the 200 ms lease expired");
     let took = start.elapsed();
     let acquisition = *guard.acquisition();
@@ -205,9 +206,15 @@ async fn waiter_acquires_when_a_short_lease_expires_woken_by_ttl() {
     );
     assert!(waiter.is_held_by_current_owner().await.expect("hexists"));
     // The expired holder's release must not touch the waiter's hold.
-    assert!(!holder_guard.unlock().await.expect("stale release"));
+    assert!(
+        matches!(
+            holder_guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "stale release"
+    );
     assert_eq!(waiter.hold_count().await.expect("hold_count"), 1);
-    assert!(guard.unlock().await.expect("waiter releases"));
+    guard.unlock().await.expect("waiter releases");
 }
 
 // 4 -------------------------------------------------------------------------------------------
@@ -246,9 +253,15 @@ async fn force_unlock_wakes_a_waiter_and_reports_whether_a_lock_existed() {
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
 
     // The force-unlocked holder's release changes nothing.
-    assert!(!holder_guard.unlock().await.expect("stale release"));
+    assert!(
+        matches!(
+            holder_guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "stale release"
+    );
     assert!(admin.is_locked().await.expect("is_locked"));
-    assert!(guard.unlock().await.expect("waiter releases"));
+    guard.unlock().await.expect("waiter releases");
     assert!(!admin
         .force_unlock()
         .await
@@ -270,7 +283,7 @@ fn spawn_waiters(
             tokio::spawn(async move {
                 let guard = lock.lock().await.expect("waiter acquires");
                 let acquisition = *guard.acquisition();
-                assert!(guard.unlock().await.expect("waiter releases"));
+                guard.unlock().await.expect("waiter releases");
                 acquisition
             })
         })
@@ -311,7 +324,7 @@ async fn twenty_waiters_of_one_client_share_one_subscription() {
         "20 waiters of one client must share one SUBSCRIBE"
     );
 
-    assert!(holder_guard.unlock().await.expect("holder releases"));
+    holder_guard.unlock().await.expect("holder releases");
     let acquisitions = join_all(waiters, Duration::from_secs(10)).await;
     assert_eq!(acquisitions.len(), 20);
     assert!(
@@ -341,7 +354,7 @@ async fn two_clients_hold_one_subscription_each() {
     assert_eq!(numsub(&raw, &channel).await, 2);
     assert_eq!(command_calls(&raw, "subscribe").await, 2);
 
-    assert!(holder_guard.unlock().await.expect("holder releases"));
+    holder_guard.unlock().await.expect("holder releases");
     let acquisitions = join_all(waiters, Duration::from_secs(10)).await;
     assert_eq!(acquisitions.len(), 20);
     assert!(
@@ -380,7 +393,7 @@ async fn churn(
                     seen.push(*guard.acquisition());
                     tokio::task::yield_now().await;
                     inside.fetch_sub(1, Ordering::SeqCst);
-                    assert!(guard.unlock().await.expect("release"));
+                    guard.unlock().await.expect("release");
                 }
                 seen
             })
@@ -452,7 +465,7 @@ async fn waiters_resubscribe_and_acquire_promptly_after_a_server_restart() {
                     .expect("waiter acquires after the restart");
                 let acquisition = *guard.acquisition();
                 sleep(Duration::from_millis(20)).await;
-                assert!(guard.unlock().await.expect("waiter releases"));
+                guard.unlock().await.expect("waiter releases");
                 (acquisition, Instant::now())
             })
         })
@@ -496,7 +509,7 @@ async fn waiters_resubscribe_and_acquire_promptly_after_a_server_restart() {
     });
     wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
     sleep(Duration::from_millis(200)).await;
-    assert!(guard.unlock().await.expect("holder releases"));
+    guard.unlock().await.expect("holder releases");
     let released = Instant::now();
     let (waiter_guard, at) = timeout(Duration::from_secs(5), waiter)
         .await
@@ -504,6 +517,6 @@ async fn waiters_resubscribe_and_acquire_promptly_after_a_server_restart() {
         .expect("waiter task");
     assert!(at.saturating_duration_since(released) < Duration::from_secs(1));
     assert_eq!(waiter_guard.acquisition().woken_by, WokenBy::Message);
-    assert!(waiter_guard.unlock().await.expect("waiter releases"));
+    waiter_guard.unlock().await.expect("waiter releases");
     drop(holder_guard);
 }

@@ -96,6 +96,7 @@ async fn expired_fixed_lease_lets_a_waiter_in_woken_by_ttl() {
         .try_lock_for(Duration::from_secs(3), None)
         .await
         .expect("try_lock_for")
+        .acquired()
         .expect("the waiter should get the lock once the lease expires");
     let waited = start.elapsed();
 
@@ -114,7 +115,7 @@ async fn expired_fixed_lease_lets_a_waiter_in_woken_by_ttl() {
         vec![guard.holder_field()],
         "the waiter alone holds the lock"
     );
-    assert!(guard.unlock().await.expect("unlock"));
+    guard.unlock().await.expect("unlock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,7 +151,7 @@ async fn watchdog_keeps_a_held_lock_alive_and_stops_after_unlock() {
                     .try_lock()
                     .await
                     .expect("contender try_lock")
-                    .is_none(),
+                    .is_busy(),
                 "another client got a lock that is held under the watchdog"
             );
         }
@@ -160,7 +161,7 @@ async fn watchdog_keeps_a_held_lock_alive_and_stops_after_unlock() {
     assert!(!guard.is_lost());
 
     let field = guard.holder_field().to_owned();
-    assert!(guard.unlock().await.expect("unlock"), "the hold was ours");
+    guard.unlock().await.expect("unlock");
     assert_renewals_stopped(&raw, name, &field).await;
 }
 
@@ -197,7 +198,7 @@ async fn measure_renewals(server: &RedisServer, batch: usize, count: usize) -> (
     }
     assert!(guards.iter().all(|guard| !guard.is_lost()));
     for guard in guards {
-        assert!(guard.unlock().await.expect("unlock"));
+        guard.unlock().await.expect("unlock");
     }
     (scripts, renewed)
 }
@@ -274,7 +275,7 @@ async fn renewal_continues_after_a_partial_release_and_stops_at_the_final_one() 
         Some("2")
     );
 
-    assert!(inner.unlock().await.expect("inner unlock"));
+    inner.unlock().await.expect("inner unlock");
     assert_eq!(
         hgetall(&raw, name).await.get(&field).map(String::as_str),
         Some("1")
@@ -293,7 +294,7 @@ async fn renewal_continues_after_a_partial_release_and_stops_at_the_final_one() 
     );
     assert!(!outer.is_lost());
 
-    assert!(outer.unlock().await.expect("outer unlock"));
+    outer.unlock().await.expect("outer unlock");
     assert_eq!(
         pttl(&raw, name).await,
         -2,
@@ -335,10 +336,14 @@ async fn deleted_key_fires_lost_and_unlock_leaves_the_new_holder_alone() {
         .try_lock()
         .await
         .expect("try_lock")
+        .acquired()
         .expect("the lock is free after the DEL");
     assert!(
-        !guard.unlock().await.expect("unlock of a lost guard"),
-        "unlock of a lost lease reports false"
+        matches!(
+            guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "unlock of a lost guard"
     );
     let now = hgetall(&raw, name).await;
     assert_eq!(
@@ -347,7 +352,7 @@ async fn deleted_key_fires_lost_and_unlock_leaves_the_new_holder_alone() {
         "the new holder keeps the lock: {now:?}"
     );
     assert_eq!(now.len(), 1, "{now:?}");
-    assert!(theirs.unlock().await.expect("unlock"));
+    theirs.unlock().await.expect("unlock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -377,8 +382,15 @@ async fn force_unlock_by_another_client_fires_lost() {
         .try_lock()
         .await
         .expect("try_lock")
+        .acquired()
         .expect("the lock is free after the force unlock");
-    assert!(!guard.unlock().await.expect("unlock of a lost guard"));
+    assert!(
+        matches!(
+            guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "unlock of a lost guard"
+    );
     assert_eq!(
         hgetall(&raw, name)
             .await
@@ -387,7 +399,7 @@ async fn force_unlock_by_another_client_fires_lost() {
         Some("1"),
         "the other client keeps the lock"
     );
-    assert!(theirs.unlock().await.expect("unlock"));
+    theirs.unlock().await.expect("unlock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -418,7 +430,13 @@ async fn fixed_lease_fires_lost_when_the_lease_runs_out() {
     // The server agrees: the key expires with the lease.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(pttl(&raw, name).await, -2);
-    assert!(!guard.unlock().await.expect("unlock of an expired lease"));
+    assert!(
+        matches!(
+            guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "unlock of an expired lease"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -467,6 +485,6 @@ async fn reacquiring_after_a_loss_gives_a_fresh_hold_the_old_guard_cannot_touch(
     );
     assert!(!new.is_lost());
 
-    assert!(new.unlock().await.expect("unlock the new hold"));
+    new.unlock().await.expect("unlock the new hold");
     assert_eq!(pttl(&raw, name).await, -2);
 }

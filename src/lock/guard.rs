@@ -64,7 +64,7 @@ pub struct Acquisition {
 ///     _ = guard.lost() => eprintln!("lost the lock; stopping"),
 ///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
 /// }
-/// let still_held = guard.unlock().await?;
+/// guard.unlock().await?; // `Error::LeaseLost` if it was lost meanwhile
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
@@ -102,11 +102,12 @@ impl LockGuard {
         }
     }
 
-    /// Releases this hold now.
+    /// Releases this hold now: the lock is free if it was the last hold. The same shape as
+    /// [`Lock::unlock`].
     ///
-    /// Returns `Ok(true)` when the hold was still ours and is released (the lock is free if it
-    /// was the last hold), and `Ok(false)` when the lease had already been lost (expired, deleted
-    /// or force-unlocked): nothing was changed then.
+    /// Fails with [`Error::LeaseLost`] when the hold had already been lost (its lease ran out,
+    /// or the lock was deleted or force-unlocked): nothing was changed then, but the work the
+    /// guard protected may have overlapped another holder's.
     ///
     /// # Cancel safety
     /// Cancel safe: once the release has been sent, dropping the future lets the background task
@@ -115,10 +116,14 @@ impl LockGuard {
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
     /// let guard = lock.lock().await?;
-    /// assert!(guard.unlock().await?);
+    /// match guard.unlock().await {
+    ///     Ok(()) => {}
+    ///     Err(ferrisson::Error::LeaseLost { name }) => eprintln!("{name} was lost meanwhile"),
+    ///     Err(err) => return Err(err),
+    /// }
     /// # Ok(()) }
     /// ```
-    pub async fn unlock(mut self) -> Result<bool> {
+    pub async fn unlock(mut self) -> Result<()> {
         self.done = true;
         let client = self.lock.client();
         client.ensure_open()?;
@@ -126,10 +131,19 @@ impl LockGuard {
         let call = client.leases.doubts.enter();
         let released = client.leases.released(&self.ticket);
         if released.lost {
-            return Ok(false);
+            return Err(self.lease_lost());
         }
         let reply = super::send_release(client, &self.release(released.rearm_ms), call).await?;
-        Ok(!matches!(reply, Value::Null))
+        match reply {
+            Value::Null => Err(self.lease_lost()),
+            _ => Ok(()),
+        }
+    }
+
+    fn lease_lost(&self) -> Error {
+        Error::LeaseLost {
+            name: self.lock.name().to_owned(),
+        }
     }
 
     /// Takes the lock once more with the same owner and lease kind (a reentrant acquire). Use it

@@ -1,6 +1,7 @@
 //! The lock primitives, one file each, and what they share: the wait loop every pub/sub lock
 //! uses ([`wait`]), guards, and the in-flight script wrapper that makes acquires cancel safe.
 
+mod attempt;
 mod give_way;
 mod guard;
 pub(crate) mod handoff;
@@ -8,6 +9,7 @@ mod in_flight;
 mod reentrant;
 mod wait;
 
+pub use attempt::Attempt;
 pub use guard::{Acquisition, LockGuard, WokenBy};
 pub use reentrant::{Lock, RemainingTtl};
 

@@ -6,8 +6,9 @@ use std::time::Duration;
 use fred::prelude::Value;
 use tokio::time::Instant;
 
+use super::attempt::Attempt;
 use super::guard::LockGuard;
-use super::wait::{acquire_with_wait, script_error, Attempt, Waiter};
+use super::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
 use super::{lease_millis, InFlight};
 use crate::client::ClientInner;
 use crate::config::WhenUnavailable;
@@ -177,30 +178,35 @@ impl Lock {
             .ok_or_else(|| self.not_held())
     }
 
-    /// One attempt, no waiting, watchdog lease: `Some(guard)` if acquired (or re-entered),
-    /// `None` if another owner holds the lock. Redisson's `tryLock()`.
+    /// One attempt, no waiting, watchdog lease: [`Attempt::Acquired`] with the guard if acquired
+    /// (or re-entered), [`Attempt::Busy`] if another owner holds the lock. Redisson's
+    /// `tryLock()`.
     ///
     /// # Cancel safety
     /// Cancel safe (see the type's docs).
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// use ferrisson::Attempt;
     /// match lock.try_lock().await? {
-    ///     Some(guard) => guard.unlock().await.map(drop)?,
-    ///     None => println!("busy"),
+    ///     Attempt::Acquired(guard) => guard.unlock().await?,
+    ///     Attempt::Busy => println!("busy"),
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire_loop(None, Some(Duration::ZERO)).await
+    pub async fn try_lock(&self) -> Result<Attempt<LockGuard>> {
+        self.acquire_loop(None, Some(Duration::ZERO))
+            .await
+            .map(Attempt::from)
     }
 
     /// Waits at most `wait` for the lock; holds it for `lease`, or with the watchdog when `lease`
-    /// is `None`. Redisson's `tryLock(waitTime, leaseTime)`. Returns `None` when the wait ran out.
+    /// is `None`. Redisson's `tryLock(waitTime, leaseTime)`. Returns [`Attempt::Busy`] when the wait
+    /// ran out.
     ///
     /// The bound is strict: a slow server counts against it. A wait shorter than the server's
     /// answer (a sub-millisecond wait, or a server that stalls) ends with [`Error::Timeout`]
-    /// rather than `None`, since nobody said the lock is busy; whatever the unanswered attempt
+    /// rather than `Busy`, since nobody said the lock is busy; whatever the unanswered attempt
     /// may have taken is released by the client once Redis answers again.
     ///
     /// # Cancel safety
@@ -209,7 +215,7 @@ impl Lock {
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
     /// use std::time::Duration;
-    /// if let Some(guard) = lock.try_lock_for(Duration::from_millis(500), None).await? {
+    /// if let Some(guard) = lock.try_lock_for(Duration::from_millis(500), None).await?.acquired() {
     ///     guard.unlock().await?;
     /// }
     /// # Ok(()) }
@@ -218,8 +224,10 @@ impl Lock {
         &self,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire_loop(lease, Some(wait)).await
+    ) -> Result<Attempt<LockGuard>> {
+        self.acquire_loop(lease, Some(wait))
+            .await
+            .map(Attempt::from)
     }
 
     /// Releases one hold of this handle's owner without a guard, Redisson style (for holds kept
@@ -286,7 +294,8 @@ impl Lock {
         Ok(reply.as_i64() == Some(1))
     }
 
-    /// Whether anyone holds the lock (`EXISTS`).
+    /// Whether anyone holds the lock (`HLEN`, so that a key of another type is an
+    /// [`Error::WrongType`] rather than "locked"; Redisson's `isLocked` asks `EXISTS`).
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
@@ -295,7 +304,8 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
-        self.query("EXISTS", &[]).await
+        let fields: u64 = self.query("HLEN", &[]).await?;
+        Ok(fields > 0)
     }
 
     /// Whether this handle's owner (the current task, or the bound explicit owner) holds the
@@ -308,7 +318,23 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn is_held_by_current_owner(&self) -> Result<bool> {
-        let field = holder_field(&self.client().id, self.owner());
+        self.is_held_by(self.owner()).await
+    }
+
+    /// Whether `owner` of this client holds the lock (`HEXISTS`). Redisson's
+    /// `isHeldByThread(threadId)`; see [`Owner::from_id`] for an owner given by its id.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// use ferrisson::Owner;
+    /// let worker = Owner::from_id(42)?;
+    /// let _guard = lock.with_owner(worker).lock().await?;
+    /// assert!(lock.is_held_by(worker).await?);
+    /// assert!(!lock.is_held_by(Owner::new()).await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
+        let field = holder_field(&self.client().id, owner);
         self.query("HEXISTS", &[&*field]).await
     }
 
@@ -400,7 +426,7 @@ impl Lock {
         field: Arc<str>,
         lease: Lease,
         lease_ms: u64,
-    ) -> Result<Attempt<LockGuard>> {
+    ) -> Result<TryOutcome<LockGuard>> {
         let client = self.client();
         let redis = Arc::clone(&client.redis);
         let key = HoldKey {
@@ -437,8 +463,10 @@ impl Lock {
             .await
             .map_err(|err| script_error(client, self.name(), err))?;
         match reply {
-            Value::Null => Ok(Attempt::Acquired(self.adopt(owner, field, lease, sent_at))),
-            Value::Integer(ttl) => Ok(Attempt::Busy(ttl)),
+            Value::Null => Ok(TryOutcome::Acquired(
+                self.adopt(owner, field, lease, sent_at),
+            )),
+            Value::Integer(ttl) => Ok(TryOutcome::Busy(ttl)),
             other => Err(Error::Redis(fred::error::Error::new(
                 fred::error::ErrorKind::Protocol,
                 format!("unexpected reply to the acquire script: {other:?}"),

@@ -38,7 +38,7 @@ use crate::pubsub::Wake;
 use crate::watchdog::HoldKey;
 
 /// The outcome of one acquire attempt.
-pub(crate) enum Attempt<T> {
+pub(crate) enum TryOutcome<T> {
     /// Acquired; `T` is the new hold.
     Acquired(T),
     /// Held by someone else; the lock's PTTL in ms (−1: no TTL, −2: gone meanwhile).
@@ -76,7 +76,7 @@ pub(crate) async fn acquire_with_wait<T, F, Fut>(
 ) -> Result<Option<(T, Acquisition)>>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Attempt<T>>>,
+    Fut: Future<Output = Result<TryOutcome<T>>>,
 {
     let start = Instant::now();
     // A wait too large for the clock is no bound at all.
@@ -155,7 +155,7 @@ where
                 Some(at) => at.saturating_duration_since(Instant::now()),
                 None => client.config.watchdog_timeout,
             };
-            Some(Ok(Attempt::Busy(
+            Some(Ok(TryOutcome::Busy(
                 i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
             )))
         } else {
@@ -171,13 +171,13 @@ where
             }
         };
         let ttl_ms = match outcome {
-            Ok(Attempt::Acquired(hold)) => {
+            Ok(TryOutcome::Acquired(hold)) => {
                 if let Some(place) = place.take() {
                     super::handoff::Place::done(place);
                 }
                 return Ok(Some((hold, acquired(woken_by, attempts))));
             }
-            Ok(Attempt::Busy(ttl_ms)) => {
+            Ok(TryOutcome::Busy(ttl_ms)) => {
                 answered = true;
                 outage = None;
                 ttl_ms
@@ -312,10 +312,10 @@ async fn attempt_within<T, F, Fut>(
     left: Option<Duration>,
     first: bool,
     attempt: &mut F,
-) -> Option<Result<Attempt<T>>>
+) -> Option<Result<TryOutcome<T>>>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Attempt<T>>>,
+    Fut: Future<Output = Result<TryOutcome<T>>>,
 {
     match left {
         Some(left) if !left.is_zero() => tokio::time::timeout(left, attempt()).await.ok(),

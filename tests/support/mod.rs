@@ -379,9 +379,10 @@ pub fn spawn_waiter(
             .try_lock_for(wait, None)
             .await
             .expect("the waiter's acquire")
+            .acquired()
             .expect("the waiter acquires");
         let woken_by = guard.acquisition().woken_by;
-        assert!(guard.unlock().await.expect("the waiter releases"));
+        guard.unlock().await.expect("the waiter releases");
         woken_by
     })
 }
@@ -404,12 +405,13 @@ pub async fn hand_over(
             .await
     });
     parked.await;
-    assert!(holder.unlock().await.expect("the holder releases"));
+    holder.unlock().await.expect("the holder releases");
     tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .unwrap_or_else(|_| panic!("the waiter on `{name}` was not woken within 5 s"))
         .expect("waiter task")
         .expect("the waiter's acquire")
+        .acquired()
         .expect("the waiter acquires")
 }
 

@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use ferrisson::{LockGuard, Owner};
+use ferrisson::{Attempt, LockGuard, Owner};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde::Serialize;
@@ -220,8 +220,8 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
     let acquire = async {
         match (args.wait, args.lease) {
             (Some(wait), lease) => lock.try_lock_for(wait, lease).await,
-            (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
-            (None, None) => lock.lock().await.map(Some),
+            (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Attempt::Acquired),
+            (None, None) => lock.lock().await.map(Attempt::Acquired),
         }
     };
     let acquired = tokio::select! {
@@ -234,8 +234,8 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
         }
     };
     let guard = match acquired {
-        Ok(Some(guard)) => guard,
-        Ok(None) => {
+        Ok(Attempt::Acquired(guard)) => guard,
+        Ok(Attempt::Busy) => {
             let holders = client
                 .inspect(name)
                 .await
@@ -320,8 +320,8 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
 /// Releases the hold, reporting the release, or the loss if it was not reported yet.
 async fn release(report: &Reporter<'_>, guard: LockGuard, lost_reported: bool) {
     match guard.unlock().await {
-        Ok(true) => report.released(),
-        Ok(false) => {
+        Ok(()) => report.released(),
+        Err(ferrisson::Error::LeaseLost { .. }) => {
             if !lost_reported {
                 report.lost(false);
             }
