@@ -18,7 +18,8 @@
 //!
 //! [`fault`] injects faults: signals, `CLIENT KILL`, `DEBUG SLEEP`, a TCP fault proxy.
 //!
-//! [`cluster`] and [`sentinel`] run a real local Redis Cluster and a Sentinel deployment.
+//! [`cluster`] and [`sentinel`] run a real local Redis Cluster and a Sentinel deployment;
+//! [`tls`] a TLS server with a private CA.
 //!
 //! [`redis_state`] reads server-side state (lock hashes, TTLs, subscriber counts, command
 //! statistics) through a raw client and waits for it to change.
@@ -29,6 +30,7 @@ pub mod fault;
 pub mod node;
 pub mod redis_state;
 pub mod sentinel;
+pub mod tls;
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
