@@ -16,7 +16,35 @@
 //! # Ok(()) }
 //! ```
 //!
-//! ## How it works
+//! Every section below has a runnable example (`cargo run --example NAME`; the examples are
+//! also run by the test suite against real servers):
+//!
+//! | Section | Example |
+//! |---|---|
+//! | [Features](#features) | `demo` (`./dev demo`): two clients, re-entry, a hand-off, the watchdog, contention |
+//! | [Deployments: TLS, Cluster, Sentinel](#deployments-tls-cluster-sentinel) | `tls`, `cluster`, `sentinel` |
+//! | [The blocking API](#the-blocking-api) | `blocking` |
+//! | [Errors](#errors) | `errors` |
+//! | [Tracing](#tracing) | `tracing` |
+//!
+//! ## Features
+//! * **The reentrant lock** ([`Client::lock`] → [`Lock`]): Redisson's `RLock`. [`Lock::lock`]
+//!   waits, [`Lock::try_lock`] and [`Lock::try_lock_for`] return an [`Attempt`]
+//!   (`#[must_use]`: the guard it holds releases the lock when dropped), a fixed lease with
+//!   [`Lock::lock_with_lease`], or the watchdog lease (30 s, renewed every 10 s) without one.
+//! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
+//!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
+//!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
+//! * **Owners**: reentrant per [`Owner`], by default the current tokio task; explicit owners for
+//!   work that spans tasks, and [`Owner::from_id`] for Redisson's `*Async(threadId)`.
+//! * **Queries**: [`Lock::is_locked`], [`Lock::is_held_by_current_owner`], [`Lock::is_held_by`],
+//!   [`Lock::hold_count`], [`Lock::remaining_ttl`], [`Client::inspect`] (holders, TTL, kind).
+//! * **Fair and fast under contention**: waiters of one client queue in arrival order and get
+//!   the lock handed over in the release's own script; concurrent calls share script runs.
+//! * **Cancel safe**: a dropped acquire never leaves a lock held; a dropped release completes.
+//! * **The `ferrisson` command-line tool** (`status`, `run`, `unlock --force`, `watch`).
+//!
+//! ### How it works
 //! * A lock is a Redis hash at the lock's name; its one field `<client uuid>:<owner id>` holds
 //!   the reentrant hold count, and the hash's TTL is the lease (Redisson's layout).
 //! * Acquire, release, force-release and renewal are Lua scripts (under `lua/`), each one atomic
@@ -27,7 +55,7 @@
 //!   it, in batches, by one background task per client; a renewal that finds the lock gone
 //!   fires the guard's [`lost`](LockGuard::lost) signal.
 //!
-//! ## Owners, tasks and the `join!` hazard
+//! ### Owners, tasks and the `join!` hazard
 //! Redisson's lock is reentrant per Java thread. Here the implicit owner is the current **tokio
 //! task** ([`Owner::current`]), so nested acquisitions inside one task re-enter even when the
 //! task moves between threads. Outside any task the OS thread is the owner.
@@ -57,17 +85,78 @@
 //! Work that moves to another task re-enters through its guard ([`LockGuard::reenter`]) or an
 //! explicit owner, not through a fresh `lock()` (a spawned task is another owner).
 //!
-//! ## Compatibility
+//! ### Compatibility
 //! Keys, fields, TTLs, channels and messages follow Redisson 3.16.x through 4.x (see
-//! `docs/architecture.md` and the protocol reference). The default [`PublishMode::Auto`] wakes
+//! `docs/compatibility.md` and the protocol reference). The default [`PublishMode::Auto`] wakes
 //! Java waiters of every version: classic pub/sub outside a cluster, both kinds in one.
 //!
-//! ## Deployments
-//! A single server (`redis://`), Sentinel (`redis-sentinel://`, failovers followed as the
-//! sentinels announce them) and Cluster (`redis-cluster://`, slot moves and failovers
-//! followed). With Sentinel and Cluster, acquires and releases wait for the master's replicas
-//! by default, as Redisson's do ([`SyncedWrites`]), so a failover cannot hand an acknowledged
-//! lock to a second owner. `docs/deployment.md` compares the three.
+//! ## Deployments: TLS, Cluster, Sentinel
+//! The URL chooses the deployment; [`Config`] holds the rest, with Redisson's defaults under
+//! Redisson's names.
+//!
+//! | URL | Deployment | Example |
+//! |---|---|---|
+//! | `redis://[user:pass@]host:port[/db]` | one server | `errors`, `tracing` |
+//! | `rediss://...` + [`Config::tls`] ([`TlsOptions`]: private CA, client certificate) | one server over TLS | `tls` |
+//! | `redis-cluster://host:port?node=host:port&...` | Cluster: slot moves (`MOVED`/`ASK`) and failovers followed | `cluster` |
+//! | `redis-sentinel://host:port?sentinelServiceName=NAME&node=...` | Sentinel: `+switch-master` followed at once | `sentinel` |
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> ferrisson::Result<()> {
+//! use ferrisson::{Client, Config, PublishMode, SyncedWrites, TlsOptions};
+//!
+//! let mut config = Config::new("redis-cluster://10.0.0.1:7000?node=10.0.0.2:7000");
+//! config.publish_mode = PublishMode::Auto; // classic + sharded unlock messages in a cluster
+//! config.synced_writes = SyncedWrites::Auto; // WAIT for replicas with Cluster and Sentinel
+//! # let ca_pem: Vec<u8> = Vec::new();
+//! // Over TLS (`rediss://`, or TLS in a cluster URL): trust a private CA.
+//! // config.tls = Some(TlsOptions::default().trust_pem(ca_pem));
+//! # let _ = TlsOptions::default().trust_pem(ca_pem);
+//! let client = Client::new(config).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! With Sentinel and Cluster, acquires and releases wait for the master's replicas by default,
+//! as Redisson's do ([`SyncedWrites`]), so a failover cannot hand an acknowledged lock to a
+//! second owner. `docs/deployment.md` compares the three deployments with measured figures.
+//!
+//! ## The blocking API
+//! [`blocking`] offers the same locks to code without an async runtime: every call blocks the
+//! calling thread, and the owner is the **OS thread**, exactly as for Java Redisson. It runs the
+//! async implementation on a small runtime of its own; nothing is implemented twice.
+//!
+//! ```no_run
+//! # fn main() -> ferrisson::Result<()> {
+//! let client = ferrisson::blocking::Client::connect("redis://127.0.0.1:6379")?;
+//! let lock = client.lock("orders:42");
+//! let guard = lock.lock()?;
+//! guard.unlock()?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Errors
+//! One error type, [`Error`], whose variants say what the caller can do:
+//!
+//! | Variant | Meaning | What to do |
+//! |---|---|---|
+//! | [`Error::NotHeld`] | releasing what this owner does not hold | fix the locking logic |
+//! | [`Error::LeaseLost`] | a guard's hold was lost before its release | the work may have overlapped; watch [`LockGuard::lost`] |
+//! | [`Error::WrongType`] | the key holds something else than a lock | fix the data or the name |
+//! | [`Error::InvalidArgument`] | a bad lease, wait, name, URL or setting, rejected before sending | fix the call |
+//! | [`Error::PermissionDenied`] | the ACL user lacks a right | grant the rule in `docs/reliability.md` |
+//! | [`Error::Unavailable`], [`Error::Timeout`], [`Error::NotReplicated`] | transient ([`Error::is_transient`]) | retry later |
+//! | [`Error::Shutdown`], [`Error::RuntimeGone`] | the client cannot be used any more | create a new client |
+//!
+//! A busy lock is not an error: [`Lock::try_lock`] returns [`Attempt::Busy`]. No operation
+//! panics on bad input, and none leaves a lock held after an error.
+//!
+//! ## Tracing
+//! ferrisson reports through [`tracing`](https://docs.rs/tracing): `warn` for what an operator
+//! should see (lost leases, failed renewals and background releases, unreplicated writes),
+//! `debug` for the life of each lock (an `ferrisson.acquire` span with the lock and owner,
+//! acquisitions with their wait and wake-up, releases, renewals), `trace` for details. Install
+//! any subscriber, e.g. `tracing_subscriber::fmt().with_env_filter("ferrisson=debug")`; the
+//! `ferrisson` command-line tool honours `RUST_LOG`.
 #![deny(missing_docs)]
 
 pub mod blocking;

@@ -63,7 +63,8 @@ use crate::watchdog::{HoldKey, Lease};
 /// drop(again);
 /// guard.unlock().await?;
 ///
-/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(10))).await? {
+/// let attempt = lock.try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(10))).await?;
+/// if let Some(guard) = attempt.acquired() {
 ///     guard.unlock().await?;
 /// }
 /// # Ok(()) }
