@@ -263,15 +263,7 @@ impl Client {
             ))
         })?;
         let mut fred_config = fred_config;
-        if let Some(tls) = &config.tls {
-            if !fred_config.uses_tls() {
-                return Err(Error::InvalidArgument(format!(
-                    "tls options are set but `{}` does not use TLS (use rediss://)",
-                    config.redacted_url()
-                )));
-            }
-            fred_config.tls = Some(tls.connector()?.into());
-        }
+        crate::tls::configure(&config, &mut fred_config)?;
         let clustered = fred_config.server.is_clustered();
         // Sentinel and Cluster can promote a replica: there `SyncedWrites::Auto` waits for them.
         let failover_capable = clustered || fred_config.server.is_sentinel();
@@ -292,9 +284,11 @@ impl Client {
         let map_connect = |err: fred::error::Error| match err.kind() {
             // The user lacks a right the connection needs (`ROLE` behind Sentinel, say).
             _ if err.details().contains("NOPERM") => Error::PermissionDenied(err),
-            fred::error::ErrorKind::Auth
-            | fred::error::ErrorKind::Config
-            | fred::error::ErrorKind::Tls => {
+            kind if matches!(
+                kind,
+                fred::error::ErrorKind::Auth | fred::error::ErrorKind::Config
+            ) || crate::tls::is_tls_kind(kind) =>
+            {
                 Error::InvalidArgument(format!("cannot connect to {url}: {}", err.details()))
             }
             // rustls reports a refused handshake (a certificate not trusted, or the server's

@@ -44,6 +44,14 @@
 //! * **Cancel safe**: a dropped acquire never leaves a lock held; a dropped release completes.
 //! * **The `ferrisson` command-line tool** (`status`, `run`, `unlock --force`, `watch`).
 //!
+//! ### Cargo features
+//! None is on by default: the library needs only tokio and fred.
+//! * `tls`: TLS through rustls (ring) for `rediss://` URLs and [`Config::tls`]
+//!   (`ferrisson = { version = "0.1", features = ["tls"] }`). Without it [`TlsOptions`] still
+//!   exists, but connecting with either fails with [`Error::InvalidArgument`] naming the feature.
+//! * `cli`: the `ferrisson` command-line tool (`cargo install ferrisson --features cli`); it
+//!   enables `tls`.
+//!
 //! ### How it works
 //! * A lock is a Redis hash at the lock's name; its one field `<client uuid>:<owner id>` holds
 //!   the reentrant hold count, and the hash's TTL is the lease (Redisson's layout).

@@ -2,18 +2,32 @@
 //! system's roots, and a client certificate for servers that authenticate their clients
 //! (`tls-auth-clients yes`). Built into one rustls configuration that every connection of the
 //! client uses (commands, pub/sub, cluster and sentinel nodes).
+//!
+//! rustls is compiled in only with the `tls` feature. Without it `TlsOptions` still exists, so
+//! code that sets it compiles either way, but [`configure`] refuses a TLS URL or `Config::tls`
+//! with a clear error: fred would otherwise connect to a `rediss://` URL in plain text.
 
+#[cfg(feature = "tls")]
 use fred::rustls::pki_types::pem::PemObject;
+#[cfg(feature = "tls")]
 use fred::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+#[cfg(feature = "tls")]
 use fred::rustls::{ClientConfig, RootCertStore};
+use fred::types::config::Config as FredConfig;
+#[cfg(feature = "tls")]
 use fred::types::config::TlsConnector;
 
+use crate::config::Config;
 use crate::error::{Error, Result};
 
 /// TLS settings of a [`Config`](crate::Config), for `rediss://` URLs.
 ///
 /// Without them a `rediss://` URL trusts the system's root certificates and presents no client
 /// certificate. `Debug` never prints the client's private key.
+///
+/// TLS needs ferrisson's `tls` feature (`ferrisson = { version = "0.1", features = ["tls"] }`).
+/// Without it this type still exists, but connecting with a `rediss://` URL or with
+/// `Config::tls` set fails with [`Error::InvalidArgument`] saying so.
 ///
 /// ```
 /// use ferrisson::{Config, TlsOptions};
@@ -64,6 +78,7 @@ impl TlsOptions {
 
     /// The rustls connector these options describe; a malformed certificate or key is an
     /// [`Error::InvalidArgument`] naming which.
+    #[cfg(feature = "tls")]
     pub(crate) fn connector(&self) -> Result<TlsConnector> {
         let roots = match &self.root_certificates_pem {
             Some(pem) => {
@@ -118,7 +133,45 @@ impl std::fmt::Debug for TlsOptions {
     }
 }
 
+/// Applies `config`'s TLS settings to fred's configuration parsed from the same URL: the
+/// connector of [`Config::tls`], which needs a TLS URL.
+#[cfg(feature = "tls")]
+pub(crate) fn configure(config: &Config, fred_config: &mut FredConfig) -> Result<()> {
+    if let Some(tls) = &config.tls {
+        if !fred_config.uses_tls() {
+            return Err(invalid(format!(
+                "tls options are set but `{}` does not use TLS (use rediss://)",
+                config.redacted_url()
+            )));
+        }
+        fred_config.tls = Some(tls.connector()?.into());
+    }
+    Ok(())
+}
+
+/// Without the `tls` feature: refuses a TLS URL (which fred would silently use in plain text)
+/// and `Config::tls`.
+#[cfg(not(feature = "tls"))]
+pub(crate) fn configure(config: &Config, _fred_config: &mut FredConfig) -> Result<()> {
+    // fred recognises TLS by these scheme prefixes (`rediss-cluster`, `valkeys-sentinel`, ...).
+    let tls_url = url::Url::parse(&config.url).is_ok_and(|url| {
+        ["rediss", "valkeys"]
+            .iter()
+            .any(|s| url.scheme().starts_with(s))
+    });
+    let what = match (tls_url, config.tls.is_some()) {
+        (true, _) => format!("the url `{}` uses TLS", config.redacted_url()),
+        (false, true) => "Config::tls is set".to_string(),
+        (false, false) => return Ok(()),
+    };
+    Err(invalid(format!(
+        "{what}, but TLS support is not compiled in: enable ferrisson's `tls` feature \
+         (ferrisson = {{ version = \"0.1\", features = [\"tls\"] }})"
+    )))
+}
+
 /// Every certificate of `pem`; at least one.
+#[cfg(feature = "tls")]
 fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<std::result::Result<Vec<_>, _>>()
@@ -130,12 +183,25 @@ fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>> 
 }
 
 /// The system's root certificates, as fred loads them for plain `rediss://`.
+#[cfg(feature = "tls")]
 fn system_roots() -> RootCertStore {
     let mut roots = RootCertStore::empty();
     // A system certificate rustls cannot use is skipped: the others still verify servers.
     let (_added, _skipped) =
         roots.add_parsable_certificates(fred::rustls_native_certs::load_native_certs().certs);
     roots
+}
+
+/// Whether fred reports `kind` as a TLS error (a kind that exists only with TLS compiled in).
+#[cfg(feature = "tls")]
+pub(crate) fn is_tls_kind(kind: &fred::error::ErrorKind) -> bool {
+    matches!(kind, fred::error::ErrorKind::Tls)
+}
+
+/// Without TLS compiled in, fred has no TLS error kind.
+#[cfg(not(feature = "tls"))]
+pub(crate) fn is_tls_kind(_kind: &fred::error::ErrorKind) -> bool {
+    false
 }
 
 /// Whether a connection error is rustls refusing the handshake, or reporting the server's
@@ -152,4 +218,62 @@ pub(crate) fn handshake_refused(details: &str) -> bool {
 
 fn invalid(message: String) -> Error {
     Error::InvalidArgument(message)
+}
+
+#[cfg(all(test, not(feature = "tls")))]
+mod without_tls_feature {
+    use super::*;
+    use crate::Client;
+
+    fn refused(config: Config) -> String {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        match runtime.block_on(Client::new(config)) {
+            Err(Error::InvalidArgument(message)) => message,
+            Err(other) => panic!("expected InvalidArgument, got {other:?}"),
+            Ok(_) => panic!("connected although TLS is not compiled in"),
+        }
+    }
+
+    fn assert_names_the_feature(message: &str) {
+        assert!(
+            message.contains("TLS support is not compiled in")
+                && message.contains("enable ferrisson's `tls` feature")
+                && message.contains(r#"features = ["tls"]"#),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_tls_url_is_refused_naming_the_tls_feature() {
+        // Port 1: nothing listens, so a plain-text attempt would fail differently.
+        for url in [
+            "rediss://app:secret@127.0.0.1:1",
+            "rediss-cluster://127.0.0.1:1",
+            "valkeys://127.0.0.1:1",
+        ] {
+            let message = refused(Config::new(url));
+            assert_names_the_feature(&message);
+            assert!(message.contains("uses TLS"), "{message}");
+            assert!(!message.contains("secret"), "credentials leaked: {message}");
+        }
+    }
+
+    #[test]
+    fn tls_options_are_refused_naming_the_tls_feature() {
+        let mut config = Config::new("redis://127.0.0.1:1");
+        config.tls = Some(TlsOptions::default());
+        let message = refused(config);
+        assert_names_the_feature(&message);
+        assert!(message.contains("Config::tls is set"), "{message}");
+    }
+
+    #[test]
+    fn a_plain_url_without_tls_options_passes() {
+        let config = Config::new("redis://127.0.0.1:1");
+        let mut fred_config = FredConfig::from_url(&config.url).expect("url");
+        assert!(configure(&config, &mut fred_config).is_ok());
+    }
 }

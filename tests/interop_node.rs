@@ -22,6 +22,7 @@ use fred::clients::Client as RawClient;
 use fred::{cmd, prelude::*};
 use node_peer::NodePeer;
 use support::cluster::RedisCluster;
+use support::node::Unavailable;
 use support::redis_state::numsub;
 use support::{connect, connect_with, raw_client, RedisServer};
 use tokio::task::JoinHandle;
@@ -55,7 +56,7 @@ mod node_peer {
     use tokio::sync::oneshot;
     use tokio::time::{timeout, Instant};
 
-    use crate::support::node::{ensure_installed, node_binary};
+    use crate::support::node::{install, node_binary};
 
     /// How long the peer may take to start and connect.
     const STARTUP: Duration = Duration::from_secs(20);
@@ -174,13 +175,18 @@ mod node_peer {
 
     impl NodePeer {
         /// Starts a peer connected to `url` with node-redisson's default `lockWatchdogTimeout`.
-        pub async fn start(url: &str) -> NodePeer {
+        /// An `Err` says why it could not (no Node.js, `npm ci` failed, the peer did not start),
+        /// which the tests return as their own failure: a message, not a panic.
+        pub async fn start(url: &str) -> Result<NodePeer, String> {
             NodePeer::start_with_watchdog(url, None).await
         }
 
         /// Starts a peer whose node-redisson client uses `lockWatchdogTimeout = watchdog`.
-        pub async fn start_with_watchdog(url: &str, watchdog: Option<Duration>) -> NodePeer {
-            let dir = ensure_installed();
+        pub async fn start_with_watchdog(
+            url: &str,
+            watchdog: Option<Duration>,
+        ) -> Result<NodePeer, String> {
+            let dir = install()?;
             let mut cmd = tokio::process::Command::new(node_binary());
             cmd.arg(dir.join("peer.js")).arg(url);
             if let Some(wd) = watchdog {
@@ -193,7 +199,7 @@ mod node_peer {
                 .kill_on_drop(true);
             let mut child = cmd
                 .spawn()
-                .unwrap_or_else(|e| panic!("cannot spawn `node peer.js`: {e}"));
+                .map_err(|e| format!("cannot spawn `node peer.js`: {e}"))?;
             let stdin = child.stdin.take().expect("peer stdin");
             let stdout = child.stdout.take().expect("peer stdout");
             let stderr_pipe = child.stderr.take().expect("peer stderr");
@@ -260,19 +266,21 @@ mod node_peer {
                 Ok(Ok(ready)) => ready,
                 Ok(Err(_)) => {
                     let status = child.wait().await;
-                    panic!(
+                    return Err(format!(
                         "node peer exited during startup ({status:?}); its stderr:\n{}",
                         stderr.lock().expect("stderr buffer").as_str()
-                    )
+                    ));
                 }
-                Err(_) => panic!(
-                    "node peer did not report ready within {STARTUP:?}; its stderr:\n{}",
-                    stderr.lock().expect("stderr buffer").as_str()
-                ),
+                Err(_) => {
+                    return Err(format!(
+                        "node peer did not report ready within {STARTUP:?}; its stderr:\n{}",
+                        stderr.lock().expect("stderr buffer").as_str()
+                    ))
+                }
             };
             match ready.fields.get("event") {
                 Some(Json::Str(e)) if e == "ready" => {}
-                _ => panic!("node peer failed to start: {ready:?}"),
+                _ => return Err(format!("node peer failed to start: {ready:?}")),
             }
             let client_id = match ready.fields.get("client_id") {
                 Some(Json::Str(id)) => id.clone(),
@@ -282,7 +290,7 @@ mod node_peer {
                 Some(Json::Str(n)) => n.clone(),
                 other => panic!("node peer ready line without connection_name: {other:?}"),
             };
-            NodePeer {
+            Ok(NodePeer {
                 child,
                 stdin: tokio::sync::Mutex::new(stdin),
                 pending,
@@ -290,7 +298,7 @@ mod node_peer {
                 client_id,
                 connection_name,
                 stderr,
-            }
+            })
         }
 
         /// The node-redisson client id (Redisson's `ID`, a UUID).
@@ -810,7 +818,8 @@ fn check_log(log: &[String]) -> (HashMap<String, usize>, usize) {
 /// each; every hold appends `<side>:in` and `<side>:out` to a Redis list, which must show no two
 /// holds overlapping.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rust_and_node_exclude_each_other_under_interleaved_contention() {
+async fn rust_and_node_exclude_each_other_under_interleaved_contention() -> Result<(), Unavailable>
+{
     const ITERATIONS: u64 = 25;
     const RUST_TASKS: u64 = 2;
     const GAP_MS: u64 = 3;
@@ -820,7 +829,7 @@ async fn rust_and_node_exclude_each_other_under_interleaved_contention() {
     const CONTEND_LEASE: Duration = Duration::from_secs(2);
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(&server).await;
     let name = "interop:contended";
     let log_key = "interop:contended:log";
@@ -906,16 +915,17 @@ async fn rust_and_node_exclude_each_other_under_interleaved_contention() {
         "rust and node did not interleave: only {node_handoffs} handovers between them; log {log:?}"
     );
     assert_eq!(pttl(&raw, name).await, -2, "lock left behind");
+    Ok(())
 }
 
 /// Strict alternation, step by step: each side waits while the other holds, is woken by the
 /// other's release, and only then gets the lock.
 #[tokio::test]
-async fn rust_and_node_hand_the_lock_back_and_forth_many_times() {
+async fn rust_and_node_hand_the_lock_back_and_forth_many_times() -> Result<(), Unavailable> {
     const ROUNDS: usize = 10;
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(&server).await;
     let name = "interop:alternate";
     let node_holds = HashMap::from([(peer.field("1"), "1".to_string())]);
@@ -978,6 +988,7 @@ async fn rust_and_node_hand_the_lock_back_and_forth_many_times() {
     }
     rust_guard.unlock().await.expect("rust release");
     assert_eq!(pttl(&raw, name).await, -2, "lock left behind");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -985,9 +996,13 @@ async fn rust_and_node_hand_the_lock_back_and_forth_many_times() {
 // ---------------------------------------------------------------------------------------------
 
 /// Rust holds with a 20 s lease; node-redisson waits; the Rust release must wake it at once.
-async fn node_waiter_woken_by_rust_release(server: &RedisServer, name: &str, channel: &str) {
+async fn node_waiter_woken_by_rust_release(
+    server: &RedisServer,
+    name: &str,
+    channel: &str,
+) -> Result<(), Unavailable> {
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(server).await;
     let lock = client.lock(name).with_owner(Owner::new());
     let guard = lock.lock_with_lease(LEASE).await.expect("rust acquires");
@@ -1023,12 +1038,17 @@ async fn node_waiter_woken_by_rust_release(server: &RedisServer, name: &str, cha
         "node's lease, got PTTL {ttl}"
     );
     peer.unlock(name, "1").await.expect("node release");
+    Ok(())
 }
 
 /// node-redisson holds with a 20 s lease; a Rust waiter must be woken by its release at once.
-async fn rust_waiter_woken_by_node_release(server: &RedisServer, name: &str, channel: &str) {
+async fn rust_waiter_woken_by_node_release(
+    server: &RedisServer,
+    name: &str,
+    channel: &str,
+) -> Result<(), Unavailable> {
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(server).await;
     peer.lock(name, "1", Some(LEASE))
         .await
@@ -1044,31 +1064,38 @@ async fn rust_waiter_woken_by_node_release(server: &RedisServer, name: &str, cha
         HashMap::from([(guard.holder_field().to_string(), "1".to_string())])
     );
     guard.unlock().await.expect("rust release");
+    Ok(())
 }
 
 #[tokio::test]
-async fn node_waiter_is_woken_by_rust_unlock_well_before_the_lease_ends() {
+async fn node_waiter_is_woken_by_rust_unlock_well_before_the_lease_ends() -> Result<(), Unavailable>
+{
     let server = RedisServer::start();
     let name = "interop:wake:rust-holds";
-    node_waiter_woken_by_rust_release(&server, name, &channel_of(name)).await;
+    node_waiter_woken_by_rust_release(&server, name, &channel_of(name)).await?;
+    Ok(())
 }
 
 #[tokio::test]
-async fn rust_waiter_is_woken_by_node_unlock_well_before_the_lease_ends() {
+async fn rust_waiter_is_woken_by_node_unlock_well_before_the_lease_ends() -> Result<(), Unavailable>
+{
     let server = RedisServer::start();
     let name = "interop:wake:node-holds";
-    rust_waiter_woken_by_node_release(&server, name, &channel_of(name)).await;
+    rust_waiter_woken_by_node_release(&server, name, &channel_of(name)).await?;
+    Ok(())
 }
 
 /// Names that *start* with a hash tag get no extra braces under both Redisson's rule ("contains
 /// `{`") and node-redisson's ("starts with `{`"), so the clients must wake each other.
 #[tokio::test]
-async fn cross_client_wake_ups_work_for_names_that_start_with_a_hash_tag() {
+async fn cross_client_wake_ups_work_for_names_that_start_with_a_hash_tag() -> Result<(), Unavailable>
+{
     let server = RedisServer::start();
     let name = "{interop}:wake:tagged";
     let channel = "redisson_lock__channel:{interop}:wake:tagged";
-    node_waiter_woken_by_rust_release(&server, name, channel).await;
-    rust_waiter_woken_by_node_release(&server, name, channel).await;
+    node_waiter_woken_by_rust_release(&server, name, channel).await?;
+    rust_waiter_woken_by_node_release(&server, name, channel).await?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1076,10 +1103,10 @@ async fn cross_client_wake_ups_work_for_names_that_start_with_a_hash_tag() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn node_reentrant_holds_keep_rust_out_until_the_last_release() {
+async fn node_reentrant_holds_keep_rust_out_until_the_last_release() -> Result<(), Unavailable> {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(&server).await;
     let name = "interop:reentrant:node-holds";
 
@@ -1128,13 +1155,14 @@ async fn node_reentrant_holds_keep_rust_out_until_the_last_release() {
     );
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
     guard.unlock().await.expect("rust release");
+    Ok(())
 }
 
 #[tokio::test]
-async fn rust_reentrant_holds_keep_node_out_until_the_last_release() {
+async fn rust_reentrant_holds_keep_node_out_until_the_last_release() -> Result<(), Unavailable> {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(&server).await;
     let name = "interop:reentrant:rust-holds";
     let channel = channel_of(name);
@@ -1176,6 +1204,7 @@ async fn rust_reentrant_holds_keep_node_out_until_the_last_release() {
         HashMap::from([(peer.field("1"), "1".to_string())])
     );
     peer.unlock(name, "1").await.expect("node release");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1183,10 +1212,10 @@ async fn rust_reentrant_holds_keep_node_out_until_the_last_release() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn rust_force_unlock_wakes_a_waiting_node_client() {
+async fn rust_force_unlock_wakes_a_waiting_node_client() -> Result<(), Unavailable> {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(&server).await;
     let name = "interop:force:rust";
 
@@ -1224,13 +1253,14 @@ async fn rust_force_unlock_wakes_a_waiting_node_client() {
         HashMap::from([(peer.field("1"), "1".to_string())])
     );
     peer.unlock(name, "1").await.expect("node release");
+    Ok(())
 }
 
 #[tokio::test]
-async fn node_force_unlock_wakes_a_waiting_rust_client() {
+async fn node_force_unlock_wakes_a_waiting_rust_client() -> Result<(), Unavailable> {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(&server).await;
     let name = "interop:force:node";
 
@@ -1263,6 +1293,7 @@ async fn node_force_unlock_wakes_a_waiting_rust_client() {
         HashMap::from([(guard.holder_field().to_string(), "1".to_string())])
     );
     guard.unlock().await.expect("rust release");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1274,10 +1305,11 @@ const SHORT_WATCHDOG: Duration = Duration::from_millis(1_000);
 const OBSERVE: Duration = Duration::from_millis(3_000);
 
 #[tokio::test]
-async fn node_watchdog_keeps_the_lock_alive_for_rust_beyond_the_initial_lease() {
+async fn node_watchdog_keeps_the_lock_alive_for_rust_beyond_the_initial_lease(
+) -> Result<(), Unavailable> {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start_with_watchdog(&server.url(), Some(SHORT_WATCHDOG)).await;
+    let peer = NodePeer::start_with_watchdog(&server.url(), Some(SHORT_WATCHDOG)).await?;
     let client = rust_client(&server).await;
     let name = "interop:watchdog:node";
 
@@ -1317,13 +1349,15 @@ async fn node_watchdog_keeps_the_lock_alive_for_rust_beyond_the_initial_lease() 
         .acquired()
         .expect("rust acquires after node's release");
     guard.unlock().await.expect("rust release");
+    Ok(())
 }
 
 #[tokio::test]
-async fn rust_watchdog_keeps_the_lock_alive_for_node_beyond_the_initial_lease() {
+async fn rust_watchdog_keeps_the_lock_alive_for_node_beyond_the_initial_lease(
+) -> Result<(), Unavailable> {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let mut config = Config::new(server.url());
     config.watchdog_timeout = SHORT_WATCHDOG;
     let client = connect_with(config).await;
@@ -1356,6 +1390,7 @@ async fn rust_watchdog_keeps_the_lock_alive_for_node_beyond_the_initial_lease() 
         "node acquires after rust's release"
     );
     peer.unlock(name, "1").await.expect("node release");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1363,10 +1398,10 @@ async fn rust_watchdog_keeps_the_lock_alive_for_node_beyond_the_initial_lease() 
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn node_non_owner_unlock_fails_and_leaves_the_rust_lock_intact() {
+async fn node_non_owner_unlock_fails_and_leaves_the_rust_lock_intact() -> Result<(), Unavailable> {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(&server).await;
     let name = "interop:non-owner:rust-holds";
     let mut spy = ChannelSpy::new(&server.url(), &[channel_of(name).as_str()]).await;
@@ -1405,13 +1440,14 @@ async fn node_non_owner_unlock_fails_and_leaves_the_rust_lock_intact() {
         spy.next(STEP).await,
         Some((channel_of(name), "0".to_string()))
     );
+    Ok(())
 }
 
 #[tokio::test]
-async fn rust_non_owner_unlock_fails_and_leaves_the_node_lock_intact() {
+async fn rust_non_owner_unlock_fails_and_leaves_the_node_lock_intact() -> Result<(), Unavailable> {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let peer = NodePeer::start(&server.url()).await;
+    let peer = NodePeer::start(&server.url()).await?;
     let client = rust_client(&server).await;
     let name = "interop:non-owner:node-holds";
     let mut spy = ChannelSpy::new(&server.url(), &[channel_of(name).as_str()]).await;
@@ -1451,6 +1487,7 @@ async fn rust_non_owner_unlock_fails_and_leaves_the_node_lock_intact() {
         spy.next(STEP).await,
         Some((channel_of(name), "0".to_string()))
     );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1510,10 +1547,10 @@ async fn rust_publishes_on_the_redisson_channel_for_names_with_braces_anywhere()
 /// The helper's own plumbing: concurrent requests are answered by id, and a node-redisson hold
 /// shows up in Redisson's layout (`<uuid>:<owner>` → count, with a PTTL).
 #[tokio::test]
-async fn node_peer_writes_redisson_layout_and_answers_requests_by_id() {
+async fn node_peer_writes_redisson_layout_and_answers_requests_by_id() -> Result<(), Unavailable> {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let mut peer = NodePeer::start(&server.url()).await;
+    let mut peer = NodePeer::start(&server.url()).await?;
     assert_eq!(peer.client_id().len(), 36, "node-redisson id is a UUID");
     let name = "interop:layout";
     let lease = Duration::from_millis(5_000);
@@ -1530,6 +1567,7 @@ async fn node_peer_writes_redisson_layout_and_answers_requests_by_id() {
     assert!(peer.is_running());
     let bad = peer.call("no_such_op", &[]).await;
     assert!(!bad.ok() && bad.error().is_some_and(|e| e.contains("unknown op")));
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1550,9 +1588,10 @@ async fn cluster_numsub(cluster: &RedisCluster, channel: &str) -> i64 {
 /// and is woken by it; a `Sharded` release does not reach it, which is why `Auto` publishes
 /// both ways (the node waiter then waits out the lease).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mode() {
+async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mode(
+) -> Result<(), Unavailable> {
     let cluster = RedisCluster::start(3, 0).await;
-    let peer = NodePeer::start(&cluster.url()).await;
+    let peer = NodePeer::start(&cluster.url()).await?;
     let auto = connect_with(Config::new(cluster.url())).await;
     let mut sharded = Config::new(cluster.url());
     sharded.publish_mode = PublishMode::Sharded;
@@ -1611,4 +1650,5 @@ async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mod
         .await
         .expect_ok("node lock, after its TTL-bounded wait");
     peer.unlock(name, "1").await.expect("node release");
+    Ok(())
 }

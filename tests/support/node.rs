@@ -10,6 +10,27 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+/// Why the Node.js side cannot run, as the error a test returns: libtest prints a failed test's
+/// error with `Debug`, which here is the plain message (a `String` would print quoted, with its
+/// newlines escaped).
+pub struct Unavailable(pub String);
+
+impl std::fmt::Debug for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<String> for Unavailable {
+    fn from(message: String) -> Unavailable {
+        Unavailable(message)
+    }
+}
+
+/// How to get Node.js and npm, for the messages of a failed [`install`].
+const HOW_TO_INSTALL: &str = "`./dev test` installs them with apt when missing; or run \
+     `sudo apt-get install nodejs npm` (or see https://nodejs.org).";
+
 /// Written into `node_modules` after a successful `npm ci`: a copy of the lock file it installed.
 const STAMP: &str = ".ferrisson-npm-ci.stamp";
 
@@ -23,14 +44,6 @@ pub fn interop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join("interop")
-}
-
-/// Like [`install`], but panics with its message on failure (for tests).
-pub fn ensure_installed() -> PathBuf {
-    match install() {
-        Ok(dir) => dir,
-        Err(e) => panic!("{e}"),
-    }
 }
 
 /// Checks that Node.js is on `PATH` and runs `npm ci` in `tests/interop` once per process,
@@ -53,17 +66,21 @@ fn install_once() -> Result<PathBuf, String> {
             ))
         }
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(
+            return Err(format!(
                 "Node.js (`node`) was not found on PATH. The node-redisson scripts in \
                  tests/interop (interop tests and the node-redisson benchmark peer) need \
-                 Node.js >= 18 with npm; install them (e.g. `apt-get install nodejs npm`)."
-                    .to_string(),
-            )
+                 Node.js >= 18 with npm. {HOW_TO_INSTALL}"
+            ))
         }
         Err(e) => return Err(format!("cannot run `node --version`: {e}")),
     }
-    let lockfile = std::fs::read(dir.join("package-lock.json"))
-        .map_err(|e| format!("cannot read tests/interop/package-lock.json: {e}"))?;
+    // The published crate leaves the lock file out (a checkout-only test dependency).
+    let lockfile = std::fs::read(dir.join("package-lock.json")).map_err(|e| {
+        format!(
+            "cannot read tests/interop/package-lock.json ({e}); the node interop tests run \
+             from a git checkout of ferrisson"
+        )
+    })?;
     let modules = dir.join("node_modules");
     let stamp = modules.join(STAMP);
     let up_to_date = std::fs::read(&stamp).is_ok_and(|s| s == lockfile)
@@ -79,16 +96,18 @@ fn install_once() -> Result<PathBuf, String> {
         .output()
         .map_err(|e| {
             if e.kind() == ErrorKind::NotFound {
-                "npm was not found on PATH; it is needed to install the node-redisson scripts \
-                 (`npm ci` in tests/interop)."
-                    .to_string()
+                format!(
+                    "npm was not found on PATH; it is needed to install the node-redisson \
+                     scripts (`npm ci` in tests/interop). {HOW_TO_INSTALL}"
+                )
             } else {
                 format!("cannot run `npm ci`: {e}")
             }
         })?;
     if !out.status.success() {
         return Err(format!(
-            "`npm ci` in {} failed ({}):\n{}\n{}",
+            "`npm ci` in {} failed ({}); it needs the npm registry (or a cache) and Node.js \
+             >= 18:\n{}\n{}",
             dir.display(),
             out.status,
             String::from_utf8_lossy(&out.stdout),
