@@ -89,12 +89,30 @@ mod tls;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, PublishMode, SyncedWrites, WhenUnavailable};
+pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, WhenUnavailable};
 pub use error::{Error, Result};
 pub use inspect::{Holder, LockInfo, LockKind};
 pub use lock::{Acquisition, Lock, LockGuard, RemainingTtl, WokenBy};
 pub use owner::Owner;
 pub use tls::TlsOptions;
+
+/// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,
+/// re-exported so that its types can be named without depending on fred, possibly in another
+/// version: `fred::types::Builder` for [`Client::from_fred_builder`],
+/// `fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy}` for
+/// [`Config`], and `fred::error::Error`, the [`source`](std::error::Error::source) of
+/// [`Error::Unavailable`], [`Error::Redis`] and [`Error::PermissionDenied`]. It moves to a new
+/// fred major version only with a new ferrisson minor version (0.x) or major version.
+///
+/// ```
+/// use ferrisson::fred::types::config::ReconnectPolicy;
+///
+/// let config = ferrisson::Config::builder("redis://127.0.0.1:6379")
+///     .reconnect_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
+///     .build()?;
+/// # Ok::<(), ferrisson::Error>(())
+/// ```
+pub use fred;
 
 /// Compile-time checks that handles, guards and futures can cross tasks and threads.
 #[cfg(test)]
