@@ -248,13 +248,20 @@ impl Client {
         Client::new(Config::new(url)).await
     }
 
-    /// Connects with a full [`Config`].
+    /// Connects with a full [`Config`] (from [`Config::new`], [`Config::builder`] or
+    /// [`Config::from_env`]).
+    ///
+    /// Fails with [`Error::InvalidArgument`] for a setting the checks of
+    /// [`ConfigBuilder::build`](crate::ConfigBuilder::build) reject, a malformed URL or TLS
+    /// options that do not fit it, and as [`Client::connect`] otherwise.
     ///
     /// ```no_run
     /// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
     /// let mut config = ferrisson::Config::new("redis://127.0.0.1:6379");
     /// config.watchdog_timeout = std::time::Duration::from_secs(10);
     /// let client = ferrisson::Client::new(config).await?;
+    ///
+    /// let client = ferrisson::Client::new(ferrisson::Config::from_env()?).await?;
     /// # Ok(()) }
     /// ```
     pub async fn new(config: Config) -> Result<Client> {

@@ -149,7 +149,7 @@ impl SyncedWrites {
 ///
 /// Start from [`Config::new`] (Redisson's defaults) and change the public fields, or chain
 /// setters on [`Config::builder`], whose [`build`](ConfigBuilder::build) checks every value;
-/// [`Config::from_env`] reads `REDIS_URL` and `FERRISSON_*` variables. [`Client::new`] checks
+/// [`Config::from_env`] reads `REDIS_URL` and `FERRISSON_*` variables. [`Client::new`](crate::Client::new) checks
 /// the same rules as `build`, so a bad value is an [`Error::InvalidArgument`] naming the setting
 /// either way.
 ///
@@ -183,7 +183,7 @@ impl SyncedWrites {
 /// that gives up (`max_attempts` other than 0: the watchdog, waiters, background releases and
 /// the settling of unknown outcomes need the connection back, and a client whose connections
 /// gave up would fail forever), `connection.max_command_attempts` 0 (fred would fail every
-/// query), `performance.broadcast_channel_capacity` 0, and an
+/// query), `performance.broadcast_channel_capacity` 0, and a
 /// `connection.unresponsive.interval` under 1 ms while `unresponsive.max_timeout` is set.
 /// Everything else (TCP keepalive, nodelay and linger, unresponsive-connection detection,
 /// `max_command_buffer_len`, `auto_client_setname`, the reconnect delays, ...) is used as given.

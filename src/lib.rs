@@ -57,6 +57,29 @@
 //! Work that moves to another task re-enters through its guard ([`LockGuard::reenter`]) or an
 //! explicit owner, not through a fresh `lock()` (a spawned task is another owner).
 //!
+//! ## Configuration
+//! [`Client::connect`] takes a URL and Redisson's defaults. For more, build a [`Config`]: set
+//! its public fields, chain setters on [`Config::builder`] (whose `build()` rejects a bad value
+//! with [`Error::InvalidArgument`] naming the setting), or read `REDIS_URL` and `FERRISSON_*`
+//! variables with [`Config::from_env`] (durations such as `30s`). fred's own connection,
+//! performance and reconnect settings are fields of the `Config` too; an application that
+//! already has a fred `Builder` (server, credentials, TLS, fred settings) passes it to
+//! [`Client::from_fred_builder`]. The few fred settings that locks depend on are ferrisson's:
+//! the table on [`Config`] lists them and why. fred itself is re-exported as [`fred`], so that
+//! its types are named in the version ferrisson uses.
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> ferrisson::Result<()> {
+//! use std::time::Duration;
+//!
+//! let config = ferrisson::Config::builder("redis://127.0.0.1:6379")
+//!     .watchdog_timeout(Duration::from_secs(10))
+//!     .pool_size(4)
+//!     .build()?;
+//! let client = ferrisson::Client::new(config).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! ## Compatibility
 //! Keys, fields, TTLs, channels and messages follow Redisson 3.16.x through 4.x (see
 //! `docs/architecture.md` and the protocol reference). The default [`PublishMode::Auto`] wakes
