@@ -363,6 +363,22 @@ impl Client {
         // Sentinel and Cluster can promote a replica: there `SyncedWrites::Auto` waits for them.
         let failover_capable = clustered || fred_config.server.is_sentinel();
         let publish_mode = config.publish_mode.resolve(clustered);
+        let sync_wait = config.synced_writes.enabled(failover_capable).then(|| {
+            let wait = config.replica_sync_timeout.min(config.response_timeout / 2);
+            wait.max(Duration::from_millis(1))
+        });
+        // fred would take a connection blocked in `WAIT` for a dead one and close it, leaving
+        // every synced write's outcome unknown.
+        if let (Some(wait), Some(unresponsive)) =
+            (sync_wait, config.connection.unresponsive.max_timeout)
+        {
+            if unresponsive <= wait {
+                return Err(Error::InvalidArgument(format!(
+                    "connection.unresponsive.max_timeout ({unresponsive:?}) must be longer than \
+                     the replicas' WAIT ({wait:?}, replica_sync_timeout) with synced writes"
+                )));
+            }
+        }
         builder
             .set_config(fred_config)
             .with_connection_config(|connection| {
@@ -440,10 +456,7 @@ impl Client {
             timeout: Some(config.response_timeout),
             ..Options::default()
         };
-        let sync = config.synced_writes.enabled(failover_capable).then(|| {
-            let wait = config.replica_sync_timeout.min(config.response_timeout / 2);
-            Arc::new(ReplicaSync::new(wait.max(Duration::from_millis(1))))
-        });
+        let sync = sync_wait.map(|wait| Arc::new(ReplicaSync::new(wait)));
         let (dispatcher, dispatcher_task) = if clustered {
             (None, None)
         } else {
@@ -718,6 +731,37 @@ async fn close(pool: &Pool, subscriber: &SubscriberClient) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fred_config_is_described_in_freds_url_syntax_without_credentials() {
+        use fred::types::config::Server;
+        let describe_url = |url: &str| {
+            let mut config = FredConfig::from_url(url).expect("a valid url");
+            config.password = Some("s3cret".into());
+            describe(&config)
+        };
+        assert_eq!(describe_url("redis://u:p@h:1/2"), "redis://h:1/2");
+        assert_eq!(describe_url("rediss://h:1"), "rediss://h:1");
+        // fred keeps the seed nodes in its own order: any of them will do.
+        assert_eq!(
+            describe_url("redis-cluster://h:1?node=h:2&node=h:3"),
+            "redis-cluster://h:2?node=h:3&node=h:1"
+        );
+        let sentinel = FredConfig {
+            server: ServerConfig::Sentinel {
+                hosts: vec![Server::new("s", 1), Server::new("s", 2)],
+                service_name: "locks".into(),
+                username: None,
+                password: Some("s3cret".into()),
+            },
+            database: Some(1),
+            ..FredConfig::default()
+        };
+        assert_eq!(
+            describe(&sentinel),
+            "redis-sentinel://s:1/1?sentinelServiceName=locks&node=s:2"
+        );
+    }
 
     /// Every acquire and release future is boxed once (into `InFlight`) and moved around by
     /// value before that: a lock call future that embedded fred's command future inline (several

@@ -184,7 +184,9 @@ impl SyncedWrites {
 /// the settling of unknown outcomes need the connection back, and a client whose connections
 /// gave up would fail forever), `connection.max_command_attempts` 0 (fred would fail every
 /// query), `performance.broadcast_channel_capacity` 0, and a
-/// `connection.unresponsive.interval` under 1 ms while `unresponsive.max_timeout` is set.
+/// `connection.unresponsive.interval` under 1 ms while `unresponsive.max_timeout` is set, and (at
+/// connect time, when writes are [synced](SyncedWrites)) an `unresponsive.max_timeout` no longer
+/// than the replicas' `WAIT`, which fred would take for a dead connection.
 /// Everything else (TCP keepalive, nodelay and linger, unresponsive-connection detection,
 /// `max_command_buffer_len`, `auto_client_setname`, the reconnect delays, ...) is used as given.
 #[derive(Clone)]

@@ -143,6 +143,38 @@ async fn client_new_rejects_what_the_builder_rejects() {
     );
 }
 
+/// Unresponsive-connection detection shorter than a synced write's `WAIT` would close the
+/// connection under every unacknowledged write: refused when writes are synced, not otherwise.
+#[tokio::test]
+async fn unresponsive_detection_must_outlast_the_replicas_wait() {
+    let server = RedisServer::start();
+    let config = |synced| {
+        Config::builder(server.url())
+            .synced_writes(synced)
+            .replica_sync_timeout(Duration::from_secs(1))
+            .connection(ConnectionConfig {
+                unresponsive: UnresponsiveConfig {
+                    max_timeout: Some(Duration::from_millis(500)),
+                    interval: Duration::from_millis(100),
+                },
+                ..ConnectionConfig::default()
+            })
+            .build()
+            .expect("valid on its own")
+    };
+    let err = Client::new(config(SyncedWrites::Always))
+        .await
+        .expect_err("shorter than the WAIT");
+    assert!(
+        matches!(&err, Error::InvalidArgument(message) if message.starts_with("connection.unresponsive.max_timeout")),
+        "{err:?}"
+    );
+    let client = Client::new(config(SyncedWrites::Auto))
+        .await
+        .expect("a single server: no WAIT");
+    client.shutdown().await;
+}
+
 // Config::from_env_vars ------------------------------------------------------------------------
 
 #[test]
