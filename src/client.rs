@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fred::clients::{Pool, SubscriberClient};
 use fred::interfaces::ClientLike;
-use fred::types::config::{Config as FredConfig, Options, ReconnectPolicy};
+use fred::types::config::{Config as FredConfig, Options, ServerConfig};
 use fred::types::Builder;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +23,10 @@ use crate::replica_sync::ReplicaSync;
 use crate::script::LockCall;
 use crate::sentinel::Sentinels;
 use crate::watchdog::{self, LeaseTable};
+
+/// How many cluster redirections fred follows for the subscriber's (S)SUBSCRIBE commands:
+/// fred's default.
+const SUBSCRIBER_REDIRECTIONS: u32 = 5;
 
 /// The command connections and how lock commands are sent on them.
 pub(crate) struct Redis {
@@ -244,13 +248,20 @@ impl Client {
         Client::new(Config::new(url)).await
     }
 
-    /// Connects with a full [`Config`].
+    /// Connects with a full [`Config`] (from [`Config::new`], [`Config::builder`] or
+    /// [`Config::from_env`]).
+    ///
+    /// Fails with [`Error::InvalidArgument`] for a setting the checks of
+    /// [`ConfigBuilder::build`](crate::ConfigBuilder::build) reject, a malformed URL or TLS
+    /// options that do not fit it, and as [`Client::connect`] otherwise.
     ///
     /// ```no_run
     /// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
     /// let mut config = ferrisson::Config::new("redis://127.0.0.1:6379");
     /// config.watchdog_timeout = std::time::Duration::from_secs(10);
     /// let client = ferrisson::Client::new(config).await?;
+    ///
+    /// let client = ferrisson::Client::new(ferrisson::Config::from_env()?).await?;
     /// # Ok(()) }
     /// ```
     pub async fn new(config: Config) -> Result<Client> {
@@ -262,23 +273,116 @@ impl Client {
                 err.details()
             ))
         })?;
-        let mut fred_config = fred_config;
+        let mut builder = Builder::from_config(fred_config);
+        builder
+            .set_connection_config(config.connection.clone())
+            .set_performance_config(config.performance.clone())
+            .set_policy(config.reconnect_policy.clone());
+        Client::start(builder, config).await
+    }
+
+    /// Connects with a fred [`Builder`](fred::types::Builder) the application already has: the
+    /// server (single, cluster or sentinel), database, credentials (or credential provider),
+    /// TLS, connection and performance settings and reconnect policy come from `builder`;
+    /// ferrisson's own settings (watchdog, timeouts, pool size, publish mode, ...) from
+    /// `config`.
+    ///
+    /// * `config.url` is not used to connect. The client's [`config`](Client::config) has it
+    ///   replaced by a URL that describes the builder's server in fred's URL syntax without
+    ///   any credentials (`redis://host:port/db`, `rediss://...`, `redis-cluster://host:port?node=...`,
+    ///   `redis-sentinel://host:port?sentinelServiceName=...`), which error messages and logs
+    ///   name; any value will do in `config`, e.g. [`Config::DEFAULT_URL`].
+    /// * The client's `config().connection`, `performance` and `reconnect_policy` are the
+    ///   builder's; a builder without a reconnect policy gets `config.reconnect_policy`
+    ///   (ferrisson's default: reconnect forever), since fred would otherwise never reconnect.
+    /// * The overrides and checks in the table on [`Config`] apply to the builder's settings as
+    ///   to a config's: the timeouts come from `config`, lock scripts are sent at most once,
+    ///   and a reconnect policy that gives up is an [`Error::InvalidArgument`].
+    /// * `config.tls`, if set, replaces the builder's TLS connector (the builder must use TLS).
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
+    /// use ferrisson::fred::types::config::{Config as FredConfig, ReconnectPolicy};
+    /// use ferrisson::fred::types::Builder;
+    ///
+    /// let mut builder = Builder::from_config(FredConfig {
+    ///     database: Some(3),
+    ///     ..FredConfig::default() // 127.0.0.1:6379
+    /// });
+    /// builder
+    ///     .with_connection_config(|connection| connection.tcp.nodelay = Some(true))
+    ///     .set_policy(ReconnectPolicy::new_constant(0, 500));
+    ///
+    /// let config = ferrisson::Config::builder(ferrisson::Config::DEFAULT_URL)
+    ///     .watchdog_timeout(std::time::Duration::from_secs(10))
+    ///     .build()?;
+    /// let client = ferrisson::Client::from_fred_builder(&builder, config).await?;
+    /// assert_eq!(client.config().url, "redis://127.0.0.1:6379/3");
+    /// # Ok(()) }
+    /// ```
+    pub async fn from_fred_builder(builder: &Builder, mut config: Config) -> Result<Client> {
+        let Some(fred_config) = builder.get_config() else {
+            return Err(Error::InvalidArgument(
+                "the fred Builder has no server configuration (see Builder::from_config)".into(),
+            ));
+        };
+        config.url = describe(fred_config);
+        config.connection = builder.get_connection_config().clone();
+        config.performance = builder.get_performance_config().clone();
+        if let Some(policy) = builder.get_policy() {
+            config.reconnect_policy = policy.clone();
+        }
+        config.validate()?;
+        let mut builder = builder.clone();
+        builder.set_policy(config.reconnect_policy.clone());
+        Client::start(builder, config).await
+    }
+
+    /// Connects the client `builder` describes with `config`'s settings and ferrisson's
+    /// overrides (see the table on [`Config`]); `config` is valid.
+    async fn start(mut builder: Builder, config: Config) -> Result<Client> {
+        let Some(mut fred_config) = builder.get_config().cloned() else {
+            return Err(Error::InvalidArgument(
+                "the fred Builder has no server configuration".into(),
+            ));
+        };
         crate::tls::configure(&config, &mut fred_config)?;
+        // `when_unavailable` decides per call whether to wait for a connection.
+        fred_config.fail_fast = true;
+        // What Redisson speaks, and the replies the scripts and the pub/sub handling expect.
+        fred_config.version = fred::types::RespVersion::RESP2;
         let clustered = fred_config.server.is_clustered();
         // Sentinel and Cluster can promote a replica: there `SyncedWrites::Auto` waits for them.
         let failover_capable = clustered || fred_config.server.is_sentinel();
         let publish_mode = config.publish_mode.resolve(clustered);
-        let mut builder = Builder::from_config(fred_config);
+        let sync_wait = config.synced_writes.enabled(failover_capable).then(|| {
+            let wait = config.replica_sync_timeout.min(config.response_timeout / 2);
+            wait.max(Duration::from_millis(1))
+        });
+        // fred would take a connection blocked in `WAIT` for a dead one and close it, leaving
+        // every synced write's outcome unknown.
+        if let (Some(wait), Some(unresponsive)) =
+            (sync_wait, config.connection.unresponsive.max_timeout)
+        {
+            if unresponsive <= wait {
+                return Err(Error::InvalidArgument(format!(
+                    "connection.unresponsive.max_timeout ({unresponsive:?}) must be longer than \
+                     the replicas' WAIT ({wait:?}, replica_sync_timeout) with synced writes"
+                )));
+            }
+        }
         builder
+            .set_config(fred_config)
             .with_connection_config(|connection| {
                 connection.connection_timeout = config.connect_timeout;
                 connection.internal_command_timeout = config.response_timeout;
+                // The subscriber follows redirections itself (fred's default); the command
+                // connections are set to 0 below.
+                connection.max_redirections = SUBSCRIBER_REDIRECTIONS;
             })
             .with_performance_config(|performance| {
                 performance.default_command_timeout = config.response_timeout;
-            })
-            // Reconnect forever, backing off to 2 s; acquires decide whether to wait for it.
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+            });
 
         let url = config.redacted_url();
         let map_connect = |err: fred::error::Error| match err.kind() {
@@ -346,10 +450,7 @@ impl Client {
             timeout: Some(config.response_timeout),
             ..Options::default()
         };
-        let sync = config.synced_writes.enabled(failover_capable).then(|| {
-            let wait = config.replica_sync_timeout.min(config.response_timeout / 2);
-            Arc::new(ReplicaSync::new(wait.max(Duration::from_millis(1))))
-        });
+        let sync = sync_wait.map(|wait| Arc::new(ReplicaSync::new(wait)));
         let (dispatcher, dispatcher_task) = if clustered {
             (None, None)
         } else {
@@ -570,6 +671,49 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// The server `config` connects to, in fred's URL syntax and without credentials, for messages
+/// (see [`Client::from_fred_builder`]).
+fn describe(config: &FredConfig) -> String {
+    let tls = if config.uses_tls() { "s" } else { "" };
+    let database = config
+        .database
+        .map(|db| format!("/{db}"))
+        .unwrap_or_default();
+    let with_nodes = |scheme: &str, hosts: &[fred::types::config::Server], query: Vec<String>| {
+        let (first, others) = match hosts.split_first() {
+            Some((first, others)) => (first.to_string(), others),
+            None => (String::new(), hosts),
+        };
+        let query: Vec<String> = query
+            .into_iter()
+            .chain(others.iter().map(|host| format!("node={host}")))
+            .collect();
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", query.join("&"))
+        };
+        format!("{scheme}{tls}://{first}{database}{query}")
+    };
+    #[allow(unreachable_patterns)] // fred's `unix-sockets` feature adds a variant
+    match &config.server {
+        ServerConfig::Centralized { server } => {
+            with_nodes("redis", std::slice::from_ref(server), vec![])
+        }
+        ServerConfig::Clustered { hosts, .. } => with_nodes("redis-cluster", hosts, vec![]),
+        ServerConfig::Sentinel {
+            hosts,
+            service_name,
+            ..
+        } => with_nodes(
+            "redis-sentinel",
+            hosts,
+            vec![format!("sentinelServiceName={service_name}")],
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
 async fn close(pool: &Pool, subscriber: &SubscriberClient) {
     let quit = async {
         let _ = pool.quit().await;
@@ -581,6 +725,37 @@ async fn close(pool: &Pool, subscriber: &SubscriberClient) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fred_config_is_described_in_freds_url_syntax_without_credentials() {
+        use fred::types::config::Server;
+        let describe_url = |url: &str| {
+            let mut config = FredConfig::from_url(url).expect("a valid url");
+            config.password = Some("s3cret".into());
+            describe(&config)
+        };
+        assert_eq!(describe_url("redis://u:p@h:1/2"), "redis://h:1/2");
+        assert_eq!(describe_url("rediss://h:1"), "rediss://h:1");
+        // fred keeps the seed nodes in its own order: any of them will do.
+        assert_eq!(
+            describe_url("redis-cluster://h:1?node=h:2&node=h:3"),
+            "redis-cluster://h:2?node=h:3&node=h:1"
+        );
+        let sentinel = FredConfig {
+            server: ServerConfig::Sentinel {
+                hosts: vec![Server::new("s", 1), Server::new("s", 2)],
+                service_name: "locks".into(),
+                username: None,
+                password: Some("s3cret".into()),
+            },
+            database: Some(1),
+            ..FredConfig::default()
+        };
+        assert_eq!(
+            describe(&sentinel),
+            "redis-sentinel://s:1/1?sentinelServiceName=locks&node=s:2"
+        );
+    }
 
     /// Every acquire and release future is boxed once (into `InFlight`) and moved around by
     /// value before that: a lock call future that embedded fred's command future inline (several

@@ -2,7 +2,14 @@
 
 use std::time::Duration;
 
+use fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy};
+
 use crate::error::{Error, Result};
+
+mod builder;
+mod env;
+
+pub use builder::ConfigBuilder;
 
 /// How lock releases announce themselves and how waiters listen (protocol §1.7, §14.3).
 ///
@@ -140,7 +147,11 @@ impl SyncedWrites {
 
 /// Configuration of a [`Client`](crate::Client).
 ///
-/// Fields are public; start from [`Config::new`] (Redisson's defaults) and change what you need.
+/// Start from [`Config::new`] (Redisson's defaults) and change the public fields, or chain
+/// setters on [`Config::builder`], whose [`build`](ConfigBuilder::build) checks every value;
+/// [`Config::from_env`] reads `REDIS_URL` and `FERRISSON_*` variables. [`Client::new`](crate::Client::new) checks
+/// the same rules as `build`, so a bad value is an [`Error::InvalidArgument`] naming the setting
+/// either way.
 ///
 /// ```
 /// use std::time::Duration;
@@ -150,6 +161,34 @@ impl SyncedWrites {
 /// config.watchdog_timeout = Duration::from_secs(10);
 /// assert_eq!(config.renewal_batch_size, 100);
 /// ```
+///
+/// # fred's settings, and what ferrisson overrides
+/// [`connection`](Config::connection), [`performance`](Config::performance) and
+/// [`reconnect_policy`](Config::reconnect_policy) are fred's own types (see [`crate::fred`]),
+/// passed to every connection of the client (commands, pub/sub, sentinels), or taken from a
+/// fred `Builder` with [`Client::from_fred_builder`](crate::Client::from_fred_builder). A few of
+/// their values decide whether locks stay correct, so ferrisson sets them itself, whatever they
+/// say:
+///
+/// | fred setting | what ferrisson uses | why |
+/// |---|---|---|
+/// | `connection.connection_timeout` | [`connect_timeout`](Config::connect_timeout) | one connect timeout |
+/// | `connection.internal_command_timeout`, `performance.default_command_timeout` | [`response_timeout`](Config::response_timeout) | one reply timeout, which is also the bound of a call's unknown outcome |
+/// | `connection.max_redirections` | 0 on the command connections, 5 (fred's default) on the subscriber | ferrisson sends a redirected call again itself; fred's `ASK` handling under single-attempt writes tore down its router |
+/// | max attempts of the lock-changing scripts (acquire, release, force-release, renewal, settling) | 1, per command | a re-sent script could take or release a hold twice; `connection.max_command_attempts` applies to queries and pub/sub commands only, which are safe to repeat |
+/// | fred `Config::fail_fast` | `true` | [`when_unavailable`](Config::when_unavailable) decides per call whether to wait for a connection |
+/// | fred `Config::version` | RESP2 | what Redisson speaks, and the replies ferrisson's scripts and pub/sub handling expect |
+///
+/// Values that cannot work are rejected with [`Error::InvalidArgument`]: a `reconnect_policy`
+/// that gives up (`max_attempts` other than 0: the watchdog, waiters, background releases and
+/// the settling of unknown outcomes need the connection back, and a client whose connections
+/// gave up would fail forever), `connection.max_command_attempts` 0 (fred would fail every
+/// query), `performance.broadcast_channel_capacity` 0, and a
+/// `connection.unresponsive.interval` under 1 ms while `unresponsive.max_timeout` is set, and (at
+/// connect time, when writes are [synced](SyncedWrites)) an `unresponsive.max_timeout` no longer
+/// than the replicas' `WAIT`, which fred would take for a dead connection.
+/// Everything else (TCP keepalive, nodelay and linger, unresponsive-connection detection,
+/// `max_command_buffer_len`, `auto_client_setname`, the reconnect delays, ...) is used as given.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct Config {
@@ -195,6 +234,27 @@ pub struct Config {
     /// timeout). Default 1 s; at least 1 ms. At most half of `response_timeout` is used, so that
     /// a `WAIT` always answers before the reply timeout would leave its write's outcome unknown.
     pub replica_sync_timeout: Duration,
+    /// fred's connection settings (TCP keepalive and nodelay, unresponsive-connection detection,
+    /// `max_command_attempts` of queries, ...). Default: fred's defaults. The timeouts and
+    /// `max_redirections` in it are replaced (see the table on [`Config`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ferrisson::fred::socket2::TcpKeepalive;
+    ///
+    /// let mut config = ferrisson::Config::new("redis://127.0.0.1:6379");
+    /// config.connection.tcp.nodelay = Some(true);
+    /// config.connection.tcp.keepalive = Some(TcpKeepalive::new().with_time(Duration::from_secs(60)));
+    /// ```
+    pub connection: ConnectionConfig,
+    /// fred's performance settings (`max_feed_count`, `broadcast_channel_capacity`). Default:
+    /// fred's defaults; `default_command_timeout` is replaced by
+    /// [`response_timeout`](Config::response_timeout).
+    pub performance: PerformanceConfig,
+    /// How fred reconnects a lost connection. Default: exponential back-off from 50 ms to 2 s,
+    /// forever (`ReconnectPolicy::new_exponential(0, 50, 2_000, 2)`); a policy that gives up
+    /// (`max_attempts` other than 0) is an [`Error::InvalidArgument`].
+    pub reconnect_policy: ReconnectPolicy,
 }
 
 impl Config {
@@ -218,6 +278,9 @@ impl Config {
             tls: None,
             synced_writes: SyncedWrites::Auto,
             replica_sync_timeout: Duration::from_secs(1),
+            connection: ConnectionConfig::default(),
+            performance: PerformanceConfig::default(),
+            reconnect_policy: default_reconnect_policy(),
         }
     }
 
@@ -231,37 +294,95 @@ impl Config {
         redact(&self.url)
     }
 
-    /// Checks every field, so that a bad configuration fails at connect time with a clear error.
+    /// Checks every setting, so that a bad configuration fails at `build()` or connect time with
+    /// an [`Error::InvalidArgument`] naming the setting.
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.watchdog_timeout < Duration::from_millis(3) {
-            return Err(Error::InvalidArgument(format!(
-                "watchdog_timeout must be at least 3 ms, got {:?}",
-                self.watchdog_timeout
-            )));
-        }
-        crate::lock::lease_millis(self.watchdog_timeout, "watchdog_timeout")?;
-        if self.renewal_batch_size == 0 {
-            return Err(Error::InvalidArgument(
-                "renewal_batch_size must be at least 1".into(),
-            ));
-        }
-        if self.pool_size == 0 {
-            return Err(Error::InvalidArgument(
-                "pool_size must be at least 1".into(),
-            ));
-        }
-        if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
-            return Err(Error::InvalidArgument("timeouts must be positive".into()));
-        }
-        // `WAIT 0` would block forever.
-        if self.replica_sync_timeout < Duration::from_millis(1) {
-            return Err(Error::InvalidArgument(format!(
-                "replica_sync_timeout must be at least 1 ms, got {:?}",
-                self.replica_sync_timeout
-            )));
-        }
-        Ok(())
+        check_watchdog_timeout(self.watchdog_timeout)?;
+        check_at_least_one("renewal_batch_size", self.renewal_batch_size)?;
+        check_at_least_one("pool_size", self.pool_size)?;
+        check_positive("response_timeout", self.response_timeout)?;
+        check_positive("connect_timeout", self.connect_timeout)?;
+        check_replica_sync_timeout(self.replica_sync_timeout)?;
+        self.check_fred_settings()
     }
+
+    /// The fred settings that cannot work (see the table on [`Config`]).
+    fn check_fred_settings(&self) -> Result<()> {
+        let gives_up = match self.reconnect_policy {
+            ReconnectPolicy::Constant { max_attempts, .. }
+            | ReconnectPolicy::Linear { max_attempts, .. }
+            | ReconnectPolicy::Exponential { max_attempts, .. } => max_attempts,
+        };
+        if gives_up != 0 {
+            return Err(invalid(format!(
+                "reconnect_policy must reconnect forever (max_attempts 0), got max_attempts \
+                 {gives_up}: the watchdog, waiters and background releases need the connection back"
+            )));
+        }
+        if self.connection.max_command_attempts == 0 {
+            return Err(invalid(
+                "connection.max_command_attempts must be at least 1 (fred fails every command \
+                 with 0 attempts)"
+                    .into(),
+            ));
+        }
+        if self.connection.unresponsive.max_timeout.is_some()
+            && self.connection.unresponsive.interval < Duration::from_millis(1)
+        {
+            return Err(invalid(format!(
+                "connection.unresponsive.interval must be at least 1 ms when max_timeout is set, \
+                 got {:?}",
+                self.connection.unresponsive.interval
+            )));
+        }
+        check_at_least_one(
+            "performance.broadcast_channel_capacity",
+            self.performance.broadcast_channel_capacity,
+        )
+    }
+}
+
+/// ferrisson's reconnect policy: forever, backing off from 50 ms to 2 s; acquires decide
+/// whether to wait for it ([`WhenUnavailable`]).
+fn default_reconnect_policy() -> ReconnectPolicy {
+    ReconnectPolicy::new_exponential(0, 50, 2_000, 2)
+}
+
+fn invalid(message: String) -> Error {
+    Error::InvalidArgument(message)
+}
+
+fn check_watchdog_timeout(value: Duration) -> Result<()> {
+    if value < Duration::from_millis(3) {
+        return Err(invalid(format!(
+            "watchdog_timeout must be at least 3 ms, got {value:?}"
+        )));
+    }
+    crate::lock::lease_millis(value, "watchdog_timeout").map(drop)
+}
+
+fn check_at_least_one(setting: &str, value: usize) -> Result<()> {
+    if value == 0 {
+        return Err(invalid(format!("{setting} must be at least 1, got 0")));
+    }
+    Ok(())
+}
+
+fn check_positive(setting: &str, value: Duration) -> Result<()> {
+    if value.is_zero() {
+        return Err(invalid(format!("{setting} must be positive, got 0s")));
+    }
+    Ok(())
+}
+
+fn check_replica_sync_timeout(value: Duration) -> Result<()> {
+    // `WAIT 0` would block forever.
+    if value < Duration::from_millis(1) {
+        return Err(invalid(format!(
+            "replica_sync_timeout must be at least 1 ms, got {value:?}"
+        )));
+    }
+    Ok(())
 }
 
 /// Masks the credentials of a Redis URL for messages, logs and `Debug` output: the password
@@ -313,6 +434,9 @@ impl std::fmt::Debug for Config {
             .field("tls", &self.tls)
             .field("synced_writes", &self.synced_writes)
             .field("replica_sync_timeout", &self.replica_sync_timeout)
+            .field("connection", &self.connection)
+            .field("performance", &self.performance)
+            .field("reconnect_policy", &self.reconnect_policy)
             .finish()
     }
 }

@@ -22,6 +22,7 @@
 //! | Section | Example |
 //! |---|---|
 //! | [Features](#features) | `demo` (`./dev demo`): two clients, re-entry, a hand-off, the watchdog, contention |
+//! | [Configuration](#configuration) | `tracing` (a `Config` with a short watchdog) |
 //! | [Deployments: TLS, Cluster, Sentinel](#deployments-tls-cluster-sentinel) | `tls`, `cluster`, `sentinel` |
 //! | [The blocking API](#the-blocking-api) | `blocking` |
 //! | [Errors](#errors) | `errors` |
@@ -97,6 +98,29 @@
 //! Keys, fields, TTLs, channels and messages follow Redisson 3.16.x through 4.x (see
 //! `docs/compatibility.md` and the protocol reference). The default [`PublishMode::Auto`] wakes
 //! Java waiters of every version: classic pub/sub outside a cluster, both kinds in one.
+//!
+//! ## Configuration
+//! [`Client::connect`] takes a URL and Redisson's defaults. For more, build a [`Config`]: set
+//! its public fields, chain setters on [`Config::builder`] (whose `build()` rejects a bad value
+//! with [`Error::InvalidArgument`] naming the setting), or read `REDIS_URL` and `FERRISSON_*`
+//! variables with [`Config::from_env`] (durations such as `30s`). fred's own connection,
+//! performance and reconnect settings are fields of the `Config` too; an application that
+//! already has a fred `Builder` (server, credentials, TLS, fred settings) passes it to
+//! [`Client::from_fred_builder`]. The few fred settings that locks depend on are ferrisson's:
+//! the table on [`Config`] lists them and why. fred itself is re-exported as [`fred`], so that
+//! its types are named in the version ferrisson uses.
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> ferrisson::Result<()> {
+//! use std::time::Duration;
+//!
+//! let config = ferrisson::Config::builder("redis://127.0.0.1:6379")
+//!     .watchdog_timeout(Duration::from_secs(10))
+//!     .pool_size(4)
+//!     .build()?;
+//! let client = ferrisson::Client::new(config).await?;
+//! # Ok(()) }
+//! ```
 //!
 //! ## Deployments: TLS, Cluster, Sentinel
 //! The URL chooses the deployment; [`Config`] holds the rest, with Redisson's defaults under
@@ -186,12 +210,30 @@ mod tls;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, PublishMode, SyncedWrites, WhenUnavailable};
+pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, WhenUnavailable};
 pub use error::{Error, Result};
 pub use inspect::{Holder, LockInfo, LockKind};
 pub use lock::{Acquisition, Attempt, Lock, LockGuard, RemainingTtl, WokenBy};
 pub use owner::Owner;
 pub use tls::TlsOptions;
+
+/// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,
+/// re-exported so that its types can be named without depending on fred, possibly in another
+/// version: `fred::types::Builder` for [`Client::from_fred_builder`],
+/// `fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy}` for
+/// [`Config`], and `fred::error::Error`, the [`source`](std::error::Error::source) of
+/// [`Error::Unavailable`], [`Error::Redis`] and [`Error::PermissionDenied`]. It moves to a new
+/// fred major version only with a new ferrisson minor version (0.x) or major version.
+///
+/// ```
+/// use ferrisson::fred::types::config::ReconnectPolicy;
+///
+/// let config = ferrisson::Config::builder("redis://127.0.0.1:6379")
+///     .reconnect_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
+///     .build()?;
+/// # Ok::<(), ferrisson::Error>(())
+/// ```
+pub use fred;
 
 /// Compile-time checks that handles, guards and futures can cross tasks and threads.
 #[cfg(test)]

@@ -135,6 +135,7 @@ async fn the_sentinel_example_locks_on_the_master() {
     );
 }
 
+#[cfg(feature = "tls")]
 #[test]
 fn the_tls_example_locks_with_a_private_ca_and_a_client_certificate() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -1,0 +1,257 @@
+//! [`ConfigBuilder`]: the chainable way to a checked [`Config`].
+
+use std::time::Duration;
+
+use fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy};
+
+use super::{Config, PublishMode, SyncedWrites, WhenUnavailable};
+use crate::error::Result;
+use crate::TlsOptions;
+
+/// Builds a [`Config`] one setting at a time, from Redisson's defaults; [`build`](Self::build)
+/// checks every value. Made by [`Config::builder`]; each setter has the name of the
+/// [`Config`] field it sets, whose documentation gives its meaning and default.
+///
+/// ```
+/// use std::time::Duration;
+/// use ferrisson::{Config, WhenUnavailable};
+///
+/// let config = Config::builder("redis://127.0.0.1:6379")
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .when_unavailable(WhenUnavailable::KeepWaiting)
+///     .pool_size(4)
+///     .build()?;
+/// assert_eq!(config.pool_size, 4);
+///
+/// // A bad value fails at `build()`, naming the setting.
+/// let err = Config::builder("redis://127.0.0.1:6379").pool_size(0).build().unwrap_err();
+/// assert!(err.to_string().contains("pool_size"));
+/// # Ok::<(), ferrisson::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a ConfigBuilder does nothing until `build()` is called"]
+pub struct ConfigBuilder {
+    config: Config,
+}
+
+impl Config {
+    /// A [`ConfigBuilder`] for `url`, starting from Redisson's defaults ([`Config::new`]).
+    ///
+    /// ```
+    /// let config = ferrisson::Config::builder("redis://127.0.0.1:6379")
+    ///     .renewal_batch_size(50)
+    ///     .build()?;
+    /// assert_eq!(config.renewal_batch_size, 50);
+    /// # Ok::<(), ferrisson::Error>(())
+    /// ```
+    pub fn builder(url: impl Into<String>) -> ConfigBuilder {
+        ConfigBuilder {
+            config: Config::new(url),
+        }
+    }
+}
+
+impl From<Config> for ConfigBuilder {
+    /// Continues from an existing configuration (e.g. one read by [`Config::from_env`]).
+    ///
+    /// ```
+    /// use ferrisson::{Config, ConfigBuilder};
+    ///
+    /// let config = ConfigBuilder::from(Config::new("redis://127.0.0.1:6379"))
+    ///     .max_local_handoffs(0)
+    ///     .build()?;
+    /// assert_eq!(config.max_local_handoffs, 0);
+    /// # Ok::<(), ferrisson::Error>(())
+    /// ```
+    fn from(config: Config) -> Self {
+        ConfigBuilder { config }
+    }
+}
+
+/// One chainable setter per field: `$name(value)` sets `Config::$name`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $type:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, value: $type) -> Self {
+                self.config.$name = value;
+                self
+            }
+        )*
+    };
+}
+
+impl ConfigBuilder {
+    setters! {
+        /// Sets [`Config::watchdog_timeout`] (at least 3 ms).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let config = ferrisson::Config::builder("redis://h").watchdog_timeout(Duration::from_secs(9)).build()?;
+        /// assert_eq!(config.watchdog_timeout, Duration::from_secs(9));
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        watchdog_timeout: Duration;
+        /// Sets [`Config::renewal_batch_size`] (at least 1).
+        ///
+        /// ```
+        /// let config = ferrisson::Config::builder("redis://h").renewal_batch_size(10).build()?;
+        /// assert_eq!(config.renewal_batch_size, 10);
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        renewal_batch_size: usize;
+        /// Sets [`Config::publish_mode`].
+        ///
+        /// ```
+        /// use ferrisson::{Config, PublishMode};
+        /// let config = Config::builder("redis://h").publish_mode(PublishMode::Classic).build()?;
+        /// assert_eq!(config.publish_mode, PublishMode::Classic);
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        publish_mode: PublishMode;
+        /// Sets [`Config::when_unavailable`].
+        ///
+        /// ```
+        /// use ferrisson::{Config, WhenUnavailable};
+        /// let config = Config::builder("redis://h").when_unavailable(WhenUnavailable::KeepWaiting).build()?;
+        /// assert_eq!(config.when_unavailable, WhenUnavailable::KeepWaiting);
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        when_unavailable: WhenUnavailable;
+        /// Sets [`Config::response_timeout`] (positive).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let config = ferrisson::Config::builder("redis://h").response_timeout(Duration::from_secs(2)).build()?;
+        /// assert_eq!(config.response_timeout, Duration::from_secs(2));
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        response_timeout: Duration;
+        /// Sets [`Config::connect_timeout`] (positive).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let config = ferrisson::Config::builder("redis://h").connect_timeout(Duration::from_secs(1)).build()?;
+        /// assert_eq!(config.connect_timeout, Duration::from_secs(1));
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        connect_timeout: Duration;
+        /// Sets [`Config::pool_size`] (at least 1).
+        ///
+        /// ```
+        /// let config = ferrisson::Config::builder("redis://h").pool_size(8).build()?;
+        /// assert_eq!(config.pool_size, 8);
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        pool_size: usize;
+        /// Sets [`Config::max_local_handoffs`] (0 turns local hand-offs off).
+        ///
+        /// ```
+        /// let config = ferrisson::Config::builder("redis://h").max_local_handoffs(0).build()?;
+        /// assert_eq!(config.max_local_handoffs, 0);
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        max_local_handoffs: u32;
+        /// Sets [`Config::synced_writes`].
+        ///
+        /// ```
+        /// use ferrisson::{Config, SyncedWrites};
+        /// let config = Config::builder("redis://h").synced_writes(SyncedWrites::Always).build()?;
+        /// assert_eq!(config.synced_writes, SyncedWrites::Always);
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        synced_writes: SyncedWrites;
+        /// Sets [`Config::replica_sync_timeout`] (at least 1 ms).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let config = ferrisson::Config::builder("redis://h").replica_sync_timeout(Duration::from_millis(300)).build()?;
+        /// assert_eq!(config.replica_sync_timeout, Duration::from_millis(300));
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        replica_sync_timeout: Duration;
+        /// Sets [`Config::connection`], fred's connection settings (see the table on [`Config`]
+        /// for the ones ferrisson overrides).
+        ///
+        /// ```
+        /// use ferrisson::fred::types::config::ConnectionConfig;
+        /// let mut connection = ConnectionConfig::default();
+        /// connection.tcp.nodelay = Some(true);
+        /// let config = ferrisson::Config::builder("redis://h").connection(connection).build()?;
+        /// assert_eq!(config.connection.tcp.nodelay, Some(true));
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        connection: ConnectionConfig;
+        /// Sets [`Config::performance`], fred's performance settings.
+        ///
+        /// ```
+        /// use ferrisson::fred::types::config::PerformanceConfig;
+        /// let performance = PerformanceConfig { broadcast_channel_capacity: 256, ..Default::default() };
+        /// let config = ferrisson::Config::builder("redis://h").performance(performance).build()?;
+        /// assert_eq!(config.performance.broadcast_channel_capacity, 256);
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        performance: PerformanceConfig;
+        /// Sets [`Config::reconnect_policy`]; it must reconnect forever (`max_attempts` 0).
+        ///
+        /// ```
+        /// use ferrisson::fred::types::config::ReconnectPolicy;
+        /// let config = ferrisson::Config::builder("redis://h")
+        ///     .reconnect_policy(ReconnectPolicy::new_constant(0, 100))
+        ///     .build()?;
+        /// assert_eq!(config.reconnect_policy, ReconnectPolicy::new_constant(0, 100));
+        /// assert!(ferrisson::Config::builder("redis://h")
+        ///     .reconnect_policy(ReconnectPolicy::new_constant(3, 100))
+        ///     .build()
+        ///     .is_err());
+        /// # Ok::<(), ferrisson::Error>(())
+        /// ```
+        reconnect_policy: ReconnectPolicy;
+    }
+
+    /// Sets [`Config::url`].
+    ///
+    /// ```
+    /// let config = ferrisson::Config::builder("redis://a:6379").url("redis://b:6379").build()?;
+    /// assert_eq!(config.url, "redis://b:6379");
+    /// # Ok::<(), ferrisson::Error>(())
+    /// ```
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.config.url = url.into();
+        self
+    }
+
+    /// Sets [`Config::tls`]: a private CA to trust, a client certificate (for `rediss://`).
+    ///
+    /// ```
+    /// use ferrisson::{Config, TlsOptions};
+    /// # let ca_pem = Vec::new();
+    /// let config = Config::builder("rediss://127.0.0.1:6380")
+    ///     .tls(TlsOptions::default().trust_pem(ca_pem))
+    ///     .build()?;
+    /// assert!(config.tls.is_some());
+    /// # Ok::<(), ferrisson::Error>(())
+    /// ```
+    pub fn tls(mut self, options: TlsOptions) -> Self {
+        self.config.tls = Some(options);
+        self
+    }
+
+    /// The configuration, after checking every setting as [`Client::new`](crate::Client::new)
+    /// does: a bad value is an [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
+    /// it. (The URL itself is parsed when connecting.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let err = ferrisson::Config::builder("redis://h")
+    ///     .watchdog_timeout(Duration::from_millis(1))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("watchdog_timeout"));
+    /// ```
+    pub fn build(self) -> Result<Config> {
+        self.config.validate()?;
+        Ok(self.config)
+    }
+}

@@ -1,0 +1,239 @@
+//! [`Config::from_env`]: a configuration from `REDIS_URL` and `FERRISSON_*` variables.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use super::{
+    check_at_least_one, check_positive, check_replica_sync_timeout, check_watchdog_timeout, Config,
+    PublishMode, SyncedWrites, WhenUnavailable,
+};
+use crate::error::{Error, Result};
+
+/// The variable that names the server, as for the command-line tool.
+const URL_VARIABLE: &str = "REDIS_URL";
+/// The prefix of ferrisson's own variables.
+const PREFIX: &str = "FERRISSON_";
+
+/// Sets one setting from a variable's value; the error says what is wrong with the value.
+type Apply = fn(&mut Config, &str) -> std::result::Result<(), String>;
+
+/// Every `FERRISSON_*` variable and the setting it sets, checked as [`Config::validate`] does.
+const SETTINGS: &[(&str, Apply)] = &[
+    ("FERRISSON_WATCHDOG_TIMEOUT", |config, value| {
+        config.watchdog_timeout = duration(value)?;
+        checked(check_watchdog_timeout(config.watchdog_timeout))
+    }),
+    ("FERRISSON_RESPONSE_TIMEOUT", |config, value| {
+        config.response_timeout = duration(value)?;
+        checked(check_positive("response_timeout", config.response_timeout))
+    }),
+    ("FERRISSON_CONNECT_TIMEOUT", |config, value| {
+        config.connect_timeout = duration(value)?;
+        checked(check_positive("connect_timeout", config.connect_timeout))
+    }),
+    ("FERRISSON_POOL_SIZE", |config, value| {
+        config.pool_size = number(value)?;
+        checked(check_at_least_one("pool_size", config.pool_size))
+    }),
+    ("FERRISSON_RENEWAL_BATCH_SIZE", |config, value| {
+        config.renewal_batch_size = number(value)?;
+        checked(check_at_least_one(
+            "renewal_batch_size",
+            config.renewal_batch_size,
+        ))
+    }),
+    ("FERRISSON_MAX_LOCAL_HANDOFFS", |config, value| {
+        config.max_local_handoffs = number(value)?;
+        Ok(())
+    }),
+    ("FERRISSON_PUBLISH_MODE", |config, value| {
+        choice(value, PUBLISH_MODES).map(|choice| config.publish_mode = choice)
+    }),
+    ("FERRISSON_WHEN_UNAVAILABLE", |config, value| {
+        choice(value, WHEN_UNAVAILABLE).map(|choice| config.when_unavailable = choice)
+    }),
+    ("FERRISSON_SYNCED_WRITES", |config, value| {
+        choice(value, SYNCED_WRITES).map(|choice| config.synced_writes = choice)
+    }),
+    ("FERRISSON_REPLICA_SYNC_TIMEOUT", |config, value| {
+        config.replica_sync_timeout = duration(value)?;
+        checked(check_replica_sync_timeout(config.replica_sync_timeout))
+    }),
+];
+
+const PUBLISH_MODES: &[(&str, PublishMode)] = &[
+    ("auto", PublishMode::Auto),
+    ("classic", PublishMode::Classic),
+    ("sharded", PublishMode::Sharded),
+    ("both", PublishMode::Both),
+];
+const WHEN_UNAVAILABLE: &[(&str, WhenUnavailable)] = &[
+    ("fail-fast", WhenUnavailable::FailFast),
+    ("keep-waiting", WhenUnavailable::KeepWaiting),
+];
+const SYNCED_WRITES: &[(&str, SyncedWrites)] = &[
+    ("auto", SyncedWrites::Auto),
+    ("off", SyncedWrites::Off),
+    ("always", SyncedWrites::Always),
+];
+
+impl Config {
+    /// The server [`Config::from_env`] uses when `REDIS_URL` is not set: a Redis on this machine,
+    /// as for the command-line tool and Redisson's own default.
+    ///
+    /// ```
+    /// assert_eq!(ferrisson::Config::DEFAULT_URL, "redis://127.0.0.1:6379");
+    /// ```
+    pub const DEFAULT_URL: &'static str = "redis://127.0.0.1:6379";
+
+    /// A configuration from the process environment: the server from `REDIS_URL` (default
+    /// [`Config::DEFAULT_URL`]), and Redisson's defaults ([`Config::new`]) except where one of
+    /// these variables says otherwise:
+    ///
+    /// | variable | setting | example |
+    /// |---|---|---|
+    /// | `FERRISSON_WATCHDOG_TIMEOUT` | [`watchdog_timeout`](Config::watchdog_timeout) | `30s` |
+    /// | `FERRISSON_RESPONSE_TIMEOUT` | [`response_timeout`](Config::response_timeout) | `10s` |
+    /// | `FERRISSON_CONNECT_TIMEOUT` | [`connect_timeout`](Config::connect_timeout) | `5s` |
+    /// | `FERRISSON_POOL_SIZE` | [`pool_size`](Config::pool_size) | `4` |
+    /// | `FERRISSON_RENEWAL_BATCH_SIZE` | [`renewal_batch_size`](Config::renewal_batch_size) | `100` |
+    /// | `FERRISSON_MAX_LOCAL_HANDOFFS` | [`max_local_handoffs`](Config::max_local_handoffs) | `16` |
+    /// | `FERRISSON_PUBLISH_MODE` | [`publish_mode`](Config::publish_mode) | `auto`, `classic`, `sharded`, `both` |
+    /// | `FERRISSON_WHEN_UNAVAILABLE` | [`when_unavailable`](Config::when_unavailable) | `fail-fast`, `keep-waiting` |
+    /// | `FERRISSON_SYNCED_WRITES` | [`synced_writes`](Config::synced_writes) | `auto`, `off`, `always` |
+    /// | `FERRISSON_REPLICA_SYNC_TIMEOUT` | [`replica_sync_timeout`](Config::replica_sync_timeout) | `500ms` |
+    ///
+    /// Durations are humane (`500ms`, `30s`, `2m`, `1h 30m`); choices ignore case, and `_`
+    /// may stand for `-`. An empty variable counts as unset. A value that does not parse, or
+    /// that the setting does not accept, is an [`Error::InvalidArgument`] naming the variable
+    /// and the value (never `REDIS_URL`'s value, which may hold a password: a bad URL fails at
+    /// connect time with its password masked). Other `FERRISSON_*` variables are ignored, with a
+    /// warning in the log. TLS options and fred's settings have no variables: set them on the
+    /// returned configuration.
+    ///
+    /// Reading the environment is not synchronised with changes to it (`std::env::set_var`);
+    /// tests should give their variables to [`Config::from_env_vars`] instead.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
+    /// let client = ferrisson::Client::new(ferrisson::Config::from_env()?).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_env() -> Result<Config> {
+        let mut vars = Vec::new();
+        for (name, value) in std::env::vars_os() {
+            let Some(name) = name.to_str() else { continue };
+            if !relevant(name) {
+                continue;
+            }
+            let value = value.into_string().map_err(|value: OsString| {
+                Error::InvalidArgument(format!(
+                    "environment variable {name} is not valid UTF-8: {}",
+                    if name == URL_VARIABLE {
+                        "(value not shown)".to_owned()
+                    } else {
+                        format!("{value:?}")
+                    }
+                ))
+            })?;
+            vars.push((name.to_owned(), value));
+        }
+        Config::from_env_vars(vars)
+    }
+
+    /// [`Config::from_env`] over the given name/value pairs instead of the process environment
+    /// (a later pair wins over an earlier one with the same name; names other than `REDIS_URL`
+    /// and `FERRISSON_*` are ignored).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ferrisson::{Config, Error, WhenUnavailable};
+    ///
+    /// let config = Config::from_env_vars([
+    ///     ("REDIS_URL", "redis://cache:6379/2"),
+    ///     ("FERRISSON_WATCHDOG_TIMEOUT", "10s"),
+    ///     ("FERRISSON_WHEN_UNAVAILABLE", "keep-waiting"),
+    /// ])?;
+    /// assert_eq!(config.url, "redis://cache:6379/2");
+    /// assert_eq!(config.watchdog_timeout, Duration::from_secs(10));
+    /// assert_eq!(config.when_unavailable, WhenUnavailable::KeepWaiting);
+    ///
+    /// let err = Config::from_env_vars([("FERRISSON_POOL_SIZE", "many")]).unwrap_err();
+    /// assert!(matches!(err, Error::InvalidArgument(_)));
+    /// assert!(err.to_string().contains("FERRISSON_POOL_SIZE=\"many\""), "{err}");
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn from_env_vars<I, K, V>(vars: I) -> Result<Config>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        // Later pairs win, as in a map; settings are then applied in the table's order.
+        let mut url = None;
+        let mut values: Vec<Option<String>> = vec![None; SETTINGS.len()];
+        for (name, value) in vars {
+            let (name, value) = (name.as_ref(), value.as_ref());
+            if !relevant(name) {
+                continue;
+            }
+            let value = (!value.is_empty()).then(|| value.to_owned());
+            if name == URL_VARIABLE {
+                url = value;
+            } else if let Some(index) = SETTINGS.iter().position(|(known, _)| *known == name) {
+                values[index] = value;
+            } else {
+                tracing::warn!(variable = name, "unknown FERRISSON_ variable ignored");
+            }
+        }
+        let mut config = Config::new(url.unwrap_or_else(|| Config::DEFAULT_URL.to_owned()));
+        for ((name, apply), value) in SETTINGS.iter().zip(values) {
+            if let Some(value) = value {
+                apply(&mut config, &value).map_err(|problem| {
+                    Error::InvalidArgument(format!("{name}={value:?}: {problem}"))
+                })?;
+            }
+        }
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn relevant(name: &str) -> bool {
+    name == URL_VARIABLE || name.starts_with(PREFIX)
+}
+
+fn duration(value: &str) -> std::result::Result<Duration, String> {
+    humantime::parse_duration(value.trim())
+        .map_err(|err| format!("not a duration such as 500ms, 30s or 2m ({err})"))
+}
+
+fn number<T: std::str::FromStr>(value: &str) -> std::result::Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .trim()
+        .parse()
+        .map_err(|err| format!("not a whole number ({err})"))
+}
+
+fn choice<T: Copy>(value: &str, choices: &[(&str, T)]) -> std::result::Result<T, String> {
+    let wanted = value.trim().to_ascii_lowercase().replace('_', "-");
+    choices
+        .iter()
+        .find(|(name, _)| *name == wanted)
+        .map(|(_, choice)| *choice)
+        .ok_or_else(|| {
+            let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+            format!("expected one of {}", names.join(", "))
+        })
+}
+
+/// The message of a setting's check, for the variable's error.
+fn checked(check: Result<()>) -> std::result::Result<(), String> {
+    check.map_err(|err| match err {
+        Error::InvalidArgument(message) => message,
+        other => other.to_string(),
+    })
+}
