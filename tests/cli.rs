@@ -744,6 +744,16 @@ async fn rust_log_shows_debug_events_on_stderr_only() {
         .assert()
         .success()
         .stderr(predicate::str::is_empty());
+    // fred's own warnings (here: a password the server does not need) are not shown by default.
+    cli_offline()
+        .args([
+            "--url",
+            &format!("redis://:unneeded@127.0.0.1:{}", server.port()),
+        ])
+        .args(["status", "cli:log"])
+        .assert()
+        .success()
+        .stderr(predicate::str::is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

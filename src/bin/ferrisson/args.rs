@@ -34,8 +34,9 @@ credentials, database, TLS); 65 when a key is not a lock; 69 when Redis cannot b
 command's status, 75 when the lock was not acquired, 76 when it was lost (`ferrisson run
 --help`).
 
-Logging: the library's log events go to stderr (JSON lines with --json), warnings only unless
-RUST_LOG says otherwise: RUST_LOG=ferrisson=debug for details, RUST_LOG=off for none."#;
+Logging: the library's log events go to stderr (JSON lines with --json): by default its
+warnings (RUST_LOG=warn,fred=error); RUST_LOG=ferrisson=debug for details, RUST_LOG=off for
+none."#;
 
 /// The `ferrisson` command line.
 #[derive(Debug, Parser)]

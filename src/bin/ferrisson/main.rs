@@ -75,15 +75,17 @@ fn main() -> ExitCode {
 }
 
 /// Logs (the library's `tracing` events) go to stderr, filtered by `RUST_LOG`; by default
-/// warnings only, which include renewal failures and lost leases. With `--json` they are JSON
-/// lines, so that `run --json`'s event stream on stderr stays JSON.
+/// warnings only, which include renewal failures and lost leases. fred's own warnings are left
+/// out by default: an outage makes it warn per connection, in `Debug` text, about what the
+/// tool reports itself. With `--json` they are JSON lines, so that `run --json`'s event stream
+/// on stderr stays JSON.
 fn init_logging(json: bool) {
-    const DEFAULT: &str = "warn";
+    const DEFAULT: &str = "warn,fred=error";
     let filter = match std::env::var("RUST_LOG") {
         Err(_) => EnvFilter::new(DEFAULT),
         Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|err| {
             output::stderr_line(&format!(
-                "ferrisson: warning: ignoring RUST_LOG `{spec}` ({err}); logging warnings"
+                "ferrisson: warning: ignoring RUST_LOG `{spec}` ({err}); using the default, {DEFAULT}"
             ));
             EnvFilter::new(DEFAULT)
         }),

@@ -418,7 +418,7 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
                         json,
                         &Change::Unavailable {
                             name: name.to_owned(),
-                            error: conn.redact(&err.to_string()),
+                            error: crate::error::describe(&err, conn),
                         },
                     );
                 }
