@@ -237,7 +237,10 @@ impl Client {
     /// Connects to the Redis at `url` with Redisson's defaults (see [`Config::new`]).
     ///
     /// Fails with [`Error::Unavailable`] when the server cannot be reached within the connect
-    /// timeout, and with [`Error::InvalidArgument`] for a malformed URL.
+    /// timeout, and with [`Error::InvalidArgument`] for a malformed URL, a scheme other than
+    /// `redis://`, `rediss://`, `redis-cluster://` or `redis-sentinel://` (`rediss-` for TLS), a
+    /// database the server does not have, refused credentials, or `rediss://` to a server that
+    /// does not speak TLS.
     ///
     /// ```no_run
     /// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
@@ -266,6 +269,7 @@ impl Client {
     /// ```
     pub async fn new(config: Config) -> Result<Client> {
         config.validate()?;
+        check_scheme(&config)?;
         let fred_config = FredConfig::from_url(&config.url).map_err(|err| {
             Error::InvalidArgument(format!(
                 "bad redis url `{}`: {}",
@@ -352,6 +356,9 @@ impl Client {
         // What Redisson speaks, and the replies the scripts and the pub/sub handling expect.
         fred_config.version = fred::types::RespVersion::RESP2;
         let clustered = fred_config.server.is_clustered();
+        // For the connect errors' messages, before the builder takes the config.
+        let (database, tls_url) = (fred_config.database, fred_config.uses_tls());
+        let first_host = fred_config.server.hosts().into_iter().next();
         // Sentinel and Cluster can promote a replica: there `SyncedWrites::Auto` waits for them.
         let failover_capable = clustered || fred_config.server.is_sentinel();
         let publish_mode = config.publish_mode.resolve(clustered);
@@ -388,6 +395,19 @@ impl Client {
         let map_connect = |err: fred::error::Error| match err.kind() {
             // The user lacks a right the connection needs (`ROLE` behind Sentinel, say).
             _ if err.details().contains("NOPERM") => Error::PermissionDenied(err),
+            // The server refused the URL's `SELECT`: a wrong URL, not an outage.
+            _ if err.details().contains("DB index is out of range") => {
+                Error::InvalidArgument(format!(
+                    "database {} does not exist on {url}: the server refused to select it (its \
+                     `databases` setting is lower)",
+                    database.unwrap_or_default()
+                ))
+            }
+            // A plain server's reply to the TLS hello, when it answers it at all.
+            _ if tls_url && plain_reply_to_tls(err.details()) => Error::InvalidArgument(format!(
+                "TLS handshake with {url} failed: the server does not speak TLS on this port \
+                     (use redis://, or its TLS port)"
+            )),
             kind if matches!(
                 kind,
                 fred::error::ErrorKind::Auth | fred::error::ErrorKind::Config
@@ -432,6 +452,17 @@ impl Client {
             }
             Err(_) => {
                 close(&pool, &subscriber).await;
+                // A plain server never answers a TLS hello, so the handshake just times out;
+                // one PING in plain text tells that apart from an unreachable server.
+                if let (true, Some(host)) = (tls_url, &first_host) {
+                    if answers_plain_resp(host.host.to_string(), host.port).await {
+                        return Err(Error::InvalidArgument(format!(
+                            "TLS handshake with {url} got no answer, but the server answers in \
+                             plain text: it does not speak TLS on this port (use redis://, or \
+                             its TLS port)"
+                        )));
+                    }
+                }
                 return Err(Error::Unavailable(fred::error::Error::new(
                     fred::error::ErrorKind::Timeout,
                     format!(
@@ -712,6 +743,60 @@ fn describe(config: &FredConfig) -> String {
         ),
         other => format!("{other:?}"),
     }
+}
+
+/// URL schemes `Client::new` accepts: fred would read any other one (`http://`) as `redis://`.
+const SCHEMES: [&str; 6] = [
+    "redis",
+    "rediss",
+    "redis-cluster",
+    "rediss-cluster",
+    "redis-sentinel",
+    "rediss-sentinel",
+];
+
+fn check_scheme(config: &Config) -> Result<()> {
+    // Without a scheme the URL is malformed, which fred's parser reports.
+    let Some((scheme, _)) = config.url.split_once("://") else {
+        return Ok(());
+    };
+    if SCHEMES
+        .iter()
+        .any(|known| known.eq_ignore_ascii_case(scheme))
+    {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "unsupported URL scheme `{scheme}://` in `{}`: use redis://, rediss:// (TLS), \
+         redis-cluster:// or redis-sentinel:// (rediss-cluster://, rediss-sentinel:// with TLS)",
+        config.redacted_url()
+    )))
+}
+
+/// Whether rustls's error is a plain Redis reply read as a TLS record (`-ERR ...` or `+...`).
+fn plain_reply_to_tls(details: &str) -> bool {
+    details.contains("InvalidContentType") || details.contains("corrupt message")
+}
+
+/// Whether `host:port` answers a plain-text `PING` with a Redis reply (`+PONG`, `-NOAUTH ...`),
+/// within a second. Blocking sockets on the blocking pool: tokio's `net` feature is not needed.
+async fn answers_plain_resp(host: String, port: u16) -> bool {
+    let probe = move || -> std::io::Result<bool> {
+        use std::io::{Read, Write};
+        use std::net::ToSocketAddrs;
+        let limit = Duration::from_secs(1);
+        let Some(addr) = (host.as_str(), port).to_socket_addrs()?.next() else {
+            return Ok(false);
+        };
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, limit)?;
+        stream.set_read_timeout(Some(limit))?;
+        stream.set_write_timeout(Some(limit))?;
+        stream.write_all(b"PING\r\n")?;
+        let mut first = [0u8; 1];
+        stream.read_exact(&mut first)?;
+        Ok(matches!(first[0], b'+' | b'-'))
+    };
+    matches!(tokio::task::spawn_blocking(probe).await, Ok(Ok(true)))
 }
 
 async fn close(pool: &Pool, subscriber: &SubscriberClient) {

@@ -24,17 +24,17 @@ const PROMPTLY: Duration = Duration::from_secs(5);
 
 /// `ferrisson` with `--url` pointing at `server`, for commands that finish by themselves.
 fn cli(server: &RedisServer) -> AssertCommand {
-    let mut cmd = AssertCommand::new(BIN);
-    cmd.env_remove("REDIS_URL")
-        .args(["--url", &server.url()])
-        .timeout(Duration::from_secs(20));
+    let mut cmd = cli_offline();
+    cmd.args(["--url", &server.url()]);
     cmd
 }
 
 /// A `ferrisson` without any server, for argument errors.
 fn cli_offline() -> AssertCommand {
     let mut cmd = AssertCommand::new(BIN);
-    cmd.env_remove("REDIS_URL").timeout(Duration::from_secs(20));
+    cmd.env_remove("REDIS_URL")
+        .env_remove("RUST_LOG")
+        .timeout(Duration::from_secs(20));
     cmd
 }
 
@@ -64,8 +64,15 @@ enum Stream {
 
 impl Running {
     fn spawn(server: &RedisServer, args: &[&str]) -> Running {
+        Running::spawn_with_env(server, &[], args)
+    }
+
+    /// [`Running::spawn`] with environment variables set (RUST_LOG is unset unless given).
+    fn spawn_with_env(server: &RedisServer, env: &[(&str, &str)], args: &[&str]) -> Running {
         let mut child = tokio::process::Command::new(BIN)
             .env_remove("REDIS_URL")
+            .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .args(["--url", &server.url()])
             .args(args)
             .stdin(Stdio::null())
@@ -213,7 +220,7 @@ async fn status_reports_a_free_lock_as_text_and_json() {
     assert_eq!(
         json,
         serde_json::json!([{
-            "name": "cli:free", "locked": false, "kind": "free", "mode": null,
+            "name": "cli:free", "state": "free", "locked": false, "kind": "free", "mode": null,
             "redis_type": null, "ttl_ms": null, "holders": [], "queued": 0
         }])
     );
@@ -291,7 +298,11 @@ async fn status_reads_redisson_written_keys_of_every_kind_in_argument_order() {
         .args(names)
         .output()
         .expect("run status");
-    assert!(output.status.success());
+    assert_eq!(
+        output.status.code(),
+        Some(65),
+        "java:semaphore is not a lock"
+    );
     let text = String::from_utf8_lossy(&output.stdout);
     let rows: Vec<&str> = text.lines().skip(1).collect();
     assert_eq!(rows.len(), names.len(), "one row per name: {text}");
@@ -303,7 +314,12 @@ async fn status_reads_redisson_written_keys_of_every_kind_in_argument_order() {
     assert!(rows[1].contains("free"));
     assert!(rows[2].contains("no expiry") && rows[2].contains("a:1=1"));
     assert!(rows[3].contains("read-write (write)") && rows[3].contains("b:2:write=1"));
-    assert!(rows[4].contains("not a lock (string)"));
+    assert!(
+        predicate::str::is_match(r"^java:semaphore\s+not-a-lock\s+string\s")
+            .expect("regex")
+            .eval(rows[4]),
+        "{text}"
+    );
 
     let output = cli(&server)
         .args(["status", "--json"])
@@ -319,7 +335,8 @@ async fn status_reads_redisson_written_keys_of_every_kind_in_argument_order() {
     assert_eq!(json[2]["ttl_ms"], Json::Null, "no expiry is null");
     assert_eq!(json[3]["kind"], "read-write");
     assert_eq!(json[3]["mode"], "write");
-    assert_eq!(json[4]["kind"], "other");
+    assert_eq!(json[4]["state"], "not_a_lock");
+    assert_eq!(json[4]["locked"], false);
     assert_eq!(json[4]["redis_type"], "string");
 }
 
@@ -580,7 +597,7 @@ async fn sigint_while_waiting_for_the_lock_ends_the_wait_without_running_the_com
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_lock_is_reported_and_the_command_runs_on() {
+async fn a_lost_lock_is_reported_the_command_runs_on_and_ferrisson_exits_76() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let name = "cli:lost";
@@ -601,44 +618,162 @@ async fn a_lost_lock_is_reported_and_the_command_runs_on() {
     );
     run.event("acquired").await;
     let _: i64 = raw.del(name).await.expect("DEL the lock behind its holder");
-    run.event("lost").await;
+    let lost = run.event("lost").await;
+    assert_eq!(lost["exit_status"], 76);
 
-    assert_eq!(run.exit().await.code(), Some(0));
+    assert_eq!(
+        run.exit().await.code(),
+        Some(76),
+        "the command succeeded, unprotected"
+    );
     assert_eq!(run.stdout_seen, ["finished"]);
     assert_eq!(
         run.events(),
         ["acquired", "lost", "exited"],
         "nothing to release"
     );
+    assert_eq!(run.event_seen("exited")["code"], 0);
+    // Every stderr line is JSON, the library's warning included (a log line, not an event).
+    let lines: Vec<Json> = run
+        .stderr_seen
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("every stderr line is JSON"))
+        .collect();
+    assert!(
+        lines.iter().any(|line| line["level"] == "WARN"
+            && line["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("lock lease lost"))
+            && line["fields"]["lock"] == name),
+        "stderr: {:?}",
+        run.stderr_seen
+    );
+}
+
+/// Runs `ferrisson run --watchdog-timeout 300ms EXTRA... NAME -- COMMAND...` with `env`, deletes
+/// the lock behind it once taken, and waits for it to exit.
+async fn run_and_lose(
+    server: &RedisServer,
+    env: &[(&str, &str)],
+    extra: &[&str],
+    name: &str,
+    command: &[&str],
+) -> (Running, ExitStatus) {
+    let raw = raw_client(&server.url()).await;
+    let mut args = vec!["run", "--watchdog-timeout", "300ms"];
+    args.extend_from_slice(extra);
+    args.extend([name, "--"]);
+    args.extend_from_slice(command);
+    let mut run = Running::spawn_with_env(server, env, &args);
+    wait_locked(&raw, name).await;
+    let _: i64 = raw.del(name).await.expect("DEL the lock behind its holder");
+    let status = run.exit().await;
+    (run, status)
+}
+
+/// Without RUST_LOG the library's warnings are shown, so a lost lease is logged (besides the
+/// tool's own message); RUST_LOG=off silences the log but not the message or the exit status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_librarys_lease_loss_warning_is_logged_unless_rust_log_is_off() {
+    let server = RedisServer::start();
+    for (env, logged) in [(&[][..], true), (&[("RUST_LOG", "off")][..], false)] {
+        let name = "cli:lost-log";
+        let (run, status) = run_and_lose(&server, env, &[], name, &["sleep", "1"]).await;
+        assert_eq!(status.code(), Some(76), "env {env:?}");
+        let warned = run
+            .stderr_seen
+            .iter()
+            .any(|l| l.contains(" WARN ferrisson::watchdog: lock lease lost") && l.contains(name));
+        assert_eq!(warned, logged, "env {env:?}, stderr: {:?}", run.stderr_seen);
+        assert!(
+            run.stderr_seen.iter().any(|l| {
+                l
+                == "ferrisson: warning: lost the lock `cli:lost-log` (its lease ran out or it was \
+                    force-unlocked); the command keeps running without it; exit status 76"
+            }),
+            "stderr: {:?}",
+            run.stderr_seen
+        );
+    }
+}
+
+/// RUST_LOG selects the library's events: `ferrisson=debug` shows its debug events (text, or
+/// JSON lines with --json); stdout stays clean JSON; without RUST_LOG, nothing below warnings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_log_shows_debug_events_on_stderr_only() {
+    let server = RedisServer::start();
+
+    let output = cli(&server)
+        .env("RUST_LOG", "ferrisson=debug")
+        .args(["status", "cli:log"])
+        .output()
+        .expect("run status");
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains(" DEBUG ferrisson::client: ferrisson client connected")),
+        "stderr: {stderr}"
+    );
+
+    let output = cli(&server)
+        .env("RUST_LOG", "ferrisson=debug")
+        .args(["--json", "status", "cli:log"])
+        .output()
+        .expect("run status --json");
+    assert!(output.status.success());
+    assert_eq!(
+        stdout_json(&output)[0]["state"],
+        "free",
+        "stdout is the JSON alone"
+    );
+    let logs: Vec<Json> = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON log line"))
+        .collect();
+    assert!(
+        logs.iter().any(
+            |l| l["level"] == "DEBUG" && l["fields"]["message"] == "ferrisson client connected"
+        ),
+        "logs: {logs:?}"
+    );
+
+    cli(&server)
+        .args(["status", "cli:log"])
+        .assert()
+        .success()
+        .stderr(predicate::str::is_empty());
+    // fred's own warnings (here: a password the server does not need) are not shown by default.
+    cli_offline()
+        .args([
+            "--url",
+            &format!("redis://:unneeded@127.0.0.1:{}", server.port()),
+        ])
+        .args(["status", "cli:log"])
+        .assert()
+        .success()
+        .stderr(predicate::str::is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_on_lost_terminates_the_command_when_the_lock_is_lost() {
     let server = RedisServer::start();
-    let raw = raw_client(&server.url()).await;
     let name = "cli:kill-on-lost";
+    let (run, status) =
+        run_and_lose(&server, &[], &["--kill-on-lost"], name, &["sleep", "30"]).await;
 
-    let mut run = Running::spawn(
-        &server,
-        &[
-            "run",
-            "--kill-on-lost",
-            "--watchdog-timeout",
-            "300ms",
-            name,
-            "--",
-            "sleep",
-            "30",
-        ],
+    assert_eq!(
+        status.code(),
+        Some(76),
+        "lost, whatever the command's status"
     );
-    wait_locked(&raw, name).await;
-    let _: i64 = raw.del(name).await.expect("DEL the lock behind its holder");
-
-    assert_eq!(run.exit().await.code(), Some(128 + 15));
     assert!(
         run.stderr_seen
             .iter()
-            .any(|l| l.contains("lost the lock `cli:kill-on-lost`") && l.contains("SIGTERM")),
+            .any(|l| l.contains("lost the lock `cli:kill-on-lost`")
+                && l.contains("sending the command SIGTERM")
+                && l.ends_with("exit status 76")),
         "stderr: {:?}",
         run.stderr_seen
     );
@@ -731,9 +866,10 @@ async fn a_holder_paused_past_its_lease_stops_its_command_on_resume() {
     let resumed = std::time::Instant::now();
 
     run.event("lost").await;
+    assert_eq!(run.exit().await.code(), Some(76), "the lock was lost");
     assert_eq!(
-        run.exit().await.code(),
-        Some(128 + 15),
+        run.event_seen("exited")["signal"],
+        15,
         "the command got SIGTERM"
     );
     let stopped = std::time::Instant::now();
@@ -1001,4 +1137,307 @@ async fn credentials_in_the_url_authenticate_and_a_wrong_password_exits_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("wrong").not());
+}
+
+/// Asserts that `output` failed with `code` and exactly one stderr line, `ferrisson: error: `
+/// followed by `message` (a regex), free of Rust `Debug` text and fred's kind labels; returns
+/// the message.
+fn one_error_line(output: &std::process::Output, code: i32, message: &str) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(code), "stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    let text = lines[0]
+        .strip_prefix("ferrisson: error: ")
+        .unwrap_or_else(|| panic!("the error prefix: {stderr}"));
+    let pattern = regex_lite(message);
+    assert!(pattern.eval(text), "`{text}` does not match `{message}`");
+    for debug in [
+        "Error {",
+        "Os {",
+        "Custom {",
+        "Unknown Error",
+        "IO Error",
+        "invalid argument: ",
+    ] {
+        assert!(!text.contains(debug), "debug text `{debug}` in `{text}`");
+    }
+    text.to_owned()
+}
+
+fn regex_lite(pattern: &str) -> impl Predicate<str> {
+    predicate::str::is_match(format!("^{pattern}$")).expect("regex")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_error_is_one_clear_line() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let port = server.port();
+    let _: () = raw
+        .set("cli:string", "3", None, None, false)
+        .await
+        .expect("SET");
+    let _: () = raw
+        .custom(
+            cmd!("ACL"),
+            vec![
+                "SETUSER",
+                "noscripts",
+                "on",
+                ">pw",
+                "~*",
+                "&*",
+                "+@all",
+                "-evalsha",
+                "-eval",
+            ],
+        )
+        .await
+        .expect("ACL SETUSER");
+
+    let refused = support::free_port();
+    let url = server.url();
+    let cases: [(&[&str], i32, String); 5] = [
+        (
+            &["--url", &format!("redis://127.0.0.1:{refused}"), "status", "x"],
+            69,
+            format!(r"cannot connect to Redis at redis://127\.0\.0\.1:{refused}: connection refused"),
+        ),
+        (
+            &["--url", &format!("redis://noscripts:wrong@127.0.0.1:{port}"), "status", "x"],
+            2,
+            format!(
+                r"cannot connect to Redis at redis://noscripts:\*\*\*@127\.0\.0\.1:{port}: the server refused the URL's credentials \(WRONGPASS .*\)"
+            ),
+        ),
+        (
+            &["--url", &format!("redis://noscripts:pw@127.0.0.1:{port}"), "status", "x"],
+            77,
+            r"cannot read `x`: the URL's user is denied by the server's ACL \(NOPERM .*'evalsha'.*\); grant it the least-privilege rule of ferrisson's docs/reliability\.md".to_owned(),
+        ),
+        (
+            &["--url", &url, "run", "cli:string", "--", "true"],
+            65,
+            r"key `cli:string` is a string, not a lock: nothing to acquire".to_owned(),
+        ),
+        (
+            &["--url", &url, "unlock", "--force", "cli:string"],
+            65,
+            r"key `cli:string` is a string, not a lock: left alone".to_owned(),
+        ),
+    ];
+    for (args, code, message) in &cases {
+        let output = cli_offline().args(*args).output().expect("run ferrisson");
+        let text = one_error_line(&output, *code, message);
+        assert!(
+            text.matches("redis://").count() <= 1,
+            "the URL once: {text}"
+        );
+    }
+    assert_eq!(exists(&raw, "cli:string").await, 1, "left alone");
+}
+
+/// With --json, failures are JSON objects with a stable kind: on stdout for status, unlock and
+/// watch, as an `error` event on stderr for run (whose stdout is the command's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_errors_are_objects_with_a_stable_kind() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let _: () = raw.rpush("cli:list", "a").await.expect("RPUSH");
+    let refused = format!("redis://127.0.0.1:{}", support::free_port());
+
+    for args in [
+        &["status", "x"][..],
+        &["unlock", "--force", "x"],
+        &["watch", "--for", "1s", "x"],
+    ] {
+        let output = cli_offline()
+            .args(["--json", "--url", &refused])
+            .args(args)
+            .output()
+            .expect("run");
+        assert_eq!(output.status.code(), Some(69), "{args:?}");
+        let error = stdout_json(&output);
+        assert_eq!(error["error"]["kind"], "unavailable", "{args:?}");
+        let message = error["error"]["message"].as_str().expect("a message");
+        assert!(
+            message.starts_with("cannot connect to Redis at "),
+            "{message}"
+        );
+    }
+
+    let output = cli_offline()
+        .args(["--json", "--url", &refused, "run", "x", "--", "true"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(69));
+    assert!(output.stdout.is_empty());
+    let event: Json = serde_json::from_slice(&output.stderr).expect("one JSON line on stderr");
+    assert_eq!(event["event"], "error");
+    assert_eq!(event["name"], "x");
+    assert_eq!(event["error"]["kind"], "unavailable");
+
+    let output = cli(&server)
+        .args(["--json", "unlock", "--force", "cli:free", "cli:list"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(65));
+    assert_eq!(
+        stdout_json(&output),
+        serde_json::json!({
+            "error": {
+                "kind": "wrong_type",
+                "message": "key `cli:list` is a list, not a lock: left alone"
+            },
+            "results": [{"name": "cli:free", "released": false}]
+        })
+    );
+
+    // Command-line errors too, before anything else runs.
+    let output = cli_offline()
+        .args(["run", "--json", "--lease", "1ns", "x", "--", "true"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let event: Json = serde_json::from_slice(&output.stderr).expect("one JSON line on stderr");
+    assert_eq!(event["error"]["kind"], "invalid_argument");
+    let output = cli_offline()
+        .args(["status", "--json", "--wait", "1s", "x"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(stdout_json(&output)["error"]["kind"], "invalid_argument");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_says_a_key_of_another_type_is_not_a_lock() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let _: () = raw
+        .set("k:string", "1", None, None, false)
+        .await
+        .expect("SET");
+    let _: () = raw.rpush("k:list", "a").await.expect("RPUSH");
+    let _: () = raw.sadd("k:set", "a").await.expect("SADD");
+    let _: () = raw
+        .zadd("k:zset", None, None, false, false, (1.0, "a"))
+        .await
+        .expect("ZADD");
+    let _: () = raw.hset("k:hash", ("name", "bob")).await.expect("HSET");
+    let _: () = raw.hset("k:lock", ("u:1", 1)).await.expect("HSET");
+    let others = [
+        ("k:string", "a string"),
+        ("k:list", "a list"),
+        ("k:set", "a set"),
+        ("k:zset", "a zset"),
+        ("k:hash", "a hash but"),
+    ];
+
+    let output = cli(&server)
+        .arg("status")
+        .args(others.map(|(name, _)| name))
+        .args(["k:lock", "k:free"])
+        .output()
+        .expect("run status");
+    assert_eq!(output.status.code(), Some(65));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for ((name, what), row) in others.iter().zip(&rows) {
+        assert!(
+            row.starts_with(name) && row.contains(" not-a-lock "),
+            "{text}"
+        );
+        assert!(
+            stderr.contains(&format!("ferrisson: key `{name}` is {what}")),
+            "{stderr}"
+        );
+    }
+    assert!(
+        rows[5].contains(" locked ") && rows[6].contains(" free "),
+        "{text}"
+    );
+
+    let output = cli(&server)
+        .args(["--json", "status"])
+        .args(others.map(|(name, _)| name))
+        .output()
+        .expect("run status --json");
+    assert_eq!(output.status.code(), Some(65));
+    let json = stdout_json(&output);
+    for (i, (name, _)) in others.iter().enumerate() {
+        assert_eq!(json[i]["name"], *name);
+        assert_eq!(json[i]["state"], "not_a_lock", "{json}");
+        assert_eq!(json[i]["locked"], false, "{json}");
+    }
+    assert_eq!(json[4]["redis_type"], "hash");
+
+    // unlock --force would delete any hash: one that is not a lock is left alone.
+    cli(&server)
+        .args(["unlock", "--force", "k:hash"])
+        .assert()
+        .code(65);
+    assert_eq!(hgetall(&raw, "k:hash").await.len(), 1);
+}
+
+/// Arguments the library would refuse are reported as such, before connecting (nothing listens
+/// at the URL) or from the server's answer, never as "cannot connect".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argument_errors_are_reported_as_such() {
+    let nowhere = format!("redis://127.0.0.1:{}", support::free_port());
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["run", "--lease", "1ns", "x", "--", "true"],
+            "'--lease <DUR>': must be at least 1ms",
+        ),
+        (
+            &["run", "--watchdog-timeout", "1ms", "x", "--", "true"],
+            "'--watchdog-timeout <DUR>': must be at least 3ms",
+        ),
+    ];
+    for (args, message) in cases {
+        cli_offline()
+            .args(["--url", &nowhere])
+            .args(*args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(*message));
+    }
+
+    let server = RedisServer::start();
+    let port = server.port();
+    let output = cli_offline()
+        .args(["--url", &format!("http://127.0.0.1:{port}"), "status", "x"])
+        .output()
+        .expect("run");
+    one_error_line(
+        &output,
+        2,
+        r"unsupported URL scheme `http://` in `http://127\.0\.0\.1:\d+/`: use redis://, rediss:// \(TLS\), redis-cluster:// or redis-sentinel:// .*",
+    );
+    let output = cli_offline()
+        .args([
+            "--url",
+            &format!("redis://127.0.0.1:{port}/99"),
+            "status",
+            "x",
+        ])
+        .output()
+        .expect("run");
+    one_error_line(
+        &output,
+        2,
+        r"database 99 does not exist on redis://127\.0\.0\.1:\d+/99: the server refused to select it .*",
+    );
+    let output = cli_offline()
+        .args(["--url", &format!("rediss://127.0.0.1:{port}")])
+        .args(["--connect-timeout", "1s", "status", "x"])
+        .output()
+        .expect("run");
+    one_error_line(
+        &output,
+        2,
+        r"TLS handshake with rediss://127\.0\.0\.1:\d+ got no answer, but the server answers in plain text: it does not speak TLS on this port .*",
+    );
 }

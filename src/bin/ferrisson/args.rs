@@ -20,9 +20,23 @@ const EXAMPLES: &str = r#"Examples:
   REDIS_URL=rediss://app:secret@redis.internal:6380/0 ferrisson status orders:42
 
 Durations are humane: 500ms, 30s, 2m, 1h 30m.
-Exit status: 0 on success, 2 for bad arguments, 69 when Redis cannot be reached, 77 when
-its ACL user may not run ferrisson's commands;
-`run` exits with its command's status (see `ferrisson run --help`)."#;
+
+Errors: one line on stderr, `ferrisson: error: <message>`. With --json, also one JSON object
+{"error":{"kind":K,"message":M}} as the last line on stdout; for `run`, whose stdout is its
+command's, an {"event":"error","name":N,"error":{"kind":K,"message":M}} line in its event stream
+on stderr instead. K is stable: invalid_argument, unavailable, timeout, permission_denied,
+wrong_type, redis, not_held, not_replicated, command_not_found, cannot_execute, internal,
+other.
+
+Exit status: 0 on success; 2 for bad arguments, including a URL the server rejects (scheme,
+credentials, database, TLS); 65 when a key is not a lock; 69 when Redis cannot be reached;
+77 when its ACL user may not run ferrisson's commands; 1 for other errors. `run` exits with its
+command's status, 75 when the lock was not acquired, 76 when it was lost (`ferrisson run
+--help`).
+
+Logging: the library's log events go to stderr (JSON lines with --json): by default its
+warnings (RUST_LOG=warn,fred=error); RUST_LOG=ferrisson=debug for details, RUST_LOG=off for
+none."#;
 
 /// The `ferrisson` command line.
 #[derive(Debug, Parser)]
@@ -52,7 +66,8 @@ pub struct Cli {
 /// Options naming the Redis server, shared by every subcommand.
 #[derive(Debug, Args)]
 pub struct Connection {
-    /// Redis URL, redis://[user:password@]host:port[/db] (rediss:// for TLS)
+    /// Redis URL, redis://[user:password@]host:port[/db]; rediss:// for TLS; redis-cluster://,
+    /// redis-sentinel:// (rediss-cluster://, rediss-sentinel://)
     #[arg(
         long,
         global = true,
@@ -92,7 +107,9 @@ impl Connection {
     /// `text` with every occurrence of the URL replaced by its redacted form: library errors
     /// quote the URL as given, password included.
     pub fn redact(&self, text: &str) -> String {
-        if self.url.is_empty() {
+        // Without credentials there is nothing to mask (and the redacted form may differ in
+        // its normalisation only, `http://h` becoming `http://h/`).
+        if !self.url.contains('@') {
             return text.to_owned();
         }
         text.replace(&self.url, &self.redacted_url())
@@ -121,15 +138,22 @@ pub enum Command {
     Watch(WatchArgs),
 }
 
-const STATUS_HELP: &str = r#"Columns: NAME; STATE (locked or free); KIND (reentrant, fair, read-write, or the Redis type
-of a key that is not a lock); TTL (time left on the lease); HOLDERS (field=hold count, where a
-field is <client uuid>:<thread or owner id>).
+const STATUS_HELP: &str = r#"Columns: NAME; STATE (locked, free, or not-a-lock for a key of another type, or a hash
+whose fields are not holders); KIND (reentrant, fair, read-write, or the Redis type of a key
+that is not a lock); TTL (time left on the lease); HOLDERS (field=hold count, where a field is
+<client uuid>:<thread or owner id>).
 
 With --json, prints one JSON array with an object per NAME:
-  {"name":..., "locked":bool, "kind":"free"|"reentrant"|"fair"|"read-write"|"other",
-   "mode":"read"|"write"|null, "redis_type":"hash"|...|null, "ttl_ms":int|null,
+  {"name":..., "state":"locked"|"free"|"not_a_lock", "locked":bool,
+   "kind":"free"|"reentrant"|"fair"|"read-write"|"not_a_lock",
+   "mode":"read"|"write"|null, "redis_type":"hash"|"string"|...|null, "ttl_ms":int|null,
    "holders":[{"field":..., "count":int}], "queued":int}
 ttl_ms is null for a free lock and for a key without expiry.
+
+Exit status: 0 when every NAME is a lock (held or free); 65 when a key is not a lock (every
+NAME is still printed, and a line per such key on stderr: key `x` is a string, not a lock);
+69 when Redis cannot be reached; 77 when its ACL user may not read locks; 2 for bad arguments
+or a URL the server rejects.
 
 Examples:
   ferrisson status orders:42
@@ -148,20 +172,25 @@ waiting for the lock ends the wait (exit 128+signal) without running CMD.
 If the lock is lost while CMD runs (its lease ran out, or someone force-unlocked it), ferrisson
 says so on stderr and lets CMD run on: as with Redisson there is nothing safe to do
 automatically, since another holder may already be inside. --kill-on-lost sends CMD SIGTERM
-instead.
+instead. Either way ferrisson then exits 76, whatever CMD's status, since CMD's work was not
+protected by the lock.
 
 With --json, events are printed on stderr, one JSON object per line:
   {"event":"acquired","name":...,"field":...,"waited_ms":int,
    "woken_by":"immediate"|"message"|"ttl"}
   {"event":"not_acquired","name":...,"waited_ms":int}
   {"event":"interrupted","name":...,"signal":int}
-  {"event":"lost","name":...}
+  {"event":"lost","name":...,"exit_status":76}
   {"event":"exited","name":...,"code":int|null,"signal":int|null}
   {"event":"released","name":...}
+  {"event":"error","name":...,"error":{"kind":...,"message":...}}  (then exits non-zero)
+Log events (RUST_LOG) are JSON lines there too, with "level" and "fields" instead of "event".
 
-Exit status: CMD's status, or 128+N when CMD was killed by signal N; 75 when the lock was not
-acquired within --wait; 126 when CMD cannot be executed, 127 when it is not found; 69 when
-Redis cannot be reached; 2 for bad arguments.
+Exit status: CMD's status, or 128+N when CMD was killed by signal N; 76 when the lock was lost
+while CMD ran (even if CMD succeeded); 75 when the lock was not acquired within --wait;
+128+N when signal N ended the wait; 126 when CMD cannot be executed, 127 when it is not found;
+65 when NAME is not a lock; 69 when Redis cannot be reached; 77 when its ACL user may not take
+locks; 2 for bad arguments or a URL the server rejects.
 
 Examples:
   ferrisson run nightly-report -- ./make-report.sh --full
@@ -174,8 +203,15 @@ const UNLOCK_HELP: &str = r#"Deletes the lock whoever holds it and publishes the
 holding it reports the loss. --force is required, as a reminder that this breaks someone
 else's lock.
 
-Prints whether each lock was held, and exits 0 either way. A key that is not a lock is left
-alone (exit 1). With --json, prints one JSON array of {"name":..., "released":bool}.
+Prints whether each lock was held, and exits 0 either way. Names are unlocked in order; the
+first failure stops there. A key that is not a lock (another type, or a hash whose fields are
+not holders) is left alone (exit 65). With --json, prints one JSON array of
+{"name":..., "released":bool}; on failure instead {"error":{...},"results":[...]}, with the
+results of the names before it.
+
+Exit status: 0 when every NAME was unlocked or already free; 65 when a key is not a lock; 69
+when Redis cannot be reached; 77 when its ACL user may not unlock; 2 for bad arguments or a
+URL the server rejects.
 
 Examples:
   ferrisson unlock --force orders:42"#;
@@ -187,11 +223,26 @@ reads are not seen. Runs until interrupted (Ctrl-C or SIGTERM; exit 0) or until 
 
 With --json, prints one JSON object per line on stdout, each with "ts" (RFC 3339, UTC), "name"
 and "event": state, acquired, reentered, partially_released, holder_changed, released,
-expired, renewed, kind_changed, queued, unavailable or reconnected.
+expired, renewed, kind_changed, queued, unavailable or reconnected. A key that is not a lock is
+shown as such (state/kind "not_a_lock") and watched on.
+
+Exit status: 0 when interrupted or after --for; 69 when Redis cannot be reached at the start
+(later outages are shown and waited out); 77 when its ACL user may not read locks; 2 for bad
+arguments or a URL the server rejects.
 
 Examples:
   ferrisson watch orders:42
   ferrisson watch --interval 1s --json orders:42 >> orders-lock.log"#;
+
+impl Command {
+    /// The lock name of a `run`, whose `--json` failures go to its event stream on stderr.
+    pub fn run_name(&self) -> Option<&str> {
+        match self {
+            Command::Run(args) => Some(&args.name),
+            _ => None,
+        }
+    }
+}
 
 /// `ferrisson status`
 #[derive(Debug, Args)]
@@ -213,11 +264,11 @@ pub struct RunArgs {
     pub wait: Option<Duration>,
 
     /// Fixed lease, not renewed [default: renewed by the watchdog]
-    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    #[arg(long, value_name = "DUR", value_parser = lease)]
     pub lease: Option<Duration>,
 
     /// Lease the watchdog renews every third of
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = positive_duration, conflicts_with = "lease")]
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = watchdog_timeout, conflicts_with = "lease")]
     pub watchdog_timeout: Duration,
 
     /// Send CMD SIGTERM if the lock is lost while it runs
@@ -303,6 +354,33 @@ fn positive_duration(value: &str) -> Result<Duration, String> {
     }
 }
 
+/// A lease: Redis counts TTLs in whole milliseconds.
+fn lease(value: &str) -> Result<Duration, String> {
+    at_least(
+        value,
+        Duration::from_millis(1),
+        "Redis counts leases in milliseconds",
+    )
+}
+
+/// The watchdog's lease: the library renews it every third, so at least 3 ms.
+fn watchdog_timeout(value: &str) -> Result<Duration, String> {
+    at_least(
+        value,
+        Duration::from_millis(3),
+        "the watchdog renews the lease every third of it",
+    )
+}
+
+fn at_least(value: &str, min: Duration, why: &str) -> Result<Duration, String> {
+    let parsed = duration(value)?;
+    if parsed < min {
+        Err(format!("must be at least {}ms: {why}", min.as_millis()))
+    } else {
+        Ok(parsed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +401,12 @@ mod tests {
         assert!(duration("5").unwrap_err().contains("no unit"));
         assert!(duration("5parsecs").unwrap_err().contains("not a duration"));
         assert!(positive_duration("0s").is_err());
+        assert_eq!(lease("1ms"), Ok(Duration::from_millis(1)));
+        assert!(lease("999us").unwrap_err().contains("at least 1ms"));
+        assert_eq!(watchdog_timeout("3ms"), Ok(Duration::from_millis(3)));
+        assert!(watchdog_timeout("2ms")
+            .unwrap_err()
+            .contains("at least 3ms"));
     }
 
     #[test]

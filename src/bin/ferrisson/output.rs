@@ -91,8 +91,47 @@ pub fn kind_parts(kind: &LockKind) -> (&'static str, Option<String>, Option<Stri
         LockKind::Reentrant => ("reentrant", None, hash()),
         LockKind::Fair => ("fair", None, hash()),
         LockKind::ReadWrite { mode } => ("read-write", Some(mode.clone()), hash()),
-        LockKind::Other { redis_type } => ("other", None, Some(redis_type.clone())),
+        LockKind::Other { redis_type } => ("not_a_lock", None, Some(redis_type.clone())),
         _ => ("unknown", None, None),
+    }
+}
+
+/// `info` as this tool reports it: a hash whose fields are not holders (`<client>:<owner>`
+/// with a positive hold count, besides a read-write lock's `mode`) is not a lock either, and
+/// is reported as `LockKind::Other { redis_type: "hash" }` without holders.
+pub fn classify(mut info: LockInfo) -> LockInfo {
+    let is_hash_lock = matches!(
+        info.kind,
+        LockKind::Reentrant | LockKind::Fair | LockKind::ReadWrite { .. }
+    );
+    // `Client::inspect` reads a value that is not a number as hold count 0.
+    let holders_ok = info
+        .holders
+        .iter()
+        .all(|holder| holder.count > 0 && holder.field.contains(':'));
+    if is_hash_lock && !holders_ok {
+        info.kind = LockKind::Other {
+            redis_type: "hash".to_owned(),
+        };
+        info.holders.clear();
+    }
+    info
+}
+
+/// The Redis type of a key that is not a lock, if it is not.
+pub fn not_a_lock_type(info: &LockInfo) -> Option<&str> {
+    match &info.kind {
+        LockKind::Other { redis_type } => Some(redis_type),
+        _ => None,
+    }
+}
+
+/// `locked`, `free` or `not_a_lock`.
+pub fn state(info: &LockInfo) -> &'static str {
+    match info.kind {
+        LockKind::Free => "free",
+        LockKind::Other { .. } => "not_a_lock",
+        _ => "locked",
     }
 }
 
@@ -142,9 +181,11 @@ pub struct HolderJson {
 pub struct LockJson {
     /// Lock name.
     pub name: String,
-    /// Whether the key exists.
+    /// `locked`, `free` or `not_a_lock`.
+    pub state: &'static str,
+    /// Whether the key is a lock that someone holds.
     pub locked: bool,
-    /// `free`, `reentrant`, `fair`, `read-write`, `other`.
+    /// `free`, `reentrant`, `fair`, `read-write`, `not_a_lock`.
     pub kind: &'static str,
     /// `read` / `write` for a read-write lock.
     pub mode: Option<String>,
@@ -164,7 +205,8 @@ impl LockJson {
         let (kind, mode, redis_type) = kind_parts(&info.kind);
         LockJson {
             name: info.name.clone(),
-            locked: info.is_locked(),
+            state: state(info),
+            locked: state(info) == "locked",
             kind,
             mode,
             redis_type,

@@ -36,6 +36,8 @@ enum Event<'a> {
     },
     Lost {
         name: &'a str,
+        /// ferrisson's exit status, whatever CMD's: its work was not protected.
+        exit_status: u8,
     },
     Exited {
         name: &'a str,
@@ -50,6 +52,7 @@ enum Event<'a> {
 /// Prints events as JSON lines or as `ferrisson: ...` messages on stderr.
 struct Reporter<'a> {
     name: &'a str,
+    conn: &'a Connection,
     json: bool,
     verbose: bool,
 }
@@ -127,22 +130,25 @@ impl Reporter<'_> {
         }
     }
 
-    fn lost(&self, kill_on_lost: bool) {
+    fn lost(&self, when: Lost) {
         if self.json {
-            self.json(&Event::Lost { name: self.name });
-        } else if kill_on_lost {
-            self.say(&format!(
-                "lost the lock `{}` (its lease ran out or it was force-unlocked); \
-                 sending the command SIGTERM (--kill-on-lost)",
-                self.name
-            ));
-        } else {
-            self.say(&format!(
-                "warning: lost the lock `{}` (its lease ran out or it was force-unlocked); \
-                 the command keeps running without it",
-                self.name
-            ));
+            self.json(&Event::Lost {
+                name: self.name,
+                exit_status: exit::LOST,
+            });
+            return;
         }
+        let then = match when {
+            Lost::WhileRunning { kill: true } => "sending the command SIGTERM (--kill-on-lost)",
+            Lost::WhileRunning { kill: false } => "the command keeps running without it",
+            Lost::AtRelease => "the command's work was not protected",
+        };
+        self.say(&format!(
+            "warning: lost the lock `{}` (its lease ran out or it was force-unlocked); {then}; \
+             exit status {}",
+            self.name,
+            exit::LOST
+        ));
     }
 
     fn forwarding(&self, signal: Signal, pid: Pid) {
@@ -171,6 +177,15 @@ impl Reporter<'_> {
             self.say(&format!("released `{}`", self.name));
         }
     }
+}
+
+/// When the loss of the lock was found.
+#[derive(Clone, Copy)]
+enum Lost {
+    /// While the command ran; `kill`: `--kill-on-lost`.
+    WhileRunning { kill: bool },
+    /// When releasing it after the command ended.
+    AtRelease,
 }
 
 /// SIGINT, SIGTERM and SIGHUP, as one stream. Installing it replaces their default action
@@ -202,14 +217,14 @@ impl Signals {
 
 /// Takes the lock, runs the command, releases, and returns the command's exit status.
 pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
-    let mut signals = Signals::install()
-        .map_err(|err| Failure::new(exit::FAILURE, format!("cannot handle signals: {err}")))?;
+    let mut signals = Signals::install().map_err(Failure::signals)?;
     let mut config = conn.config();
     config.watchdog_timeout = args.watchdog_timeout;
     let client = connect(conn, config).await?;
     let name = args.name.as_str();
     let report = Reporter {
         name,
+        conn,
         json,
         verbose: args.verbose,
     };
@@ -247,12 +262,20 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
             return Ok(exit::TEMPFAIL);
         }
         Err(err) => {
+            let failure = match err {
+                ferrisson::Error::WrongType { .. } => {
+                    let info = client.inspect(name).await.ok().map(output::classify);
+                    let redis_type = info.as_ref().and_then(output::not_a_lock_type);
+                    Failure::not_a_lock(
+                        name,
+                        redis_type.unwrap_or("value of another type"),
+                        "nothing to acquire",
+                    )
+                }
+                err => Failure::from_lib(&format!("cannot acquire `{name}`"), &err, conn),
+            };
             client.shutdown().await;
-            return Err(Failure::from_lib(
-                &format!("cannot acquire `{name}`"),
-                &err,
-                conn,
-            ));
+            return Err(failure);
         }
     };
     report.acquired(&guard);
@@ -266,13 +289,14 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
         Err(err) => {
             release(&report, guard, false).await;
             client.shutdown().await;
-            let code = if err.kind() == ErrorKind::NotFound {
-                exit::NOT_FOUND
+            let (code, kind) = if err.kind() == ErrorKind::NotFound {
+                (exit::NOT_FOUND, "command_not_found")
             } else {
-                exit::CANNOT_EXECUTE
+                (exit::CANNOT_EXECUTE, "cannot_execute")
             };
             return Err(Failure::new(
                 code,
+                kind,
                 format!("cannot run `{}`: {err}", program.to_string_lossy()),
             ));
         }
@@ -297,7 +321,7 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
             }
             () = &mut lost, if !lost_reported => {
                 lost_reported = true;
-                report.lost(args.kill_on_lost);
+                report.lost(Lost::WhileRunning { kill: args.kill_on_lost });
                 if args.kill_on_lost {
                     if let Some(pid) = pid {
                         let _ = kill(pid, Signal::SIGTERM);
@@ -310,26 +334,41 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
     if let Ok(status) = &waited {
         report.exited(*status);
     }
-    release(&report, guard, lost_reported).await;
+    let lost = release(&report, guard, lost_reported).await;
     client.shutdown().await;
-    let status = waited
-        .map_err(|err| Failure::new(exit::FAILURE, format!("lost track of the command: {err}")))?;
-    Ok(exit_code(status))
+    let status = waited.map_err(|err| {
+        Failure::new(
+            exit::FAILURE,
+            "internal",
+            format!("lost track of the command: {err}"),
+        )
+    })?;
+    // A lost lock overrides CMD's status: whatever CMD did, it did unprotected.
+    Ok(if lost { exit::LOST } else { exit_code(status) })
 }
 
-/// Releases the hold, reporting the release, or the loss if it was not reported yet.
-async fn release(report: &Reporter<'_>, guard: LockGuard, lost_reported: bool) {
+/// Releases the hold, reporting the release, or the loss if it was not reported yet. Returns
+/// whether the lock was lost.
+async fn release(report: &Reporter<'_>, guard: LockGuard, lost_reported: bool) -> bool {
     match guard.unlock().await {
-        Ok(()) => report.released(),
+        Ok(()) => {
+            report.released();
+            lost_reported
+        }
         Err(ferrisson::Error::LeaseLost { .. }) => {
             if !lost_reported {
-                report.lost(false);
+                report.lost(Lost::AtRelease);
             }
+            true
         }
-        Err(err) => report.say(&format!(
-            "warning: could not release `{}`: {err}; it is freed when its lease runs out",
-            report.name
-        )),
+        Err(err) => {
+            report.say(&format!(
+                "warning: could not release `{}`: {}; it is freed when its lease runs out",
+                report.name,
+                crate::error::describe(&err, report.conn)
+            ));
+            lost_reported
+        }
     }
 }
 

@@ -11,20 +11,16 @@ struct Unlocked<'a> {
     released: bool,
 }
 
-/// Force-releases every named lock (publishing the unlock message so that waiters wake).
+/// Force-releases every named lock (publishing the unlock message so that waiters wake), in
+/// order, stopping at the first failure. A key that is not a lock is left alone.
 pub async fn unlock(conn: &Connection, json: bool, args: UnlockArgs) -> Outcome {
     debug_assert!(args.force, "clap requires --force");
     let client = connect(conn, conn.config()).await?;
     let mut results = Vec::with_capacity(args.names.len());
     let mut failure = None;
     for name in &args.names {
-        // Who held it, for the message only: the release itself is one atomic script.
-        let holders = match client.inspect(name).await {
-            Ok(info) => output::holders_text(&info),
-            Err(_) => String::new(),
-        };
-        match client.lock(name.as_str()).force_unlock().await {
-            Ok(released) => {
+        match unlock_one(conn, &client, name).await {
+            Ok((released, holders)) => {
                 if !json {
                     if released {
                         output::stdout_line(&format!(
@@ -37,21 +33,41 @@ pub async fn unlock(conn: &Connection, json: bool, args: UnlockArgs) -> Outcome 
                 results.push(Unlocked { name, released });
             }
             Err(err) => {
-                failure = Some(Failure::from_lib(
-                    &format!("cannot unlock `{name}`"),
-                    &err,
-                    conn,
-                ));
+                failure = Some(err);
                 break;
             }
         }
     }
     client.shutdown().await;
-    if json {
-        output::stdout_line(&output::json(&results));
-    }
     match failure {
-        Some(failure) => Err(failure),
-        None => Ok(exit::OK),
+        Some(mut failure) => {
+            // With --json the error object carries what was done before it.
+            failure.results = serde_json::to_value(&results).ok();
+            Err(failure)
+        }
+        None => {
+            if json {
+                output::stdout_line(&output::json(&results));
+            }
+            Ok(exit::OK)
+        }
     }
+}
+
+/// Force-releases `name`: whether it was held, and by whom (for the message).
+async fn unlock_one(
+    conn: &Connection,
+    client: &ferrisson::Client,
+    name: &str,
+) -> Result<(bool, String), Failure> {
+    let cannot =
+        |err: ferrisson::Error| Failure::from_lib(&format!("cannot unlock `{name}`"), &err, conn);
+    // Who holds it, for the message, and whether it is a lock at all: `force_unlock` would
+    // delete any hash. The release itself is one atomic script.
+    let info = output::classify(client.inspect(name).await.map_err(cannot)?);
+    if let Some(redis_type) = output::not_a_lock_type(&info) {
+        return Err(Failure::not_a_lock(name, redis_type, "left alone"));
+    }
+    let released = client.lock(name).force_unlock().await.map_err(cannot)?;
+    Ok((released, output::holders_text(&info)))
 }

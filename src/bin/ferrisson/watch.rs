@@ -9,6 +9,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::args::{Connection, WatchArgs};
+use crate::error::not_a_lock;
 use crate::output::{self, humane, LockJson};
 use crate::{connect, exit, Failure, Outcome};
 
@@ -128,7 +129,7 @@ impl Change {
 }
 
 fn state_text(lock: &LockJson) -> String {
-    if !lock.locked {
+    if lock.kind == "free" {
         return "free".to_owned();
     }
     let ttl = match lock.ttl_ms {
@@ -137,7 +138,9 @@ fn state_text(lock: &LockJson) -> String {
     };
     let kind = match (lock.kind, &lock.mode, &lock.redis_type) {
         ("read-write", Some(mode), _) => format!("read-write lock in {mode} mode"),
-        ("other", _, Some(redis_type)) => return format!("not a lock (a {redis_type}), {ttl}"),
+        ("not_a_lock", _, Some(redis_type)) => {
+            return format!("{}, {ttl}", not_a_lock(&lock.name, redis_type))
+        }
         (kind, _, _) => format!("{kind} lock"),
     };
     let holders = lock
@@ -344,10 +347,8 @@ fn print(json: bool, change: &Change) {
 
 /// Polls the lock and prints its changes until interrupted or `--for` elapses.
 pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
-    let signal_error =
-        |err: std::io::Error| Failure::new(exit::FAILURE, format!("cannot handle signals: {err}"));
-    let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
-    let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(Failure::signals)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(Failure::signals)?;
     let client = connect(conn, conn.config()).await?;
     let name = args.name.as_str();
     if !json {
@@ -388,6 +389,7 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
         };
         match polled {
             Ok(info) => {
+                let info = output::classify(info);
                 let now = Instant::now();
                 if unavailable {
                     unavailable = false;
@@ -416,7 +418,7 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
                         json,
                         &Change::Unavailable {
                             name: name.to_owned(),
-                            error: conn.redact(&err.to_string()),
+                            error: crate::error::describe(&err, conn),
                         },
                     );
                 }
