@@ -85,6 +85,7 @@ mod pubsub;
 mod replica_sync;
 mod script;
 mod sentinel;
+mod shown;
 mod tls;
 mod watchdog;
 

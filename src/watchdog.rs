@@ -38,6 +38,7 @@ use crate::client::Redis;
 use crate::doubt::Doubts;
 use crate::pubsub::{PubSub, Subscription};
 use crate::script;
+use crate::shown::Reply;
 
 /// A lock and one of its holder fields.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -867,7 +868,7 @@ async fn renew(
                     tracing::warn!(locks = batch.len(), error = %err, "lease renewal failed; retrying")
                 }
                 Some(Ok(reply)) => {
-                    tracing::warn!(?reply, "unexpected reply to lease renewal; retrying")
+                    tracing::warn!(reply = %Reply(&reply), "unexpected reply to lease renewal; retrying")
                 }
                 None => tracing::warn!(
                     locks = batch.len(),

@@ -70,7 +70,7 @@ pub(crate) async fn send_release(
     )
     .await
     .map_err(|err| client.redis_error(&release.name, err))?;
-    tracing::debug!(lock = %release.name, field = %release.field, ?reply, "released");
+    tracing::debug!(lock = %release.name, field = %release.field, reply = %crate::shown::Reply(&reply), "released");
     Ok(reply)
 }
 

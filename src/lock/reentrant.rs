@@ -373,7 +373,7 @@ impl Lock {
         let owner = self.owner();
         let field = holder_field(&client.id, owner);
         let span =
-            tracing::debug_span!("ferrisson.acquire", lock = self.name(), owner = owner.id());
+            tracing::debug_span!("ferrisson.acquire", lock = %self.name(), owner = owner.id());
         let attempt = || self.attempt(owner, Arc::clone(&field), lease_kind, lease_ms);
         let adopt = |sent_at| self.adopt(owner, Arc::clone(&field), lease_kind, sent_at);
         let waiter = Waiter {
