@@ -79,6 +79,7 @@ mod error;
 mod inspect;
 mod janitor;
 mod lock;
+pub mod metrics;
 mod name;
 mod owner;
 mod pubsub;

@@ -148,6 +148,9 @@ pub(crate) async fn release_or_hand_off(
             });
         }
         let handed = matches!(reply, Ok(Value::Integer(-1)));
+        if handed {
+            crate::metrics::handed_off();
+        }
         match claim.settle(handed) {
             // The waiter left while the lock was being handed to it: release its hold too.
             Some(lease_ms) => {
