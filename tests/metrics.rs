@@ -141,6 +141,18 @@ fn expect(pairs: &[(&str, u64)]) -> HashMap<String, u64> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
+/// Waits (at most 5 s) until at least `holds` renewals succeeded since `before`.
+async fn wait_renewals(before: &Metrics, holds: u64) {
+    poll_until(
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        || async { Metrics::now().since(before, RENEWALS, "outcome=renewed") },
+        |renewed| *renewed >= holds,
+    )
+    .await
+    .unwrap_or_else(|renewed| panic!("{renewed} of {holds} renewals within 5 s"));
+}
+
 /// A client with a 300 ms watchdog (renewals about every 100 ms).
 async fn connect(server: &RedisServer) -> ferrisson::Client {
     let mut config = Config::new(server.url());
@@ -274,14 +286,7 @@ async fn watchdog_renewals_are_counted_per_hold() {
     let first = client.lock("metrics:renew:1").lock().await.expect("lock");
     let second = client.lock("metrics:renew:2").lock().await.expect("lock");
     // Both holds are renewed within a few periods (100 ms each).
-    poll_until(
-        Duration::from_secs(5),
-        Duration::from_millis(20),
-        || async { Metrics::now().since(&before, RENEWALS, "outcome=renewed") },
-        |renewed| *renewed >= 2,
-    )
-    .await
-    .expect("both holds renewed");
+    wait_renewals(&before, 2).await;
     first.unlock().await.expect("unlock");
     second.unlock().await.expect("unlock");
     let after = Metrics::now();
@@ -393,14 +398,7 @@ async fn a_lease_given_up_when_the_server_is_gone_is_counted_as_unconfirmed() {
         .lock()
         .await
         .expect("lock");
-    poll_until(
-        Duration::from_secs(5),
-        Duration::from_millis(20),
-        || async { Metrics::now().since(&before, RENEWALS, "outcome=renewed") },
-        |renewed| *renewed >= 1,
-    )
-    .await
-    .expect("renewed once");
+    wait_renewals(&before, 1).await;
     server.kill();
     support::lost_within(&guard, Duration::from_secs(5)).await;
     let after = Metrics::now();
