@@ -553,6 +553,7 @@ impl Client {
         }
 
         let id = uuid::Uuid::new_v4().to_string();
+        crate::metrics::describe();
         tracing::debug!(client = %id, url = %config.redacted_url(), "ferrisson client connected");
         Ok(Client {
             inner: Arc::new(ClientInner {
@@ -639,6 +640,8 @@ impl Client {
         for task in tasks {
             task.abort();
         }
+        // The watchdog is stopped: what this client still holds expires with its lease.
+        self.inner.leases.retire();
         tracing::debug!(client = %self.inner.id, "ferrisson client shut down");
     }
 }

@@ -200,12 +200,14 @@ mod error;
 mod inspect;
 mod janitor;
 mod lock;
+pub mod metrics;
 mod name;
 mod owner;
 mod pubsub;
 mod replica_sync;
 mod script;
 mod sentinel;
+mod shown;
 mod tls;
 mod watchdog;
 

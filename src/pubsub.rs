@@ -219,7 +219,7 @@ impl Shared {
                     self.subscriber.subscribe(channel_name).await?;
                     // Servers without sharded pub/sub still get the classic subscription.
                     if let Err(err) = self.subscriber.ssubscribe(channel_name).await {
-                        tracing::debug!(channel = channel_name, error = %err, "SSUBSCRIBE failed");
+                        tracing::debug!(channel = %channel_name, error = %err, "SSUBSCRIBE failed");
                     }
                     Ok(())
                 }
@@ -245,8 +245,8 @@ impl Shared {
         };
         match tokio::time::timeout(self.response_timeout, unsubscribe).await {
             Ok(Ok(())) => {}
-            Ok(Err(err)) => tracing::debug!(channel, error = %err, "UNSUBSCRIBE failed"),
-            Err(_) => tracing::debug!(channel, "UNSUBSCRIBE timed out"),
+            Ok(Err(err)) => tracing::debug!(%channel, error = %err, "UNSUBSCRIBE failed"),
+            Err(_) => tracing::debug!(%channel, "UNSUBSCRIBE timed out"),
         }
     }
 

@@ -137,7 +137,7 @@ impl ReplicaSync {
         let acked = match reply {
             Ok(Value::Integer(acked)) => u32::try_from(acked).unwrap_or(0),
             Ok(other) => {
-                tracing::warn!(reply = ?other, "unexpected reply to WAIT");
+                tracing::warn!(reply = %crate::shown::Reply(&other), "unexpected reply to WAIT");
                 0
             }
             Err(err) => {

@@ -168,7 +168,7 @@ impl Script {
         let (reply, waited) = match reply {
             Err(err) if err.details().starts_with("NOSCRIPT") => {
                 tracing::debug!(
-                    script = self.name,
+                    script = %self.name,
                     "script not cached by the server; sending it in full"
                 );
                 let eval = CustomCommand::new_static("EVAL", route.hash(), false);
@@ -263,9 +263,9 @@ where
             _ => None,
         };
         tracing::debug!(
-            what,
+            %what,
             ?redirected,
-            ?target,
+            target = %crate::shown::OrNone(target.as_ref()),
             redirects,
             "redirected; sending again"
         );
@@ -677,7 +677,7 @@ pub(crate) async fn preload(redis: &Pool, clustered: bool) {
                 .map(drop)
         };
         if let Err(err) = loaded {
-            tracing::debug!(script = script.name, error = %err, "could not preload script");
+            tracing::debug!(script = %script.name, error = %err, "could not preload script");
         }
     }
 }

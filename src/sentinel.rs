@@ -22,12 +22,13 @@ use std::time::Duration;
 use fred::clients::{Pool, SubscriberClient};
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use fred::types::config::{Server, ServerConfig};
-use fred::types::{Builder, Message};
+use fred::types::{Builder, Message, Value};
 use futures::stream::{BoxStream, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::pubsub::notifications;
+use crate::shown::Reply;
 
 /// The sentinels' announcement of a new master: `<service> <old ip> <old port> <new ip> <new port>`.
 const SWITCH_MASTER: &str = "+switch-master";
@@ -185,7 +186,13 @@ impl Sentinels {
         match asked.as_deref() {
             Ok([host, port]) => Some(Server::new(host.as_str(), port.parse().ok()?)),
             Ok(other) => {
-                tracing::debug!(reply = ?other, "a sentinel does not know the master");
+                let reply = Value::Array(
+                    other
+                        .iter()
+                        .map(|text| Value::from(text.as_str()))
+                        .collect(),
+                );
+                tracing::debug!(reply = %Reply(&reply), "a sentinel does not know the master");
                 None
             }
             Err(err) => {

@@ -36,8 +36,10 @@ use tokio_util::time::{delay_queue, DelayQueue};
 
 use crate::client::Redis;
 use crate::doubt::Doubts;
+use crate::metrics;
 use crate::pubsub::{PubSub, Subscription};
 use crate::script;
+use crate::shown::Reply;
 
 /// A lock and one of its holder fields.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -109,17 +111,22 @@ pub(crate) struct LeaseTable {
     /// Holder fields whose server state is unknown (see `doubt.rs`): a watchdog lease given up
     /// without the server's word puts its field there.
     pub(crate) doubts: Arc<Doubts>,
+    /// This client's share of the held-locks gauge: the holds of entries not lost, changed
+    /// under the `entries` lock wherever they change, so that the gauge cannot drift.
+    held: metrics::Held,
 }
 
 impl LeaseTable {
     /// Records a successful acquisition, whose script was sent at `sent_at`, and returns its
-    /// ticket.
-    pub(crate) fn acquired(&self, key: &HoldKey, lease: Lease, sent_at: Instant) -> Ticket {
+    /// ticket and whether it re-entered holds of the same field (a reentrant acquisition).
+    pub(crate) fn acquired(&self, key: &HoldKey, lease: Lease, sent_at: Instant) -> (Ticket, bool) {
         let mut entries = self.entries.lock();
+        let mut reentered = true;
         let entry = match entries.get_mut(key) {
             // Holds whose lease was lost no longer exist on the server: start afresh.
             Some(entry) if !entry.lost => entry,
             _ => {
+                reentered = false;
                 if let Some(old) = entries.remove(key) {
                     self.forget(&old);
                 }
@@ -135,6 +142,7 @@ impl LeaseTable {
             }
         };
         entry.holds += 1;
+        self.held.add(1);
         match lease {
             Lease::Watchdog => {
                 entry.last_lease_ms = self.watchdog_ms;
@@ -154,11 +162,12 @@ impl LeaseTable {
             }
             Lease::Fixed(ms) => entry.last_lease_ms = ms,
         }
-        Ticket {
+        let ticket = Ticket {
             key: key.clone(),
             generation: entry.generation,
             lease,
-        }
+        };
+        (ticket, reentered)
     }
 
     /// Whether this client has a hold of `key` whose lease is not known lost.
@@ -257,6 +266,10 @@ impl LeaseTable {
             };
         }
         let lost = entry.lost;
+        if !lost && entry.holds > 0 {
+            // A lost entry's holds left the gauge when it was marked lost.
+            self.held.sub(1);
+        }
         entry.holds = entry.holds.saturating_sub(1);
         if lease == Lease::Watchdog && entry.watchdog_holds > 0 {
             entry.watchdog_holds -= 1;
@@ -278,6 +291,19 @@ impl LeaseTable {
             rearm_ms: rearm,
             lost,
         }
+    }
+
+    /// Takes this client's holds out of the held-locks gauge for good: at shutdown (the watchdog
+    /// stops and the holds expire) or when the table is dropped (detached holds that were
+    /// never released).
+    pub(crate) fn retire(&self) {
+        let entries = self.entries.lock();
+        let live = entries
+            .values()
+            .filter(|entry| !entry.lost)
+            .map(|entry| u64::from(entry.holds))
+            .sum();
+        self.held.retire(live);
     }
 
     /// Tells the watchdog that `entry`, removed from the table, needs no renewals or checks.
@@ -304,13 +330,16 @@ impl LeaseTable {
         }
         match proof {
             Proof::Server => {
-                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner")
+                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner");
+                metrics::lease_lost(metrics::Loss::Server);
             }
             Proof::Clock => {
-                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: its renewal was not confirmed before the lease would end")
+                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: its renewal was not confirmed before the lease would end");
+                metrics::lease_lost(metrics::Loss::Unconfirmed);
             }
         }
         entry.lost = true;
+        self.held.sub(entry.holds);
         if let Some(token) = &entry.lost_token {
             token.cancel();
         }
@@ -318,6 +347,12 @@ impl LeaseTable {
         if proof == Proof::Clock {
             self.doubts.mark(key);
         }
+    }
+}
+
+impl Drop for LeaseTable {
+    fn drop(&mut self) {
+        self.retire();
     }
 }
 
@@ -346,6 +381,7 @@ pub(crate) fn start(
         next_generation: AtomicU64::new(1),
         watchdog_ms,
         doubts,
+        held: metrics::Held::new(),
     });
     let watchdog = Watchdog {
         table: Arc::downgrade(&table),
@@ -848,7 +884,7 @@ async fn renew(
     let outcomes = match reply {
         Some(Ok(fred::prelude::Value::Array(flags))) if flags.len() == batch.len() => {
             tracing::debug!(locks = batch.len(), "renewed watchdog leases");
-            batch
+            let outcomes: Vec<_> = batch
                 .into_iter()
                 .zip(flags)
                 .map(|((_, generation, _), flag)| {
@@ -859,7 +895,14 @@ async fn renew(
                     };
                     (generation, outcome)
                 })
-                .collect()
+                .collect();
+            let renewed = outcomes
+                .iter()
+                .filter(|(_, outcome)| matches!(outcome, Outcome::Renewed))
+                .count() as u64;
+            metrics::renewals(metrics::Renewal::Renewed, renewed);
+            metrics::renewals(metrics::Renewal::Lost, outcomes.len() as u64 - renewed);
+            outcomes
         }
         other => {
             match other {
@@ -867,13 +910,14 @@ async fn renew(
                     tracing::warn!(locks = batch.len(), error = %err, "lease renewal failed; retrying")
                 }
                 Some(Ok(reply)) => {
-                    tracing::warn!(?reply, "unexpected reply to lease renewal; retrying")
+                    tracing::warn!(reply = %Reply(&reply), "unexpected reply to lease renewal; retrying")
                 }
                 None => tracing::warn!(
                     locks = batch.len(),
                     "lease renewal not answered before the lease would end"
                 ),
             }
+            metrics::renewals(metrics::Renewal::Failed, batch.len() as u64);
             batch
                 .into_iter()
                 .map(|(_, generation, _)| (generation, Outcome::Failed))

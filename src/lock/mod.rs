@@ -72,7 +72,7 @@ pub(crate) async fn send_release(
     )
     .await
     .map_err(|err| client.redis_error(&release.name, err))?;
-    tracing::debug!(lock = %release.name, field = %release.field, ?reply, "released");
+    tracing::debug!(lock = %release.name, field = %release.field, reply = %crate::shown::Reply(&reply), "released");
     Ok(reply)
 }
 
@@ -150,6 +150,9 @@ pub(crate) async fn release_or_hand_off(
             });
         }
         let handed = matches!(reply, Ok(Value::Integer(-1)));
+        if handed {
+            crate::metrics::handed_off();
+        }
         match claim.settle(handed) {
             // The waiter left while the lock was being handed to it: release its hold too.
             Some(lease_ms) => {

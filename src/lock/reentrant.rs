@@ -400,9 +400,9 @@ impl Lock {
         let owner = self.owner();
         let field = holder_field(&client.id, owner);
         let span =
-            tracing::debug_span!("ferrisson.acquire", lock = self.name(), owner = owner.id());
+            tracing::debug_span!("ferrisson.acquire", lock = %self.name(), owner = owner.id());
         let attempt = || self.attempt(owner, Arc::clone(&field), lease_kind, lease_ms);
-        let adopt = |sent_at| self.adopt(owner, Arc::clone(&field), lease_kind, sent_at);
+        let adopt = |sent_at| self.adopt(owner, Arc::clone(&field), lease_kind, sent_at).0;
         let waiter = Waiter {
             name: self.name_arc(),
             field: Arc::clone(&field),
@@ -464,9 +464,10 @@ impl Lock {
             .await
             .map_err(|err| script_error(client, self.name(), err))?;
         match reply {
-            Value::Null => Ok(TryOutcome::Acquired(
-                self.adopt(owner, field, lease, sent_at),
-            )),
+            Value::Null => {
+                let (guard, reentered) = self.adopt(owner, field, lease, sent_at);
+                Ok(TryOutcome::Acquired(guard, reentered))
+            }
             Value::Integer(ttl) => Ok(TryOutcome::Busy(ttl)),
             other => Err(Error::Redis(fred::error::Error::new(
                 fred::error::ErrorKind::Protocol,
@@ -501,19 +502,27 @@ impl Lock {
     }
 
     /// Registers a hold this owner just got (by its own acquire, or handed over by a local
-    /// releaser) and builds its guard. Synchronous, so nothing can drop the hold unseen.
-    fn adopt(&self, owner: Owner, field: Arc<str>, lease: Lease, sent_at: Instant) -> LockGuard {
+    /// releaser) and builds its guard; also tells whether the hold re-entered one the owner
+    /// had. Synchronous, so nothing can drop the hold unseen.
+    fn adopt(
+        &self,
+        owner: Owner,
+        field: Arc<str>,
+        lease: Lease,
+        sent_at: Instant,
+    ) -> (LockGuard, bool) {
         let key = HoldKey {
             name: self.name_arc(),
             field,
         };
-        let ticket = self.client().leases.acquired(&key, lease, sent_at);
+        let (ticket, reentered) = self.client().leases.acquired(&key, lease, sent_at);
         let placeholder = super::Acquisition {
             waited: Duration::ZERO,
             woken_by: super::WokenBy::Immediate,
             attempts: 1,
         };
-        LockGuard::new(self.with_owner(owner), ticket, sent_at, placeholder)
+        let guard = LockGuard::new(self.with_owner(owner), ticket, sent_at, placeholder);
+        (guard, reentered)
     }
 
     fn check_name(&self) -> Result<()> {

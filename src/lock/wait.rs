@@ -34,13 +34,15 @@ use super::handoff::Turn;
 use crate::client::ClientInner;
 use crate::config::WhenUnavailable;
 use crate::error::{Error, Result};
+use crate::metrics;
 use crate::pubsub::Wake;
 use crate::watchdog::HoldKey;
 
 /// The outcome of one acquire attempt.
 pub(crate) enum TryOutcome<T> {
-    /// Acquired; `T` is the new hold.
-    Acquired(T),
+    /// Acquired; `T` is the new hold, and the flag tells whether it re-entered a hold the
+    /// owner had (for the metrics).
+    Acquired(T, bool),
     /// Held by someone else; the lock's PTTL in ms (−1: no TTL, −2: gone meanwhile).
     Busy(i64),
 }
@@ -62,12 +64,34 @@ impl Waiter {
 
 /// Runs `attempt` until it acquires, a local releaser hands the lock over (then `adopt` builds
 /// the hold from the instant the hand-off was sent), or `wait` (None: no limit) runs out
-/// (`Ok(None)`).
+/// (`Ok(None)`). Counts the outcome in the metrics.
 ///
 /// # Cancel safety
 /// Cancel safe as long as `attempt` is: the subscription share and the queue place are released
 /// on drop, and a hand-off that arrives for a dropped waiter is released again.
 pub(crate) async fn acquire_with_wait<T, F, Fut>(
+    client: &ClientInner,
+    waiter: &Waiter,
+    wait: Option<Duration>,
+    attempt: F,
+    adopt: impl FnMut(Instant) -> T,
+) -> Result<Option<(T, Acquisition)>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<TryOutcome<T>>>,
+{
+    // Acquisitions are counted where the loop knows how they happened; the other ends here.
+    let outcome = wait_loop(client, waiter, wait, attempt, adopt).await;
+    match &outcome {
+        Ok(Some(_)) => {}
+        Ok(None) => metrics::not_acquired(metrics::Failure::Busy),
+        Err(_) => metrics::not_acquired(metrics::Failure::Error),
+    }
+    outcome
+}
+
+/// [`acquire_with_wait`]'s loop.
+async fn wait_loop<T, F, Fut>(
     client: &ClientInner,
     waiter: &Waiter,
     wait: Option<Duration>,
@@ -82,12 +106,13 @@ where
     // A wait too large for the clock is no bound at all.
     let deadline = wait.and_then(|wait| start.checked_add(wait));
     let time_left = || deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
-    let acquired = |woken_by, attempts| {
+    let acquired = |woken_by, attempts, how| {
         let acquisition = Acquisition {
             waited: start.elapsed(),
             woken_by,
             attempts,
         };
+        metrics::acquired(how, acquisition.waited);
         tracing::debug!(
             waited_ms = acquisition.waited.as_millis() as u64,
             ?woken_by,
@@ -171,11 +196,16 @@ where
             }
         };
         let ttl_ms = match outcome {
-            Ok(TryOutcome::Acquired(hold)) => {
+            Ok(TryOutcome::Acquired(hold, reentered)) => {
                 if let Some(place) = place.take() {
                     super::handoff::Place::done(place);
                 }
-                return Ok(Some((hold, acquired(woken_by, attempts))));
+                let how = match woken_by {
+                    _ if reentered => metrics::How::Reentrant,
+                    WokenBy::Immediate => metrics::How::Immediate,
+                    _ => metrics::How::AfterWait,
+                };
+                return Ok(Some((hold, acquired(woken_by, attempts, how))));
             }
             Ok(TryOutcome::Busy(ttl_ms)) => {
                 answered = true;
@@ -275,7 +305,9 @@ where
                 if let Some(place) = place.take() {
                     place.done();
                 }
-                return Ok(Some((adopt(sent_at), acquired(WokenBy::Message, attempts))));
+                let hold = adopt(sent_at);
+                let acquisition = acquired(WokenBy::Message, attempts, metrics::How::Handoff);
+                return Ok(Some((hold, acquisition)));
             }
         }
     }

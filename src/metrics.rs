@@ -1,0 +1,285 @@
+//! Lock-level metrics, recorded through the [`metrics`](https://docs.rs/metrics) facade when
+//! the crate's `metrics` feature is on; without it every recording function is an empty
+//! `#[inline]` no-op, so the lock code calls them without any `cfg`.
+//!
+//! This module owns every metric name, label and description. Names follow Prometheus'
+//! conventions (`_total` counters, base units in the name). Install a recorder (an exporter such
+//! as `metrics-exporter-prometheus`) **before connecting** a [`Client`](crate::Client): the
+//! held-locks gauge is kept with increments, which a recorder installed later never saw.
+//!
+//! | name | type | labels | meaning |
+//! |---|---|---|---|
+//! | `ferrisson_acquisitions_total` | counter | `how` | Holds acquired: `immediate` (free at the first attempt), `after_wait` (by a retry after an unlock message or the holder's TTL), `handoff` (handed over by a local release), `reentrant` (the owner already held the lock). |
+//! | `ferrisson_acquire_failures_total` | counter | `reason` | Acquire calls that ended without the lock: `busy` (`try_lock` refused, or the wait ran out), `error` (the call failed: Redis unreachable, timeout, wrong type, ...). |
+//! | `ferrisson_acquire_wait_seconds` | histogram | | Time from the acquire call to the hold, for every acquisition. |
+//! | `ferrisson_handoffs_total` | counter | | Releases that handed the lock straight to a waiter of the same client. |
+//! | `ferrisson_renewals_total` | counter | `outcome` | Watchdog renewals, per hold: `renewed`, `lost` (the server no longer had the hold), `failed` (no answer or an error; retried while the lease lasts). |
+//! | `ferrisson_leases_lost_total` | counter | `reason` | Leases lost while held, once per lease (what fires a guard's `lost()`): `server` (the server no longer had the hold), `unconfirmed` (the lease's end passed without a confirmed renewal). |
+//! | `ferrisson_held_locks` | gauge | | Holds this process has now (reentrant holds count one each). |
+//!
+//! No metric has a lock-name label: a lock name often carries an id (`orders:42`), and a label
+//! per name would make one time series per order, without bound. Per-lock detail is in the
+//! `tracing` events, which carry the name.
+//!
+//! ```
+//! // With a Prometheus exporter, say, give the wait histogram buckets by its name:
+//! let wait_histogram = ferrisson::metrics::ACQUIRE_WAIT_SECONDS;
+//! assert_eq!(wait_histogram, "ferrisson_acquire_wait_seconds");
+//! ```
+
+/// `ferrisson_acquisitions_total`: holds acquired, labelled `how`.
+///
+/// ```
+/// assert_eq!(ferrisson::metrics::ACQUISITIONS, "ferrisson_acquisitions_total");
+/// ```
+pub const ACQUISITIONS: &str = "ferrisson_acquisitions_total";
+/// `ferrisson_acquire_failures_total`: acquire calls that ended without the lock, labelled
+/// `reason`.
+///
+/// ```
+/// assert_eq!(ferrisson::metrics::ACQUIRE_FAILURES, "ferrisson_acquire_failures_total");
+/// ```
+pub const ACQUIRE_FAILURES: &str = "ferrisson_acquire_failures_total";
+/// `ferrisson_acquire_wait_seconds`: histogram of the time from an acquire call to its hold.
+///
+/// ```
+/// assert_eq!(ferrisson::metrics::ACQUIRE_WAIT_SECONDS, "ferrisson_acquire_wait_seconds");
+/// ```
+pub const ACQUIRE_WAIT_SECONDS: &str = "ferrisson_acquire_wait_seconds";
+/// `ferrisson_handoffs_total`: releases that handed the lock to a waiter of the same client.
+///
+/// ```
+/// assert_eq!(ferrisson::metrics::HANDOFFS, "ferrisson_handoffs_total");
+/// ```
+pub const HANDOFFS: &str = "ferrisson_handoffs_total";
+/// `ferrisson_renewals_total`: watchdog renewals per hold, labelled `outcome`.
+///
+/// ```
+/// assert_eq!(ferrisson::metrics::RENEWALS, "ferrisson_renewals_total");
+/// ```
+pub const RENEWALS: &str = "ferrisson_renewals_total";
+/// `ferrisson_leases_lost_total`: leases lost while held, labelled `reason`.
+///
+/// ```
+/// assert_eq!(ferrisson::metrics::LEASES_LOST, "ferrisson_leases_lost_total");
+/// ```
+pub const LEASES_LOST: &str = "ferrisson_leases_lost_total";
+/// `ferrisson_held_locks`: gauge of the holds this process has now.
+///
+/// ```
+/// assert_eq!(ferrisson::metrics::HELD_LOCKS, "ferrisson_held_locks");
+/// ```
+pub const HELD_LOCKS: &str = "ferrisson_held_locks";
+
+/// How a hold was acquired (`how` label of [`ACQUISITIONS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum How {
+    Immediate,
+    AfterWait,
+    Handoff,
+    Reentrant,
+}
+
+/// Why an acquire call ended without the lock (`reason` label of [`ACQUIRE_FAILURES`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    Busy,
+    Error,
+}
+
+/// What a renewal of one hold found (`outcome` label of [`RENEWALS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    Renewed,
+    Lost,
+    Failed,
+}
+
+/// How a lease was found lost (`reason` label of [`LEASES_LOST`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Loss {
+    Server,
+    Unconfirmed,
+}
+
+#[cfg(feature = "metrics")]
+mod recorded {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use ::metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, Unit};
+
+    use super::*;
+
+    /// Describes every metric to the installed recorder. Called at each connect: cheap, and a
+    /// recorder installed between two connects learns them too.
+    pub(crate) fn describe() {
+        describe_counter!(
+            ACQUISITIONS,
+            Unit::Count,
+            "Lock holds acquired, by how: immediate, after_wait, handoff, reentrant"
+        );
+        describe_counter!(
+            ACQUIRE_FAILURES,
+            Unit::Count,
+            "Acquire calls that ended without the lock, by reason: busy, error"
+        );
+        describe_histogram!(
+            ACQUIRE_WAIT_SECONDS,
+            Unit::Seconds,
+            "Time from an acquire call to its hold"
+        );
+        describe_counter!(
+            HANDOFFS,
+            Unit::Count,
+            "Releases that handed the lock straight to a waiter of the same client"
+        );
+        describe_counter!(
+            RENEWALS,
+            Unit::Count,
+            "Watchdog lease renewals per hold, by outcome: renewed, lost, failed"
+        );
+        describe_counter!(
+            LEASES_LOST,
+            Unit::Count,
+            "Leases lost while held, by reason: server, unconfirmed"
+        );
+        describe_gauge!(
+            HELD_LOCKS,
+            Unit::Count,
+            "Lock holds this process has now (reentrant holds count one each)"
+        );
+    }
+
+    // Literal label values: the facade then builds each key from static parts, without
+    // allocating.
+
+    #[inline]
+    pub(crate) fn acquired(how: How, waited: Duration) {
+        match how {
+            How::Immediate => counter!(ACQUISITIONS, "how" => "immediate").increment(1),
+            How::AfterWait => counter!(ACQUISITIONS, "how" => "after_wait").increment(1),
+            How::Handoff => counter!(ACQUISITIONS, "how" => "handoff").increment(1),
+            How::Reentrant => counter!(ACQUISITIONS, "how" => "reentrant").increment(1),
+        }
+        ::metrics::histogram!(ACQUIRE_WAIT_SECONDS).record(waited.as_secs_f64());
+    }
+
+    #[inline]
+    pub(crate) fn not_acquired(why: Failure) {
+        match why {
+            Failure::Busy => counter!(ACQUIRE_FAILURES, "reason" => "busy").increment(1),
+            Failure::Error => counter!(ACQUIRE_FAILURES, "reason" => "error").increment(1),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn handed_off() {
+        counter!(HANDOFFS).increment(1);
+    }
+
+    #[inline]
+    pub(crate) fn renewals(outcome: Renewal, holds: u64) {
+        if holds == 0 {
+            return;
+        }
+        match outcome {
+            Renewal::Renewed => counter!(RENEWALS, "outcome" => "renewed").increment(holds),
+            Renewal::Lost => counter!(RENEWALS, "outcome" => "lost").increment(holds),
+            Renewal::Failed => counter!(RENEWALS, "outcome" => "failed").increment(holds),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn lease_lost(reason: Loss) {
+        match reason {
+            Loss::Server => counter!(LEASES_LOST, "reason" => "server").increment(1),
+            Loss::Unconfirmed => counter!(LEASES_LOST, "reason" => "unconfirmed").increment(1),
+        }
+    }
+
+    /// One client's share of the [`HELD_LOCKS`] gauge. The lease table (the one record of a
+    /// client's holds) calls it under its lock, for every hold it gains or loses; once
+    /// retired (the client shut down or dropped, its remaining holds subtracted), it changes
+    /// the gauge no more, so that guards dropped after a shutdown are not subtracted twice.
+    pub(crate) struct Held {
+        retired: AtomicBool,
+    }
+
+    impl Held {
+        pub(crate) fn new() -> Held {
+            Held {
+                retired: AtomicBool::new(false),
+            }
+        }
+
+        #[inline]
+        pub(crate) fn add(&self, holds: u32) {
+            if !self.retired.load(Ordering::Relaxed) {
+                gauge!(HELD_LOCKS).increment(f64::from(holds));
+            }
+        }
+
+        #[inline]
+        pub(crate) fn sub(&self, holds: u32) {
+            if holds > 0 && !self.retired.load(Ordering::Relaxed) {
+                gauge!(HELD_LOCKS).decrement(f64::from(holds));
+            }
+        }
+
+        /// Subtracts the client's `live` holds, once, and stops counting.
+        pub(crate) fn retire(&self, live: u64) {
+            if !self.retired.swap(true, Ordering::Relaxed) && live > 0 {
+                gauge!(HELD_LOCKS).decrement(live as f64);
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+mod recorded {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[inline]
+    pub(crate) fn describe() {}
+
+    #[inline]
+    pub(crate) fn acquired(_: How, _: Duration) {}
+
+    #[inline]
+    pub(crate) fn not_acquired(_: Failure) {}
+
+    #[inline]
+    pub(crate) fn handed_off() {}
+
+    #[inline]
+    pub(crate) fn renewals(_: Renewal, _: u64) {}
+
+    #[inline]
+    pub(crate) fn lease_lost(_: Loss) {}
+
+    /// Without the feature: nothing to count.
+    pub(crate) struct Held;
+
+    impl Held {
+        #[inline]
+        pub(crate) fn new() -> Held {
+            Held
+        }
+
+        #[inline]
+        pub(crate) fn add(&self, _: u32) {}
+
+        #[inline]
+        pub(crate) fn sub(&self, _: u32) {}
+
+        #[inline]
+        pub(crate) fn retire(&self, _: u64) {}
+    }
+}
+
+pub(crate) use recorded::{
+    acquired, describe, handed_off, lease_lost, not_acquired, renewals, Held,
+};
