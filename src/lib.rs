@@ -26,7 +26,7 @@
 //! | [Deployments: TLS, Cluster, Sentinel](#deployments-tls-cluster-sentinel) | `tls`, `cluster`, `sentinel` |
 //! | [The blocking API](#the-blocking-api) | `blocking` |
 //! | [Errors](#errors) | `errors` |
-//! | [Tracing](#tracing) | `tracing` |
+//! | [Tracing and metrics](#tracing-and-metrics) | `tracing`, `prometheus` (feature `metrics`) |
 //!
 //! ## Features
 //! * **The reentrant lock** ([`Client::lock`] → [`Lock`]): Redisson's `RLock`. [`Lock::lock`]
@@ -52,6 +52,8 @@
 //!   exists, but connecting with either fails with [`Error::InvalidArgument`] naming the feature.
 //! * `cli`: the `ferrisson` command-line tool (`cargo install ferrisson --features cli`); it
 //!   enables `tls`.
+//! * `metrics`: lock-level metrics through the [`metrics`](https://docs.rs/metrics) facade (see
+//!   [Tracing and metrics](#tracing-and-metrics)).
 //!
 //! ### How it works
 //! * A lock is a Redis hash at the lock's name; its one field `<client uuid>:<owner id>` holds
@@ -182,13 +184,21 @@
 //! A busy lock is not an error: [`Lock::try_lock`] returns [`Attempt::Busy`]. No operation
 //! panics on bad input, and none leaves a lock held after an error.
 //!
-//! ## Tracing
+//! ## Tracing and metrics
 //! ferrisson reports through [`tracing`](https://docs.rs/tracing): `warn` for what an operator
 //! should see (lost leases, failed renewals and background releases, unreplicated writes),
-//! `debug` for the life of each lock (an `ferrisson.acquire` span with the lock and owner,
-//! acquisitions with their wait and wake-up, releases, renewals), `trace` for details. Install
-//! any subscriber, e.g. `tracing_subscriber::fmt().with_env_filter("ferrisson=debug")`; the
-//! `ferrisson` command-line tool honours `RUST_LOG`.
+//! `debug` for the life of each lock (a `ferrisson.acquire` span with the lock and owner,
+//! acquisitions with their wait and wake-up, releases, renewals), `trace` for details. Values
+//! read as text (`lock=orders:42`, `reply=(integer) 1`). Install any subscriber, e.g.
+//! `tracing_subscriber::fmt().with_env_filter("ferrisson=debug")`; the `ferrisson`
+//! command-line tool honours `RUST_LOG`.
+//!
+//! With the `metrics` feature, the [`metrics`](https://docs.rs/metrics) facade records
+//! acquisitions (by how: immediate, after a wait, hand-off, reentrant), failed acquires, the
+//! acquire wait-time histogram, local hand-offs, watchdog renewals by outcome, lost leases and a
+//! gauge of the locks held; names are constants in [`crate::metrics`]. Install a recorder (e.g.
+//! `metrics-exporter-prometheus`) before connecting; the `prometheus` example prints what it
+//! renders. `docs/observability.md` has the table of metrics.
 #![deny(missing_docs)]
 
 pub mod blocking;

@@ -148,3 +148,20 @@ fn the_tls_example_locks_with_a_private_ca_and_a_client_certificate() {
         .arg(file("client.key")));
     assert_lines(&stdout, &["locked example:tls over TLS (hold count 1)"]);
 }
+
+#[cfg(feature = "metrics")]
+#[test]
+fn the_prometheus_example_renders_the_lock_metrics() {
+    let server = RedisServer::start();
+    let (stdout, _) = run(example("prometheus").env("REDIS_URL", server.url()));
+    assert_lines(
+        &stdout,
+        &[
+            "ferrisson_acquisitions_total{how=\"immediate\"}",
+            "ferrisson_acquisitions_total{how=\"reentrant\"}",
+            "ferrisson_handoffs_total",
+            "ferrisson_acquire_wait_seconds",
+            "ferrisson_held_locks 1",
+        ],
+    );
+}
