@@ -108,6 +108,30 @@ impl Client {
     /// # Ok::<(), ferrisson::Error>(())
     /// ```
     pub fn new(config: Config) -> Result<Client> {
+        Client::start(|| crate::Client::new(config))
+    }
+
+    /// Connects with a fred `Builder` the application already has, as
+    /// [`crate::Client::from_fred_builder`]: server, credentials, TLS and fred settings from
+    /// `builder`, ferrisson's settings from `config`.
+    ///
+    /// ```no_run
+    /// use ferrisson::fred::types::{config::Config as FredConfig, Builder};
+    ///
+    /// let builder = Builder::from_config(FredConfig::from_url("redis://127.0.0.1:6379/2")?);
+    /// let config = ferrisson::Config::new(ferrisson::Config::DEFAULT_URL);
+    /// let client = ferrisson::blocking::Client::from_fred_builder(&builder, config)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_fred_builder(builder: &fred::types::Builder, config: Config) -> Result<Client> {
+        Client::start(|| crate::Client::from_fred_builder(builder, config))
+    }
+
+    /// Starts the client's runtime and connects on it with `connect`.
+    fn start<F>(connect: impl FnOnce() -> F) -> Result<Client>
+    where
+        F: Future<Output = Result<crate::Client>>,
+    {
         if tokio::runtime::Handle::try_current().is_ok() {
             return Err(Error::InvalidArgument(
                 "ferrisson::blocking::Client was created inside an async runtime; use ferrisson::Client".into(),
@@ -121,7 +145,7 @@ impl Client {
             .map_err(|err| {
                 Error::InvalidArgument(format!("cannot start the client's runtime: {err}"))
             })?;
-        let client = runtime.block_on(crate::Client::new(config))?;
+        let client = runtime.block_on(connect())?;
         Ok(Client {
             inner: Arc::new(Inner {
                 client,

@@ -217,3 +217,29 @@ fn owners_by_id_and_a_lost_guards_release_match_the_async_api() {
     let err = lock.with_owner(worker).unlock().expect_err("nothing held");
     assert!(matches!(err, Error::NotHeld { .. }), "{err:?}");
 }
+
+/// A blocking client from the application's own fred `Builder` locks in the builder's database.
+#[test]
+fn a_blocking_client_from_a_fred_builder_uses_its_server_and_database() {
+    use ferrisson::fred::types::{config::Config as FredConfig, Builder};
+
+    let server = RedisServer::start();
+    let fred_config =
+        FredConfig::from_url(&format!("{}/2", server.url())).expect("a valid fred URL");
+    let builder = Builder::from_config(fred_config);
+    let config = ferrisson::Config::new(ferrisson::Config::DEFAULT_URL);
+    let client = Client::from_fred_builder(&builder, config).expect("connects");
+    let guard = client.lock("blocking:db").lock().expect("lock");
+
+    let db2 = Client::connect(&format!("{}/2", server.url())).expect("db 2");
+    let db0 = connect(&server);
+    assert!(db2
+        .lock("blocking:db")
+        .is_locked()
+        .expect("is_locked in db 2"));
+    assert!(!db0
+        .lock("blocking:db")
+        .is_locked()
+        .expect("is_locked in db 0"));
+    guard.unlock().expect("unlock");
+}
