@@ -748,14 +748,21 @@ fn describe(config: &FredConfig) -> String {
     }
 }
 
-/// URL schemes `Client::new` accepts: fred would read any other one (`http://`) as `redis://`.
-const SCHEMES: [&str; 6] = [
+/// URL schemes `Client::new` accepts, as fred reads them (Valkey's names are aliases): fred would
+/// read any other one (`http://`) as `redis://`.
+const SCHEMES: [&str; 12] = [
     "redis",
     "rediss",
     "redis-cluster",
     "rediss-cluster",
     "redis-sentinel",
     "rediss-sentinel",
+    "valkey",
+    "valkeys",
+    "valkey-cluster",
+    "valkeys-cluster",
+    "valkey-sentinel",
+    "valkeys-sentinel",
 ];
 
 fn check_scheme(config: &Config) -> Result<()> {
@@ -771,7 +778,8 @@ fn check_scheme(config: &Config) -> Result<()> {
     }
     Err(Error::InvalidArgument(format!(
         "unsupported URL scheme `{scheme}://` in `{}`: use redis://, rediss:// (TLS), \
-         redis-cluster:// or redis-sentinel:// (rediss-cluster://, rediss-sentinel:// with TLS)",
+         redis-cluster:// or redis-sentinel:// (rediss-cluster://, rediss-sentinel:// with TLS; \
+         valkey... for each)",
         config.redacted_url()
     )))
 }
@@ -815,6 +823,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_scheme_fred_reads_is_accepted_and_others_are_refused() {
+        for scheme in SCHEMES {
+            let query = if scheme.ends_with("sentinel") {
+                "?sentinelServiceName=mymaster"
+            } else {
+                ""
+            };
+            let config = Config::new(format!("{scheme}://127.0.0.1:6379{query}"));
+            assert!(check_scheme(&config).is_ok(), "{scheme}");
+            assert!(
+                FredConfig::from_url(&config.url).is_ok(),
+                "fred reads {scheme}"
+            );
+        }
+        for url in ["http://h:1", "redis+tls://h:1", "tcp://h:1"] {
+            let err = check_scheme(&Config::new(url)).expect_err(url);
+            assert!(matches!(err, Error::InvalidArgument(_)), "{url}: {err:?}");
+        }
+    }
+
+    #[test]
     fn a_fred_config_is_described_in_freds_url_syntax_without_credentials() {
         use fred::types::config::Server;
         let describe_url = |url: &str| {
@@ -823,7 +852,10 @@ mod tests {
             describe(&config)
         };
         assert_eq!(describe_url("redis://u:p@h:1/2"), "redis://h:1/2");
-        assert_eq!(describe_url("rediss://h:1"), "rediss://h:1");
+        // Without the `tls` feature fred reads no TLS (and connecting refuses the URL).
+        if cfg!(feature = "tls") {
+            assert_eq!(describe_url("rediss://h:1"), "rediss://h:1");
+        }
         // fred keeps the seed nodes in its own order: any of them will do.
         assert_eq!(
             describe_url("redis-cluster://h:1?node=h:2&node=h:3"),
