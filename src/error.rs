@@ -59,7 +59,7 @@ pub enum Error {
     /// When this comes from an operation that changes a lock, its outcome on the server is
     /// unknown; ferrisson never re-sends such an operation, and once Redis answers again it
     /// takes back whatever the call may have taken (the hold is settled, never adopted).
-    #[error("redis is unavailable: {0}")]
+    #[error("redis is unavailable: {}", readable(.0))]
     Unavailable(#[source] fred::error::Error),
 
     /// Redis did not answer within the configured response timeout.
@@ -67,13 +67,13 @@ pub enum Error {
     Timeout(Duration),
 
     /// Redis answered with an error that none of the other variants describes.
-    #[error("redis error: {0}")]
+    #[error("redis error: {}", readable(.0))]
     Redis(#[source] fred::error::Error),
 
     /// Redis refused a command for the connection's ACL user (`NOPERM`): a command, key or
     /// channel the user may not use. Grant the least-privilege rule of ferrisson's
     /// `docs/reliability.md`. Not transient: retrying cannot help until the user's rights change.
-    #[error("redis denied permission to this user (ACL): {0}; see the least-privilege rule in ferrisson's docs/reliability.md")]
+    #[error("redis denied permission to this user (ACL): {}; see the least-privilege rule in ferrisson's docs/reliability.md", readable(.0))]
     PermissionDenied(#[source] fred::error::Error),
 
     /// Synced writes ([`crate::SyncedWrites`]): no replica of the master acknowledged the
@@ -145,5 +145,42 @@ impl Error {
             _ if err.details().contains("Failed to route") => Error::Unavailable(err),
             _ => Error::Redis(err),
         }
+    }
+}
+
+/// fred's error as one readable line: its details without fred's kind label (`IO Error: `), and
+/// an I/O error's `Debug` text (`Os { code: 111, kind: ConnectionRefused, message: "Connection
+/// refused" }`) replaced by its message.
+fn readable(err: &fred::error::Error) -> String {
+    let details = err.details();
+    if let Some(start) = details.find("Os { ") {
+        if let Some((_, rest)) = details[start..].split_once("message: \"") {
+            if let Some((message, _)) = rest.split_once('"') {
+                return format!("{}{}", &details[..start], message.to_lowercase());
+            }
+        }
+    }
+    details.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fred_errors_read_as_one_line_of_words() {
+        let io = fred::error::Error::new(
+            fred::error::ErrorKind::IO,
+            r#"cannot connect to redis://h:1: Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#,
+        );
+        assert_eq!(
+            Error::Unavailable(io).to_string(),
+            "redis is unavailable: cannot connect to redis://h:1: connection refused"
+        );
+        let reply = fred::error::Error::new(fred::error::ErrorKind::Unknown, "ERR no such thing");
+        assert_eq!(
+            Error::Redis(reply).to_string(),
+            "redis error: ERR no such thing"
+        );
     }
 }

@@ -164,6 +164,7 @@ fn classify(err: &ferrisson::Error) -> (u8, &'static str) {
         Error::PermissionDenied(_) => (exit::NOPERM, "permission_denied"),
         Error::WrongType { .. } => (exit::NOT_A_LOCK, "wrong_type"),
         Error::NotHeld { .. } => (exit::FAILURE, "not_held"),
+        Error::LeaseLost { .. } => (exit::LOST, "lease_lost"),
         Error::Redis(_) => (exit::FAILURE, "redis"),
         Error::NotReplicated { .. } => (exit::FAILURE, "not_replicated"),
         Error::Shutdown => (exit::FAILURE, "shutdown"),
