@@ -12,186 +12,21 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, PublishMode, WhenUnavailable};
-use crate::dispatch::Dispatcher;
 use crate::doubt::Doubts;
 use crate::error::{Error, Result};
-use crate::janitor::{Janitor, Release, Releaser};
+use crate::janitor::{Janitor, Releaser};
 use crate::lock::handoff::Handoffs;
 use crate::lock::Lock;
-use crate::pubsub::PubSub;
-use crate::replica_sync::ReplicaSync;
-use crate::script::LockCall;
-use crate::sentinel::Sentinels;
+use crate::transport::dispatch::Dispatcher;
+use crate::transport::pubsub::PubSub;
+use crate::transport::replica_sync::ReplicaSync;
+use crate::transport::sentinel::Sentinels;
+use crate::transport::Redis;
 use crate::watchdog::{self, LeaseTable};
 
 /// How many cluster redirections fred follows for the subscriber's (S)SUBSCRIBE commands:
 /// fred's default.
 const SUBSCRIBER_REDIRECTIONS: u32 = 5;
-
-/// The command connections and how lock commands are sent on them.
-pub(crate) struct Redis {
-    pub(crate) pool: Pool,
-    /// Batches concurrent lock scripts; `None` in a cluster, where every script goes alone.
-    dispatcher: Option<Dispatcher>,
-    /// For scripts that change a lock: never re-sent after a connection loss (a second run could
-    /// take or release a hold twice), failing fast when the connection is down.
-    pub(crate) write_options: Options,
-    /// For read-only queries.
-    pub(crate) read_options: Options,
-    pub(crate) clustered: bool,
-    pub(crate) publish_arg: &'static str,
-    pub(crate) response_timeout: Duration,
-    /// Synced writes (`src/replica_sync.rs`); `None` when off.
-    sync: Option<Arc<ReplicaSync>>,
-}
-
-impl Redis {
-    /// Runs an acquire or release script call with `write_options`: through the dispatcher
-    /// outside a cluster (it batches concurrent calls), on its own in a cluster. Cancel safety as
-    /// [`crate::script::Script::run_encoded`].
-    ///
-    /// With synced writes, an acquisition that no replica acknowledged is rolled back here (one
-    /// `RELEASE` of the hold it added) and fails with [`crate::replica_sync::NOT_REPLICATED`]
-    /// (`Error::NotReplicated`); the rollback's own failure is returned instead, so that an
-    /// unknown outcome still puts the field in doubt. An unacknowledged release is logged: it
-    /// did happen on the master, and sending it again could take a second hold.
-    pub(crate) async fn run_lock_call(
-        &self,
-        call: LockCall,
-    ) -> Result<fred::types::Value, fred::error::Error> {
-        if self.sync.is_some() {
-            // Boxed, to keep the common future small (see `lock_call_futures_stay_small`).
-            return Box::pin(self.run_synced(call)).await;
-        }
-        // Not through `send`: one more future level would hold one more copy of `call`.
-        let reply = match &self.dispatcher {
-            Some(dispatcher) => dispatcher.run(call).await,
-            None => {
-                Box::pin(crate::dispatch::run_alone(
-                    &self.pool,
-                    &self.write_options,
-                    None,
-                    call,
-                ))
-                .await
-            }
-        };
-        reply.map(|(value, _)| value)
-    }
-
-    /// Sends `call` through the dispatcher, or alone in a cluster.
-    async fn send(&self, call: LockCall) -> crate::dispatch::Reply {
-        match &self.dispatcher {
-            Some(dispatcher) => dispatcher.run(call).await,
-            // Boxed: fred's command future is several KB, and inline it would size every lock
-            // call's future (and the `InFlight` box each one is copied into) in every mode.
-            None => {
-                Box::pin(crate::dispatch::run_alone(
-                    &self.pool,
-                    &self.write_options,
-                    self.sync.as_deref(),
-                    call,
-                ))
-                .await
-            }
-        }
-    }
-
-    /// [`Redis::run_lock_call`] with synced writes: what an unacknowledged write means.
-    async fn run_synced(&self, call: LockCall) -> Result<fred::types::Value, fred::error::Error> {
-        let rollback = match &call {
-            LockCall::Acquire {
-                name,
-                field,
-                lease_ms,
-            } => Some(Release {
-                name: Arc::clone(name),
-                field: Arc::clone(field),
-                lease_ms: *lease_ms,
-            }),
-            LockCall::Release { .. } => None,
-        };
-        let name = call.name();
-        let (value, replicated) = self.send(call).await?;
-        if replicated.is_synced() {
-            return Ok(value);
-        }
-        match (rollback, &value) {
-            // Acquired (nil), but a failover could lose it: take the hold back.
-            (Some(rollback), fred::types::Value::Null) => self.roll_back(rollback).await,
-            // Refused (a TTL): nothing was written.
-            (Some(_), _) => Ok(value),
-            (None, _) => {
-                tracing::warn!(
-                    lock = %name,
-                    "no replica acknowledged a release; after a failover the lock may come back until its lease ends"
-                );
-                Ok(value)
-            }
-        }
-    }
-
-    /// Releases the one hold an unreplicated acquisition added.
-    async fn roll_back(&self, hold: Release) -> Result<fred::types::Value, fred::error::Error> {
-        let name = Arc::clone(&hold.name);
-        tracing::warn!(lock = %name, "no replica acknowledged the acquisition; rolling it back");
-        let release = LockCall::Release {
-            release: hold,
-            publish: self.publish_arg,
-            to: None,
-        };
-        crate::dispatch::run_alone(&self.pool, &self.write_options, None, release).await?;
-        Err(fred::error::Error::new(
-            fred::error::ErrorKind::Unknown,
-            format!(
-                "{}: no replica acknowledged the acquisition of `{name}`",
-                crate::replica_sync::NOT_REPLICATED
-            ),
-        ))
-    }
-
-    /// Sends one read-only command about `key` (routed to its hash slot) with the read options:
-    /// `COMMAND key extra...`.
-    pub(crate) async fn query<T: fred::types::FromValue>(
-        &self,
-        command: &'static str,
-        key: &str,
-        extra: &[&str],
-    ) -> Result<T, fred::error::Error> {
-        use fred::types::{CustomCommand, Value};
-        let mut args = Vec::with_capacity(1 + extra.len());
-        args.push(Value::from(key));
-        args.extend(extra.iter().map(|arg| Value::from(*arg)));
-        let slot = fred::util::redis_keyslot(key.as_bytes());
-        crate::script::resend_redirected(command, &self.pool, Some(slot), |route| {
-            let client = self
-                .pool
-                .next()
-                .with_options(&route.options(&self.read_options));
-            let asking = route
-                .asking
-                .is_some()
-                .then(|| CustomCommand::new_static("ASKING", route.hash(), false));
-            let command = CustomCommand::new_static(command, route.hash(), false);
-            let args = args.clone();
-            async move {
-                // Back to back on the migration target's connection: `ASKING` lets it in.
-                match asking {
-                    Some(asking) => {
-                        let (asked, reply) = futures::join!(
-                            client.custom::<Value, _>(asking, Vec::<Value>::new()),
-                            client.custom(command, args)
-                        );
-                        asked?;
-                        reply
-                    }
-                    None => client.custom(command, args).await,
-                }
-            }
-        })
-        .await
-    }
-}
 
 /// A connection to Redis shared by any number of locks: the entry point of the crate.
 ///
@@ -350,7 +185,7 @@ impl Client {
                 "the fred Builder has no server configuration".into(),
             ));
         };
-        crate::tls::configure(&config, &mut fred_config)?;
+        crate::transport::tls::configure(&config, &mut fred_config)?;
         // `when_unavailable` decides per call whether to wait for a connection.
         fred_config.fail_fast = true;
         // What Redisson speaks, and the replies the scripts and the pub/sub handling expect.
@@ -411,17 +246,19 @@ impl Client {
             kind if matches!(
                 kind,
                 fred::error::ErrorKind::Auth | fred::error::ErrorKind::Config
-            ) || crate::tls::is_tls_kind(kind) =>
+            ) || crate::transport::tls::is_tls_kind(kind) =>
             {
                 Error::InvalidArgument(format!("cannot connect to {url}: {}", err.details()))
             }
             // rustls reports a refused handshake (a certificate not trusted, or the server's
             // alert about ours) as an I/O error: it is a configuration problem, not an outage.
-            _ if crate::tls::handshake_refused(err.details()) => Error::InvalidArgument(format!(
-                "TLS handshake with {url} failed: {} (check Config::tls: the CA to trust and \
+            _ if crate::transport::tls::handshake_refused(err.details()) => {
+                Error::InvalidArgument(format!(
+                    "TLS handshake with {url} failed: {} (check Config::tls: the CA to trust and \
                  the client certificate)",
-                err.details()
-            )),
+                    err.details()
+                ))
+            }
             kind => Error::Unavailable(fred::error::Error::new(
                 kind.clone(),
                 format!("cannot connect to {url}: {}", err.details()),
@@ -472,7 +309,7 @@ impl Client {
                 )));
             }
         }
-        crate::script::preload(&pool, clustered).await;
+        crate::transport::script::preload(&pool, clustered).await;
 
         let fail_fast = config.when_unavailable == WhenUnavailable::FailFast;
         let write_options = Options {
@@ -875,47 +712,5 @@ mod tests {
             describe(&sentinel),
             "redis-sentinel://s:1/1?sentinelServiceName=locks&node=s:2"
         );
-    }
-
-    /// Every acquire and release future is boxed once (into `InFlight`) and moved around by
-    /// value before that: a lock call future that embedded fred's command future inline (several
-    /// KB) made each call copy kilobytes.
-    #[tokio::test]
-    async fn lock_call_futures_stay_small() {
-        fn size<F: std::future::Future>(_: &F) -> usize {
-            std::mem::size_of::<F>()
-        }
-        let pool = Pool::new(fred::types::config::Config::default(), None, None, None, 1)
-            .expect("a pool that is not connected yet");
-        let call = || LockCall::Acquire {
-            name: "lock".into(),
-            field: "client:1".into(),
-            lease_ms: 1000,
-        };
-        for batching in [true, false] {
-            let (dispatcher, task) = if batching {
-                let (dispatcher, task) = Dispatcher::start(pool.clone(), Options::default(), None);
-                (Some(dispatcher), Some(task))
-            } else {
-                (None, None)
-            };
-            let redis = Redis {
-                pool: pool.clone(),
-                dispatcher,
-                write_options: Options::default(),
-                read_options: Options::default(),
-                clustered: !batching,
-                publish_arg: "PUBLISH",
-                response_timeout: Duration::from_secs(1),
-                sync: None,
-            };
-            let future = redis.run_lock_call(call());
-            assert!(size(&future) <= 256, "{} bytes", size(&future));
-            drop(future);
-            drop(redis);
-            if let Some(task) = task {
-                task.await.expect("the dispatcher ends with its sender");
-            }
-        }
     }
 }

@@ -358,7 +358,7 @@ fn check_watchdog_timeout(value: Duration) -> Result<()> {
             "watchdog_timeout must be at least 3 ms, got {value:?}"
         )));
     }
-    crate::lock::lease_millis(value, "watchdog_timeout").map(drop)
+    lease_millis(value, "watchdog_timeout").map(drop)
 }
 
 fn check_at_least_one(setting: &str, value: usize) -> Result<()> {
@@ -383,6 +383,26 @@ fn check_replica_sync_timeout(value: Duration) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The longest lease accepted, about 146 million years.
+const MAX_LEASE_MS: u64 = i64::MAX as u64 / 2;
+
+/// Converts a lease to whole milliseconds, rejecting what Redis or Redisson cannot represent:
+/// zero (Redisson ≤ 3.17.0 would read it as "expire now"), sub-millisecond leases, and values
+/// beyond a Java `long`.
+pub(crate) fn lease_millis(lease: Duration, what: &str) -> Result<u64> {
+    let ms = lease.as_millis();
+    if ms == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{what} must be at least 1 ms, got {lease:?}"
+        )));
+    }
+    // Redis adds the lease to its clock in a signed 64-bit millisecond count: keep well clear.
+    u64::try_from(ms)
+        .ok()
+        .filter(|ms| *ms <= MAX_LEASE_MS)
+        .ok_or_else(|| Error::InvalidArgument(format!("{what} is too large: {lease:?}")))
 }
 
 /// Masks the credentials of a Redis URL for messages, logs and `Debug` output: the password
@@ -488,5 +508,25 @@ mod tests {
             "{printed}"
         );
         assert!(printed.contains("watchdog_timeout"), "{printed}");
+    }
+
+    #[test]
+    fn leases_must_be_whole_positive_milliseconds() {
+        assert_eq!(
+            lease_millis(Duration::from_secs(2), "lease").ok(),
+            Some(2000)
+        );
+        assert!(matches!(
+            lease_millis(Duration::ZERO, "lease"),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            lease_millis(Duration::from_micros(999), "lease"),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            lease_millis(Duration::MAX, "lease"),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }

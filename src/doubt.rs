@@ -37,10 +37,10 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Redis;
 use crate::error::Error;
 use crate::name;
-use crate::script;
+use crate::transport::script;
+use crate::transport::Redis;
 use crate::watchdog::{HoldKey, LeaseTable};
 
 /// Whether a lock-changing script that failed with `err` may have run all the same: the

@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+/// Starts the message of the error an unacknowledged acquisition is reported with, so that
+/// [`Error::from_redis`] can tell it apart from the server's own errors.
+pub(crate) const NOT_REPLICATED: &str = "NOTREPLICATED";
+
 /// A specialised `Result` whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -120,10 +124,7 @@ impl Error {
                 name: name.to_owned(),
             };
         }
-        if err
-            .details()
-            .starts_with(crate::replica_sync::NOT_REPLICATED)
-        {
+        if err.details().starts_with(NOT_REPLICATED) {
             return Error::NotReplicated {
                 name: name.to_owned(),
             };

@@ -8,7 +8,8 @@ use fred::prelude::Value;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::lock::RemainingTtl;
-use crate::{name, script};
+use crate::name;
+use crate::transport::script;
 
 /// What kind of Redisson primitive a key holds, as far as its Redis value tells.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,17 +13,11 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::client::Redis;
 use crate::doubt::{Call, Doubts};
 use crate::lock::handoff::Handoffs;
+use crate::transport::Redis;
 
-/// A release to perform: one hold of `field` on lock `name`.
-#[derive(Clone, Debug)]
-pub(crate) struct Release {
-    pub(crate) name: Arc<str>,
-    pub(crate) field: Arc<str>,
-    pub(crate) lease_ms: u64,
-}
+pub(crate) use crate::transport::script::Release;
 
 pub(crate) enum Job {
     /// Release one hold, registered as a lock-changing call since the lease table counted it

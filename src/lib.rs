@@ -204,7 +204,6 @@
 pub mod blocking;
 mod client;
 mod config;
-mod dispatch;
 mod doubt;
 mod error;
 mod inspect;
@@ -213,12 +212,8 @@ mod lock;
 pub mod metrics;
 mod name;
 mod owner;
-mod pubsub;
-mod replica_sync;
-mod script;
-mod sentinel;
 mod shown;
-mod tls;
+mod transport;
 mod watchdog;
 
 pub use client::Client;
@@ -227,7 +222,7 @@ pub use error::{Error, Result};
 pub use inspect::{Holder, LockInfo, LockKind};
 pub use lock::{Acquisition, Attempt, Lock, LockGuard, RemainingTtl, WokenBy};
 pub use owner::Owner;
-pub use tls::TlsOptions;
+pub use transport::tls::TlsOptions;
 
 /// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,
 /// re-exported so that its types can be named without depending on fred, possibly in another

@@ -34,12 +34,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{delay_queue, DelayQueue};
 
-use crate::client::Redis;
 use crate::doubt::Doubts;
 use crate::metrics;
-use crate::pubsub::{PubSub, Subscription};
-use crate::script;
 use crate::shown::Reply;
+use crate::transport::pubsub::{PubSub, Subscription};
+use crate::transport::script;
+use crate::transport::Redis;
 
 /// A lock and one of its holder fields.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -31,7 +31,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::pubsub::PubSub;
+use crate::transport::pubsub::PubSub;
 
 /// The shortest pause: time for another client's woken waiter to retry where twice this
 /// client's own round trip is less. In the hand-off test on the 2-core test machine, 1 ms and

@@ -49,8 +49,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::janitor::Release;
-use crate::pubsub::PubSub;
-use crate::script::Heir;
+use crate::transport::pubsub::PubSub;
+use crate::transport::script::Heir;
 
 use super::give_way::{GiveWay, PlainRelease};
 

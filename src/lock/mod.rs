@@ -15,37 +15,15 @@ pub use reentrant::{Lock, RemainingTtl};
 
 pub(crate) use in_flight::InFlight;
 
-use std::time::Duration;
-
 use fred::prelude::Value;
 
 use crate::client::ClientInner;
 use crate::doubt::{outcome_unknown, Call};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::janitor::{Release, Releaser};
-use crate::script::LockCall;
+use crate::transport::script::LockCall;
 use crate::watchdog::HoldKey;
 use std::sync::Arc;
-
-/// The longest lease accepted, about 146 million years.
-const MAX_LEASE_MS: u64 = i64::MAX as u64 / 2;
-
-/// Converts a lease to whole milliseconds, rejecting what Redis or Redisson cannot represent:
-/// zero (Redisson ≤ 3.17.0 would read it as "expire now"), sub-millisecond leases, and values
-/// beyond a Java `long`.
-pub(crate) fn lease_millis(lease: Duration, what: &str) -> Result<u64> {
-    let ms = lease.as_millis();
-    if ms == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "{what} must be at least 1 ms, got {lease:?}"
-        )));
-    }
-    // Redis adds the lease to its clock in a signed 64-bit millisecond count: keep well clear.
-    u64::try_from(ms)
-        .ok()
-        .filter(|ms| *ms <= MAX_LEASE_MS)
-        .ok_or_else(|| Error::InvalidArgument(format!("{what} is too large: {lease:?}")))
-}
 
 /// Releases one hold now and returns the script's reply (nil: not held, 0: partial, 1: full
 /// release). `call` is the release's registration, taken before the lease table counted the
@@ -186,30 +164,5 @@ fn plain_release_reply(
             Ok(Value::Integer(1))
         }
         other => other,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn leases_must_be_whole_positive_milliseconds() {
-        assert_eq!(
-            lease_millis(Duration::from_secs(2), "lease").ok(),
-            Some(2000)
-        );
-        assert!(matches!(
-            lease_millis(Duration::ZERO, "lease"),
-            Err(Error::InvalidArgument(_))
-        ));
-        assert!(matches!(
-            lease_millis(Duration::from_micros(999), "lease"),
-            Err(Error::InvalidArgument(_))
-        ));
-        assert!(matches!(
-            lease_millis(Duration::MAX, "lease"),
-            Err(Error::InvalidArgument(_))
-        ));
     }
 }

@@ -9,15 +9,16 @@ use tokio::time::Instant;
 use super::attempt::Attempt;
 use super::guard::LockGuard;
 use super::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
-use super::{lease_millis, InFlight};
+use super::InFlight;
 use crate::client::ClientInner;
+use crate::config::lease_millis;
 use crate::config::WhenUnavailable;
 use crate::doubt::{outcome_unknown, Call};
 use crate::error::{Error, Result};
 use crate::janitor::Release;
 use crate::name;
 use crate::owner::{holder_field, Owner};
-use crate::script::{self, LockCall};
+use crate::transport::script::{self, LockCall};
 use crate::watchdog::{HoldKey, Lease};
 
 /// A reentrant distributed lock, on the same Redis keys as Java Redisson's `RLock`.

@@ -35,7 +35,7 @@ use crate::client::ClientInner;
 use crate::config::WhenUnavailable;
 use crate::error::{Error, Result};
 use crate::metrics;
-use crate::pubsub::Wake;
+use crate::transport::pubsub::Wake;
 use crate::watchdog::HoldKey;
 
 /// The outcome of one acquire attempt.

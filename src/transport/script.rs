@@ -14,8 +14,7 @@ use fred::clients::Pool;
 use fred::interfaces::LuaInterface;
 use fred::prelude::Value;
 
-use crate::janitor::Release;
-use crate::replica_sync::{ReplicaSync, Replicated};
+use crate::transport::replica_sync::{ReplicaSync, Replicated};
 
 /// One Lua file and its SHA1.
 pub(crate) struct Script {
@@ -439,6 +438,14 @@ impl Encoded {
     }
 }
 
+/// A release to perform: one hold of `field` on lock `name`.
+#[derive(Clone, Debug)]
+pub(crate) struct Release {
+    pub(crate) name: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) lease_ms: u64,
+}
+
 /// One call of the acquire or release script: what the dispatcher (`src/dispatch.rs`) runs
 /// alone or together with others in one [`BATCH`].
 pub(crate) enum LockCall {
@@ -603,7 +610,7 @@ impl LockCall {
 pub(crate) static ACQUIRE: Script = Script::new(
     "acquire",
     concat!(
-        include_str!("../lua/acquire.lua"),
+        include_str!("../../lua/acquire.lua"),
         "return acquire(KEYS[1], ARGV[1], ARGV[2])\n"
     ),
 );
@@ -611,8 +618,8 @@ pub(crate) static ACQUIRE: Script = Script::new(
 pub(crate) static RELEASE: Script = Script::new(
     "release",
     concat!(
-        include_str!("../lua/lib/publish.lua"),
-        include_str!("../lua/release.lua"),
+        include_str!("../../lua/lib/publish.lua"),
+        include_str!("../../lua/release.lua"),
         "return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])\n"
     ),
 );
@@ -622,35 +629,35 @@ pub(crate) static RELEASE: Script = Script::new(
 pub(crate) static BATCH: Script = Script::new(
     "batch",
     concat!(
-        include_str!("../lua/lib/publish.lua"),
-        include_str!("../lua/acquire.lua"),
-        include_str!("../lua/release.lua"),
-        include_str!("../lua/batch.lua")
+        include_str!("../../lua/lib/publish.lua"),
+        include_str!("../../lua/acquire.lua"),
+        include_str!("../../lua/release.lua"),
+        include_str!("../../lua/batch.lua")
     ),
 );
 /// Delete the lock whoever holds it and publish (§2.4).
 pub(crate) static FORCE_RELEASE: Script = Script::new(
     "force_release",
     concat!(
-        include_str!("../lua/lib/publish.lua"),
-        include_str!("../lua/force_release.lua")
+        include_str!("../../lua/lib/publish.lua"),
+        include_str!("../../lua/force_release.lua")
     ),
 );
 /// Batched watchdog renewal (§3.2).
-pub(crate) static RENEW: Script = Script::new("renew", include_str!("../lua/renew.lua"));
+pub(crate) static RENEW: Script = Script::new("renew", include_str!("../../lua/renew.lua"));
 
 /// Bring a holder field whose last call had an unknown outcome down to the client's count
 /// (`src/doubt.rs`).
 pub(crate) static RECONCILE: Script = Script::new(
     "reconcile",
     concat!(
-        include_str!("../lua/lib/publish.lua"),
-        include_str!("../lua/reconcile.lua")
+        include_str!("../../lua/lib/publish.lua"),
+        include_str!("../../lua/reconcile.lua")
     ),
 );
 
 /// Read a lock's state for status displays.
-pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
+pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../../lua/inspect.lua"));
 
 /// Every script, for loading them once at connect time.
 pub(crate) static ALL: [&Script; 7] = [

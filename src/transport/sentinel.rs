@@ -27,8 +27,8 @@ use futures::stream::{BoxStream, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::pubsub::notifications;
 use crate::shown::Reply;
+use crate::transport::pubsub::notifications;
 
 /// The sentinels' announcement of a new master: `<service> <old ip> <old port> <new ip> <new port>`.
 const SWITCH_MASTER: &str = "+switch-master";

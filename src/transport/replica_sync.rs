@@ -12,7 +12,7 @@
 //! `WAIT` that fewer replicas acknowledged than expected drops the cached count (a replica may
 //! have gone, or a failover moved the master), and one that none acknowledged re-reads it: no
 //! replicas left counts as nothing to wait for, as in Redisson. What each caller does with an
-//! unacknowledged write is decided in [`crate::client::Redis::run_lock_call`].
+//! unacknowledged write is decided in [`crate::transport::Redis::run_lock_call`].
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -23,14 +23,12 @@ use fred::prelude::Value;
 use fred::types::CustomCommand;
 use parking_lot::Mutex;
 
-use crate::script::Route;
+use crate::transport::script::Route;
 
 /// How long a node's replica count is trusted before `INFO replication` is read again.
 pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 
-/// Starts the message of the error an unacknowledged acquisition is reported with, so that
-/// [`crate::Error::from_redis`] can tell it apart from the server's own errors.
-pub(crate) const NOT_REPLICATED: &str = "NOTREPLICATED";
+pub(crate) use crate::error::NOT_REPLICATED;
 
 /// Whether the replicas have a script's writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,8 +33,8 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::replica_sync::{ReplicaSync, Replicated};
-use crate::script::{LockCall, BATCH};
+use crate::transport::replica_sync::{ReplicaSync, Replicated};
+use crate::transport::script::{LockCall, BATCH};
 
 /// A lock call's reply, with whether the replicas have its writes (`src/replica_sync.rs`).
 pub(crate) type Reply = Result<(Value, Replicated), RedisError>;
@@ -51,7 +51,7 @@ const MAX_BATCH: usize = 64;
 /// 24.6–25.6 µs; 1 slot varied most (20.7k–26.6k).
 const MAX_IN_FLIGHT: usize = 2;
 
-/// The sending side, kept by [`crate::client::Redis`].
+/// The sending side, kept by [`crate::transport::Redis`].
 pub(crate) struct Dispatcher {
     calls: mpsc::UnboundedSender<Call>,
     /// Calls not yet answered: sent directly, queued, or in a batch. While it is 0 a new call
@@ -112,7 +112,7 @@ impl Dispatcher {
     /// otherwise directly as its own script.
     ///
     /// # Cancel safety
-    /// Like [`crate::script::Script::run_encoded`]: once the first poll queued the call,
+    /// Like [`crate::transport::script::Script::run_encoded`]: once the first poll queued the call,
     /// dropping the future does not withdraw it; callers that change lock state wrap it in
     /// [`crate::lock::InFlight`].
     pub(crate) async fn run(&self, call: LockCall) -> Reply {
