@@ -487,13 +487,21 @@ async fn reset_connections_neither_strand_a_waiter_nor_lose_a_hold() {
     let waiter = tokio::spawn({
         let lock = behind.lock(name).with_owner(Owner::new());
         async move {
-            let guard = lock
-                .try_lock_for(Duration::from_secs(30), None)
-                .await
-                .expect("waiter's acquire")
-                .acquired()
-                .expect("waiter acquires");
-            (guard, Instant::now())
+            // Under `FailFast`, an attempt that a reset cuts off fails as transient (its outcome
+            // is settled by the client); the waiter then waits again. Stranded is what it must
+            // not be: parked without a subscription, or woken only by the TTL.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let wait = deadline.saturating_duration_since(Instant::now());
+                match lock.try_lock_for(wait, None).await {
+                    Ok(attempt) => {
+                        let guard = attempt.acquired().expect("waiter acquires");
+                        return (guard, Instant::now());
+                    }
+                    Err(err) if err.is_transient() => sleep(Duration::from_millis(20)).await,
+                    Err(err) => panic!("waiter's acquire: {err:?}"),
+                }
+            }
         }
     });
     wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
