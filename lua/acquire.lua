@@ -1,5 +1,5 @@
 -- Acquire or re-enter a reentrant lock (protocol §2.2).
--- As a script of its own: acquire(KEYS[1], ARGV[1], ARGV[2]) (src/script.rs adds that line).
+-- As a script of its own: acquire(KEYS[1], ARGV[1], ARGV[2]) (src/transport/script.rs adds that line).
 -- name: the lock name N; lease: in ms; field: the holder "<client uuid>:<owner id>".
 -- Returns nil when acquired or re-entered (the TTL is reset to the lease, not extended),
 -- otherwise the lock's PTTL in ms so that the caller bounds its wait by it.

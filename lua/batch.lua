@@ -1,6 +1,6 @@
--- Several acquire and release calls of one client in one script run (src/dispatch.rs).
+-- Several acquire and release calls of one client in one script run (src/transport/dispatch.rs).
 -- The operations `acquire` and `release` are the functions of lua/acquire.lua and
--- lua/release.lua, placed before this file when the script is assembled (src/script.rs), so
+-- lua/release.lua, placed before this file when the script is assembled (src/transport/script.rs), so
 -- each call runs exactly the steps of its own script, in the order the calls were made.
 -- KEYS: every call's keys, call after call.
 -- ARGV[1] the number of calls; then, per call: its shape and its arguments, as its own script

@@ -13,9 +13,9 @@ end
 
 -- Release one hold of a reentrant lock (protocol §2.3), optionally handing the lock straight to
 -- a waiter of the same client when it was the last hold (local hand-off, see
--- src/lock/handoff.rs).
+-- src/kit/handoff.rs).
 -- As a script of its own: release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
--- ARGV[5], ARGV[6]) (src/script.rs adds that line; needs lib/publish.lua before it).
+-- ARGV[5], ARGV[6]) (src/transport/script.rs adds that line; needs lib/publish.lua before it).
 -- name: the lock name N; channel: its unlock channel redisson_lock__channel:T(N);
 -- lease: in ms, re-armed on a partial release; field: the holder; mode: PUBLISH, SPUBLISH or
 -- BOTH (lib/publish.lua); heir (optional): the receiving holder field, heir_lease its lease in ms;
@@ -27,7 +27,7 @@ end
 -- with a fresh lease, the lock was never free, and nothing is published), and after the full
 -- release, which deletes the hash and publishes the unlock message 0, 1 + the number of
 -- subscribers that received the message (so the releasing client can tell whether waiters of
--- other clients were told, see src/lock/give_way.rs).
+-- other clients were told, see src/kit/give_way.rs).
 -- The steps are §2.3's HEXISTS, HINCRBY -1 and DEL, with the first two read as one HGET: the
 -- outcome is the same, and the common full release runs one command less.
 local function release(name, channel, lease, field, mode, heir, heir_lease, own)

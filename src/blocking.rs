@@ -36,7 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::lock::{Acquisition, Attempt, RemainingTtl};
+use crate::kit::{Acquisition, Attempt};
+use crate::lock::RemainingTtl;
 use crate::{Config, LockInfo, Owner};
 
 /// A blocking client: a [`crate::Client`] plus the runtime that serves it.

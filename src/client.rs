@@ -12,61 +12,21 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, PublishMode, WhenUnavailable};
-use crate::doubt::Doubts;
 use crate::error::{Error, Result};
-use crate::janitor::{Janitor, Releaser};
-use crate::lock::handoff::Handoffs;
-use crate::lock::Lock;
+use crate::kit::handoff::Handoffs;
+use crate::kit::janitor::{Janitor, Releaser};
+use crate::kit::{Client, ClientInner};
+use crate::lease::doubt::Doubts;
+use crate::lease::watchdog;
 use crate::transport::dispatch::Dispatcher;
 use crate::transport::pubsub::PubSub;
 use crate::transport::replica_sync::ReplicaSync;
 use crate::transport::sentinel::Sentinels;
 use crate::transport::Redis;
-use crate::watchdog::{self, LeaseTable};
 
 /// How many cluster redirections fred follows for the subscriber's (S)SUBSCRIBE commands:
 /// fred's default.
 const SUBSCRIBER_REDIRECTIONS: u32 = 5;
-
-/// A connection to Redis shared by any number of locks: the entry point of the crate.
-///
-/// A `Client` is cheap to clone (an `Arc` inside); clones share the connections, the client uuid
-/// that prefixes every holder field, the pub/sub subscriber and the watchdog. Create one per
-/// process (or per Redis deployment) and clone it where needed, as you would a Redisson client.
-///
-/// Background work (the watchdog, pub/sub dispatch, releases of dropped guards) runs on tasks of
-/// the tokio runtime that created the client. They stop after [`shutdown`](Client::shutdown), or
-/// when the client, its locks and its guards are all dropped.
-///
-/// ```no_run
-/// # #[tokio::main] async fn main() -> ferrisson::Result<()> {
-/// let client = ferrisson::Client::connect("redis://127.0.0.1:6379").await?;
-/// let guard = client.lock("orders:42").lock().await?;
-/// // ... the critical section ...
-/// guard.unlock().await?;
-/// client.shutdown().await;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Client {
-    pub(crate) inner: Arc<ClientInner>,
-}
-
-pub(crate) struct ClientInner {
-    pub(crate) id: String,
-    pub(crate) config: Config,
-    pub(crate) redis: Arc<Redis>,
-    pub(crate) subscriber: SubscriberClient,
-    pub(crate) pubsub: PubSub,
-    pub(crate) leases: Arc<LeaseTable>,
-    pub(crate) janitor: Janitor,
-    pub(crate) handoffs: Arc<Handoffs>,
-    /// Behind sentinels: the listeners for their master switches (`sentinel.rs`).
-    sentinels: Option<Sentinels>,
-    shut_down: AtomicBool,
-    stop: CancellationToken,
-    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-}
 
 impl Client {
     /// Connects to the Redis at `url` with Redisson's defaults (see [`Config::new`]).
@@ -360,13 +320,13 @@ impl Client {
             (pubsub.clone(), watched_messages),
             stop.clone(),
         );
-        let reconciler_task = tokio::spawn(crate::doubt::run(
+        let reconciler_task = tokio::spawn(crate::lease::doubt::run(
             Arc::clone(&doubts),
             Arc::downgrade(&leases),
             Arc::clone(&redis),
         ));
         // A conditional hand-off counts the channel's subscribers on the lock's server, which
-        // sees them all only with PUBLISH outside a cluster (src/lock/handoff.rs).
+        // sees them all only with PUBLISH outside a cluster (src/kit/handoff.rs).
         let conditional = !clustered && publish_mode == PublishMode::Classic;
         let handoffs = Arc::new(Handoffs::new(
             config.max_local_handoffs,
@@ -408,21 +368,6 @@ impl Client {
                 tasks: Mutex::new(tasks),
             }),
         })
-    }
-
-    /// A handle to the reentrant lock named `name` (Redisson's `getLock(name)`).
-    ///
-    /// This sends nothing to Redis. The name is the Redis key of the lock, as on the Java side;
-    /// an empty name is reported by the lock's operations as [`Error::InvalidArgument`].
-    ///
-    /// ```no_run
-    /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
-    /// let lock = client.lock("orders:42");
-    /// assert_eq!(lock.name(), "orders:42");
-    /// # Ok(()) }
-    /// ```
-    pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(Arc::clone(&self.inner), name.into())
     }
 
     /// The client's id: the uuid that starts every holder field this client writes.
@@ -480,56 +425,6 @@ impl Client {
         // The watchdog is stopped: what this client still holds expires with its lease.
         self.inner.leases.retire();
         tracing::debug!(client = %self.inner.id, "ferrisson client shut down");
-    }
-}
-
-impl ClientInner {
-    pub(crate) fn ensure_open(&self) -> Result<()> {
-        if self.shut_down.load(Ordering::Acquire) {
-            Err(Error::Shutdown)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// What releases need (see [`Releaser`]).
-    pub(crate) fn releaser(&self) -> Releaser {
-        Releaser {
-            redis: Arc::clone(&self.redis),
-            handoffs: Arc::clone(&self.handoffs),
-            doubts: Arc::clone(&self.leases.doubts),
-        }
-    }
-
-    /// Classifies an error from fred for an operation on the key `name` (see
-    /// [`Error::from_redis`]), and tells the cases where the client itself is gone apart from
-    /// an unreachable server.
-    pub(crate) fn redis_error(&self, name: &str, err: fred::error::Error) -> Error {
-        self.explain(Error::from_redis(err, name, self.redis.response_timeout))
-    }
-
-    /// `err`, or the reason the client cannot work at all: it was shut down, or the runtime that
-    /// ran its connections and background tasks is gone (fred then only says that it failed to
-    /// send the command to its router task).
-    pub(crate) fn explain(&self, err: Error) -> Error {
-        if !err.is_transient() && !matches!(err, Error::Redis(_)) {
-            return err;
-        }
-        if self.shut_down.load(Ordering::Acquire) {
-            return Error::Shutdown;
-        }
-        // Our background tasks end only on shutdown or when their runtime drops them.
-        if self.tasks.lock().iter().any(|task| task.is_finished()) {
-            return Error::RuntimeGone;
-        }
-        err
-    }
-}
-
-impl Drop for ClientInner {
-    fn drop(&mut self) {
-        // The janitor sees its channel close, finishes queued releases and closes connections.
-        self.stop.cancel();
     }
 }
 
@@ -712,5 +607,63 @@ mod tests {
             describe(&sentinel),
             "redis-sentinel://s:1/1?sentinelServiceName=locks&node=s:2"
         );
+    }
+}
+
+#[cfg(all(test, not(feature = "tls")))]
+mod without_tls_feature {
+    use super::*;
+    use crate::config::TlsOptions;
+
+    fn refused(config: Config) -> String {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        match runtime.block_on(Client::new(config)) {
+            Err(Error::InvalidArgument(message)) => message,
+            Err(other) => panic!("expected InvalidArgument, got {other:?}"),
+            Ok(_) => panic!("connected although TLS is not compiled in"),
+        }
+    }
+
+    fn assert_names_the_feature(message: &str) {
+        assert!(
+            message.contains("TLS support is not compiled in")
+                && message.contains("enable ferrisson's `tls` feature")
+                && message.contains(r#"features = ["tls"]"#),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_tls_url_is_refused_naming_the_tls_feature() {
+        // Port 1: nothing listens, so a plain-text attempt would fail differently.
+        for url in [
+            "rediss://app:secret@127.0.0.1:1",
+            "rediss-cluster://127.0.0.1:1",
+            "valkeys://127.0.0.1:1",
+        ] {
+            let message = refused(Config::new(url));
+            assert_names_the_feature(&message);
+            assert!(message.contains("uses TLS"), "{message}");
+            assert!(!message.contains("secret"), "credentials leaked: {message}");
+        }
+    }
+
+    #[test]
+    fn tls_options_are_refused_naming_the_tls_feature() {
+        let mut config = Config::new("redis://127.0.0.1:1");
+        config.tls = Some(TlsOptions::default());
+        let message = refused(config);
+        assert_names_the_feature(&message);
+        assert!(message.contains("Config::tls is set"), "{message}");
+    }
+
+    #[test]
+    fn a_plain_url_without_tls_options_passes() {
+        let config = Config::new("redis://127.0.0.1:1");
+        let mut fred_config = FredConfig::from_url(&config.url).expect("url");
+        assert!(crate::transport::tls::configure(&config, &mut fred_config).is_ok());
     }
 }

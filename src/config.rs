@@ -8,8 +8,10 @@ use crate::error::{Error, Result};
 
 mod builder;
 mod env;
+mod tls;
 
 pub use builder::ConfigBuilder;
+pub use tls::TlsOptions;
 
 /// How lock releases announce themselves and how waiters listen (protocol §1.7, §14.3).
 ///
@@ -226,7 +228,7 @@ pub struct Config {
     /// TLS settings for a `rediss://` URL: a private CA to trust, a client certificate. Default
     /// `None`: the system's roots and no client certificate. Setting it for a URL without TLS
     /// is an [`Error::InvalidArgument`] at connect time.
-    pub tls: Option<crate::TlsOptions>,
+    pub tls: Option<TlsOptions>,
     /// Whether acquires and releases wait for the master's replicas. Default
     /// [`SyncedWrites::Auto`]: with Sentinel and Cluster, as Redisson.
     pub synced_writes: SyncedWrites,

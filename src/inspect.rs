@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use fred::prelude::Value;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::kit::Client;
 use crate::lock::RemainingTtl;
 use crate::name;
 use crate::transport::script;

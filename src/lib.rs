@@ -204,25 +204,24 @@
 pub mod blocking;
 mod client;
 mod config;
-mod doubt;
 mod error;
 mod inspect;
-mod janitor;
+mod kit;
+mod lease;
 mod lock;
 pub mod metrics;
 mod name;
 mod owner;
 mod shown;
 mod transport;
-mod watchdog;
 
-pub use client::Client;
-pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, WhenUnavailable};
+pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, TlsOptions, WhenUnavailable};
 pub use error::{Error, Result};
 pub use inspect::{Holder, LockInfo, LockKind};
-pub use lock::{Acquisition, Attempt, Lock, LockGuard, RemainingTtl, WokenBy};
+pub use kit::Client;
+pub use kit::{Acquisition, Attempt, WokenBy};
+pub use lock::{Lock, LockGuard, RemainingTtl};
 pub use owner::Owner;
-pub use transport::tls::TlsOptions;
 
 /// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,
 /// re-exported so that its types can be named without depending on fred, possibly in another

@@ -1,4 +1,4 @@
-//! Concurrent acquire and release calls of one client share script runs (src/dispatch.rs), and
+//! Concurrent acquire and release calls of one client share script runs (src/transport/dispatch.rs), and
 //! each call still behaves as its own script: the same replies, the same Redis state, the same
 //! unlock messages, a failing call failing alone, and contenders in one batch excluding each
 //! other in call order; a conditional hand-off inside a batch frees only a lock that another

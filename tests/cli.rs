@@ -680,10 +680,9 @@ async fn the_librarys_lease_loss_warning_is_logged_unless_rust_log_is_off() {
         let name = "cli:lost-log";
         let (run, status) = run_and_lose(&server, env, &[], name, &["sleep", "1"]).await;
         assert_eq!(status.code(), Some(76), "env {env:?}");
-        let warned = run
-            .stderr_seen
-            .iter()
-            .any(|l| l.contains(" WARN ferrisson::watchdog: lock lease lost") && l.contains(name));
+        let warned = run.stderr_seen.iter().any(|l| {
+            l.contains(" WARN ferrisson::lease::watchdog: lock lease lost") && l.contains(name)
+        });
         assert_eq!(warned, logged, "env {env:?}, stderr: {:?}", run.stderr_seen);
         assert!(
             run.stderr_seen.iter().any(|l| {

@@ -162,7 +162,7 @@ async fn no_wait_without_replicas_or_on_a_single_server_by_default() {
     }
 }
 
-/// Concurrent acquisitions of one client go out in batches (`src/dispatch.rs`), and one `WAIT`
+/// Concurrent acquisitions of one client go out in batches (`src/transport/dispatch.rs`), and one `WAIT`
 /// follows each batch, not each call. Under a partition every acquisition of a batch is rolled
 /// back on its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -369,9 +369,9 @@ pub async fn waiters(
     // Parked = every waiter called `lock()`, the channel has its one subscriber, and the server
     // has seen no attempt for a while: nothing retries while the holder's 60 s lease runs. Only
     // the first waiters try the lock; the later ones line up behind them without trying
-    // (src/lock/wait.rs), within the call's first poll. Attempts are counted by the EXISTS that
+    // (src/kit/wait.rs), within the call's first poll. Attempts are counted by the EXISTS that
     // lua/acquire.lua runs first (Redis counts a script's commands in commandstats), since
-    // concurrent attempts share one script run (src/dispatch.rs).
+    // concurrent attempts share one script run (src/transport/dispatch.rs).
     let parked = async {
         let deadline = Instant::now() + Duration::from_secs(120);
         let (mut last, mut changed) = (u64::MAX, Instant::now());

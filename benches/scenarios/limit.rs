@@ -22,7 +22,7 @@ use fred::prelude::*;
 
 use crate::measure;
 
-/// The acquire script under test, exactly as ferrisson sends it (src/script.rs's `ACQUIRE`).
+/// The acquire script under test, exactly as ferrisson sends it (src/transport/script.rs's `ACQUIRE`).
 const ACQUIRE_LUA: &str = concat!(
     include_str!("../../lua/acquire.lua"),
     "return acquire(KEYS[1], ARGV[1], ARGV[2])\n"

@@ -1,4 +1,4 @@
--- Shared prelude, prepended to every script that announces a release (see src/script.rs).
+-- Shared prelude, prepended to every script that announces a release (see src/transport/script.rs).
 -- Publishes `message` on `channel` the way the configured mode asks (protocol §1.7, §14.3):
 -- PUBLISH, SPUBLISH, or BOTH (the sharded copy tolerated to fail on servers without it).
 -- Returns how many subscribers received it: SPUBLISH's count in SPUBLISH mode, otherwise

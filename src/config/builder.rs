@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy};
 
+use super::TlsOptions;
 use super::{Config, PublishMode, SyncedWrites, WhenUnavailable};
 use crate::error::Result;
-use crate::TlsOptions;
 
 /// Builds a [`Config`] one setting at a time, from Redisson's defaults; [`build`](Self::build)
 /// checks every value. Made by [`Config::builder`]; each setter has the name of the

@@ -48,7 +48,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::janitor::Release;
+use crate::kit::janitor::Release;
 use crate::transport::pubsub::PubSub;
 use crate::transport::script::Heir;
 
@@ -104,7 +104,7 @@ pub(crate) struct Place {
     name: Arc<str>,
     queue: Arc<Queue>,
     slot: Arc<Slot>,
-    janitor: crate::janitor::Janitor,
+    janitor: crate::kit::janitor::Janitor,
 }
 
 /// What a waiter finds when it looks at its place.
@@ -166,7 +166,7 @@ impl Handoffs {
         field: &Arc<str>,
         lease_ms: u64,
         retrying: bool,
-        janitor: &crate::janitor::Janitor,
+        janitor: &crate::kit::janitor::Janitor,
     ) -> Option<Place> {
         if self.max_in_row == 0 {
             return None;
@@ -376,7 +376,7 @@ impl Drop for Place {
                 lease_ms,
             };
             self.janitor
-                .submit(crate::janitor::Job::Release(release, None));
+                .submit(crate::kit::janitor::Job::Release(release, None));
         }
     }
 }

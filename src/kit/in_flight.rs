@@ -13,8 +13,8 @@ use std::task::{Context, Poll};
 use fred::prelude::Value;
 use futures::future::BoxFuture;
 
-use crate::doubt::Call;
-use crate::janitor::{Janitor, Job, Release};
+use crate::kit::janitor::{Janitor, Job, Release};
+use crate::lease::doubt::Call;
 
 pub(crate) struct InFlight {
     reply: Option<BoxFuture<'static, Result<Value, fred::error::Error>>>,

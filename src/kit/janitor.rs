@@ -13,8 +13,8 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::doubt::{Call, Doubts};
-use crate::lock::handoff::Handoffs;
+use crate::kit::handoff::Handoffs;
+use crate::lease::doubt::{Call, Doubts};
 use crate::transport::Redis;
 
 pub(crate) use crate::transport::script::Release;
@@ -37,8 +37,8 @@ pub(crate) enum Job {
 
 impl Release {
     /// The lock and holder field this release is for.
-    pub(crate) fn key(&self) -> crate::watchdog::HoldKey {
-        crate::watchdog::HoldKey {
+    pub(crate) fn key(&self) -> crate::lease::watchdog::HoldKey {
+        crate::lease::watchdog::HoldKey {
             name: Arc::clone(&self.name),
             field: Arc::clone(&self.field),
         }
@@ -134,7 +134,7 @@ async fn run(
 
 async fn release_hold(releaser: Releaser, release: Release) {
     let name = Arc::clone(&release.name);
-    match crate::lock::release_or_hand_off(releaser, release).await {
+    match crate::kit::release::release_or_hand_off(releaser, release).await {
         Ok(Value::Null) => {
             tracing::debug!(lock = %name, "dropped guard's lock was no longer held")
         }

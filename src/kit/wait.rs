@@ -29,14 +29,45 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::guard::{Acquisition, WokenBy};
 use super::handoff::Turn;
-use crate::client::ClientInner;
 use crate::config::WhenUnavailable;
 use crate::error::{Error, Result};
+use crate::kit::ClientInner;
+use crate::lease::watchdog::HoldKey;
 use crate::metrics;
 use crate::transport::pubsub::Wake;
-use crate::watchdog::HoldKey;
+
+/// What ended an acquire's wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WokenBy {
+    /// The lock was free (or already held by the owner) without parking.
+    Immediate,
+    /// An unlock message (or a reconnect) woke the waiter and its retry succeeded.
+    Message,
+    /// The wait bound by the lock's TTL ran out and the retry succeeded (the holder's lease
+    /// expired, or its unlock message was lost).
+    Ttl,
+}
+
+/// How an acquisition went: how long it waited and what woke it.
+///
+/// ```no_run
+/// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+/// let guard = lock.lock().await?;
+/// println!("waited {:?}, woken by {:?}", guard.acquisition().waited, guard.acquisition().woken_by);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Acquisition {
+    /// Time from the call to the successful attempt's reply.
+    pub waited: Duration,
+    /// What ended the last wait before the successful attempt.
+    pub woken_by: WokenBy,
+    /// Acquire script runs, including the successful one.
+    pub attempts: u32,
+}
 
 /// The outcome of one acquire attempt.
 pub(crate) enum TryOutcome<T> {

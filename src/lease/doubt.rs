@@ -38,10 +38,10 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::lease::watchdog::{HoldKey, LeaseTable};
 use crate::name;
 use crate::transport::script;
 use crate::transport::Redis;
-use crate::watchdog::{HoldKey, LeaseTable};
 
 /// Whether a lock-changing script that failed with `err` may have run all the same: the
 /// connection failed or the reply timed out after it may have been sent. (A script that ran and

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{delay_queue, DelayQueue};
 
-use crate::doubt::Doubts;
+use crate::lease::doubt::Doubts;
 use crate::metrics;
 use crate::shown::Reply;
 use crate::transport::pubsub::{PubSub, Subscription};

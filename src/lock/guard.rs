@@ -10,41 +10,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::reentrant::Lock;
 use crate::error::{Error, Result};
-use crate::janitor::{Job, Release};
+use crate::kit::janitor::{Job, Release};
+use crate::kit::Acquisition;
+use crate::lease::watchdog::{Lease, Ticket};
 use crate::owner::Owner;
-use crate::watchdog::{Lease, Ticket};
-
-/// What ended an acquire's wait.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WokenBy {
-    /// The lock was free (or already held by the owner) without parking.
-    Immediate,
-    /// An unlock message (or a reconnect) woke the waiter and its retry succeeded.
-    Message,
-    /// The wait bound by the lock's TTL ran out and the retry succeeded (the holder's lease
-    /// expired, or its unlock message was lost).
-    Ttl,
-}
-
-/// How an acquisition went: how long it waited and what woke it.
-///
-/// ```no_run
-/// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
-/// let guard = lock.lock().await?;
-/// println!("waited {:?}, woken by {:?}", guard.acquisition().waited, guard.acquisition().woken_by);
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Acquisition {
-    /// Time from the call to the successful attempt's reply.
-    pub waited: Duration,
-    /// What ended the last wait before the successful attempt.
-    pub woken_by: WokenBy,
-    /// Acquire script runs, including the successful one.
-    pub attempts: u32,
-}
 
 /// One hold of a reentrant lock, released when dropped.
 ///
@@ -133,7 +102,9 @@ impl LockGuard {
         if released.lost {
             return Err(self.lease_lost());
         }
-        let reply = super::send_release(client, &self.release(released.rearm_ms), call).await?;
+        let reply =
+            crate::kit::release::send_release(client, &self.release(released.rearm_ms), call)
+                .await?;
         match reply {
             Value::Null => Err(self.lease_lost()),
             _ => Ok(()),

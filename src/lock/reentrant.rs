@@ -6,20 +6,20 @@ use std::time::Duration;
 use fred::prelude::Value;
 use tokio::time::Instant;
 
-use super::attempt::Attempt;
 use super::guard::LockGuard;
-use super::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
-use super::InFlight;
-use crate::client::ClientInner;
 use crate::config::lease_millis;
 use crate::config::WhenUnavailable;
-use crate::doubt::{outcome_unknown, Call};
 use crate::error::{Error, Result};
-use crate::janitor::Release;
+use crate::kit::janitor::Release;
+use crate::kit::release::send_release;
+use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
+use crate::kit::ClientInner;
+use crate::kit::{Acquisition, Attempt, Client, InFlight, WokenBy};
+use crate::lease::doubt::{outcome_unknown, Call};
+use crate::lease::watchdog::{HoldKey, Lease};
 use crate::name;
 use crate::owner::{holder_field, Owner};
 use crate::transport::script::{self, LockCall};
-use crate::watchdog::{HoldKey, Lease};
 
 /// A reentrant distributed lock, on the same Redis keys as Java Redisson's `RLock`.
 ///
@@ -88,6 +88,23 @@ pub enum RemainingTtl {
     NoExpiry,
     /// The lock expires after this time unless renewed or released.
     Expires(Duration),
+}
+
+impl Client {
+    /// A handle to the reentrant lock named `name` (Redisson's `getLock(name)`).
+    ///
+    /// This sends nothing to Redis. The name is the Redis key of the lock, as on the Java side;
+    /// an empty name is reported by the lock's operations as [`Error::InvalidArgument`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// let lock = client.lock("orders:42");
+    /// assert_eq!(lock.name(), "orders:42");
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(Arc::clone(&self.inner), name.into())
+    }
 }
 
 impl Lock {
@@ -262,7 +279,7 @@ impl Lock {
             field,
             lease_ms,
         };
-        let reply = super::send_release(client, &release, call).await?;
+        let reply = send_release(client, &release, call).await?;
         match reply {
             Value::Null => Err(self.not_held()),
             _ => Ok(()),
@@ -517,9 +534,9 @@ impl Lock {
             field,
         };
         let (ticket, reentered) = self.client().leases.acquired(&key, lease, sent_at);
-        let placeholder = super::Acquisition {
+        let placeholder = Acquisition {
             waited: Duration::ZERO,
-            woken_by: super::WokenBy::Immediate,
+            woken_by: WokenBy::Immediate,
             attempts: 1,
         };
         let guard = LockGuard::new(self.with_owner(owner), ticket, sent_at, placeholder);

@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
 use crate::transport::script::{LockCall, BATCH};
 
-/// A lock call's reply, with whether the replicas have its writes (`src/replica_sync.rs`).
+/// A lock call's reply, with whether the replicas have its writes (`src/transport/replica_sync.rs`).
 pub(crate) type Reply = Result<(Value, Replicated), RedisError>;
 
 /// The largest number of calls in one batch: bounds the time one script run blocks the server
@@ -114,7 +114,7 @@ impl Dispatcher {
     /// # Cancel safety
     /// Like [`crate::transport::script::Script::run_encoded`]: once the first poll queued the call,
     /// dropping the future does not withdraw it; callers that change lock state wrap it in
-    /// [`crate::lock::InFlight`].
+    /// [`crate::kit::InFlight`].
     pub(crate) async fn run(&self, call: LockCall) -> Reply {
         let idle = self
             .busy

@@ -36,7 +36,7 @@ pub(crate) struct Redis {
     pub(crate) clustered: bool,
     pub(crate) publish_arg: &'static str,
     pub(crate) response_timeout: Duration,
-    /// Synced writes (`src/replica_sync.rs`); `None` when off.
+    /// Synced writes (`src/transport/replica_sync.rs`); `None` when off.
     pub(crate) sync: Option<Arc<ReplicaSync>>,
 }
 

@@ -5,7 +5,7 @@
 //! <timeout>`: `WAIT` waits for the replication offset of the connection's own last write, so
 //! on another connection it could answer before the lock write reached anyone. The two are
 //! written back to back (pipelined), so a synced write costs the replicas' acknowledgement, not
-//! an extra round trip; one `WAIT` covers a whole batch of calls (`src/dispatch.rs`).
+//! an extra round trip; one `WAIT` covers a whole batch of calls (`src/transport/dispatch.rs`).
 //!
 //! `<replicas>` is the node's `connected_slaves` from `INFO replication`, cached per node for
 //! [`REFRESH`] (Redisson reads the same field). A node without replicas is not waited for. A

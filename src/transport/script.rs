@@ -25,7 +25,10 @@ pub(crate) struct Script {
 }
 
 impl Script {
-    const fn new(name: &'static str, lua: &'static str) -> Script {
+    /// A script of `lua` (an `include_str!` of its file under `lua/`). A primitive declares its
+    /// own scripts as statics in its own file; those not in [`ALL`] are loaded on first use by
+    /// the NOSCRIPT fallback instead of at connect.
+    pub(crate) const fn new(name: &'static str, lua: &'static str) -> Script {
         Script {
             name,
             lua,
@@ -68,7 +71,7 @@ impl Script {
     ///
     /// # Cancel safety
     /// Not cancel safe on its own: once the command is written, dropping the future does not stop
-    /// the script. Callers that change lock state wrap it in [`crate::lock::InFlight`].
+    /// the script. Callers that change lock state wrap it in [`crate::kit::InFlight`].
     pub(crate) async fn run_encoded(
         &'static self,
         redis: &Pool,
@@ -81,7 +84,7 @@ impl Script {
     }
 
     /// [`Script::run_encoded`], followed on the same connection by a `WAIT` for the master's
-    /// replicas when `sync` is given (`src/replica_sync.rs`). Cancel safety as
+    /// replicas when `sync` is given (`src/transport/replica_sync.rs`). Cancel safety as
     /// [`Script::run_encoded`].
     pub(crate) async fn run_synced(
         &'static self,
@@ -446,7 +449,7 @@ pub(crate) struct Release {
     pub(crate) lease_ms: u64,
 }
 
-/// One call of the acquire or release script: what the dispatcher (`src/dispatch.rs`) runs
+/// One call of the acquire or release script: what the dispatcher (`src/transport/dispatch.rs`) runs
 /// alone or together with others in one [`BATCH`].
 pub(crate) enum LockCall {
     /// [`ACQUIRE`]: take or re-enter `name` as `field` with a lease of `lease_ms`.
@@ -470,7 +473,7 @@ pub(crate) struct Heir {
     pub(crate) lease_ms: u64,
     /// With `Some(own)`, hand over only while the unlock channel has no more subscribers than
     /// `own` (this client's): otherwise the release is a plain one, so that waiters of other
-    /// clients get their turn (`src/lock/handoff.rs`).
+    /// clients get their turn (`src/kit/handoff.rs`).
     pub(crate) unless_listeners_above: Option<u64>,
 }
 
@@ -623,7 +626,7 @@ pub(crate) static RELEASE: Script = Script::new(
         "return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])\n"
     ),
 );
-/// `ACQUIRE` and `RELEASE` calls of several callers in one run (`src/dispatch.rs`): the same
+/// `ACQUIRE` and `RELEASE` calls of several callers in one run (`src/transport/dispatch.rs`): the same
 /// operation functions, called by `lua/batch.lua` once per call, so a call runs exactly its own
 /// script's steps.
 pub(crate) static BATCH: Script = Script::new(
@@ -647,7 +650,7 @@ pub(crate) static FORCE_RELEASE: Script = Script::new(
 pub(crate) static RENEW: Script = Script::new("renew", include_str!("../../lua/renew.lua"));
 
 /// Bring a holder field whose last call had an unknown outcome down to the client's count
-/// (`src/doubt.rs`).
+/// (`src/lease/doubt.rs`).
 pub(crate) static RECONCILE: Script = Script::new(
     "reconcile",
     concat!(

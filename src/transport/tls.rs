@@ -17,65 +17,10 @@ use fred::types::config::Config as FredConfig;
 #[cfg(feature = "tls")]
 use fred::types::config::TlsConnector;
 
-use crate::config::Config;
+use crate::config::{Config, TlsOptions};
 use crate::error::{Error, Result};
 
-/// TLS settings of a [`Config`](crate::Config), for `rediss://` URLs.
-///
-/// Without them a `rediss://` URL trusts the system's root certificates and presents no client
-/// certificate. `Debug` never prints the client's private key.
-///
-/// TLS needs ferrisson's `tls` feature (`ferrisson = { version = "0.1", features = ["tls"] }`).
-/// Without it this type still exists, but connecting with a `rediss://` URL or with
-/// `Config::tls` set fails with [`Error::InvalidArgument`] saying so.
-///
-/// ```
-/// use ferrisson::{Config, TlsOptions};
-///
-/// # fn pems() -> (Vec<u8>, Vec<u8>, Vec<u8>) { (vec![], vec![], vec![]) }
-/// let (ca_pem, cert_pem, key_pem) = pems(); // e.g. std::fs::read("ca.crt")?
-/// let mut config = Config::new("rediss://127.0.0.1:6380");
-/// config.tls = Some(TlsOptions::default().trust_pem(ca_pem).identity_pem(cert_pem, key_pem));
-/// assert!(!format!("{config:?}").contains("PRIVATE KEY"));
-/// ```
-#[derive(Clone, Default)]
-#[non_exhaustive]
-pub struct TlsOptions {
-    /// PEM certificates of the authorities to trust instead of the system's roots (one or more
-    /// `CERTIFICATE` blocks). `None`: the system's roots.
-    pub root_certificates_pem: Option<Vec<u8>>,
-    /// The client's certificate chain (PEM, leaf first) and private key (PEM: PKCS#8, PKCS#1 or
-    /// SEC1), for servers that require client certificates. `None`: no client certificate.
-    pub client_identity_pem: Option<(Vec<u8>, Vec<u8>)>,
-}
-
 impl TlsOptions {
-    /// Trusts the authorities in `pem` (instead of the system's roots).
-    ///
-    /// ```
-    /// let options = ferrisson::TlsOptions::default().trust_pem(b"...".to_vec());
-    /// assert!(options.root_certificates_pem.is_some());
-    /// ```
-    pub fn trust_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.root_certificates_pem = Some(pem.into());
-        self
-    }
-
-    /// Presents the certificate chain `cert_pem` with its private key `key_pem`.
-    ///
-    /// ```
-    /// let options = ferrisson::TlsOptions::default().identity_pem(b"..".to_vec(), b"..".to_vec());
-    /// assert!(options.client_identity_pem.is_some());
-    /// ```
-    pub fn identity_pem(
-        mut self,
-        cert_pem: impl Into<Vec<u8>>,
-        key_pem: impl Into<Vec<u8>>,
-    ) -> Self {
-        self.client_identity_pem = Some((cert_pem.into(), key_pem.into()));
-        self
-    }
-
     /// The rustls connector these options describe; a malformed certificate or key is an
     /// [`Error::InvalidArgument`] naming which.
     #[cfg(feature = "tls")]
@@ -109,27 +54,6 @@ impl TlsOptions {
             None => builder.with_no_client_auth(),
         };
         Ok(TlsConnector::from(config))
-    }
-}
-
-impl std::fmt::Debug for TlsOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsOptions")
-            .field(
-                "root_certificates_pem",
-                &self
-                    .root_certificates_pem
-                    .as_ref()
-                    .map(|pem| format!("{} bytes", pem.len())),
-            )
-            .field(
-                "client_identity_pem",
-                &self
-                    .client_identity_pem
-                    .as_ref()
-                    .map(|(cert, _)| format!("certificate {} bytes, key ***", cert.len())),
-            )
-            .finish()
     }
 }
 
@@ -218,62 +142,4 @@ pub(crate) fn handshake_refused(details: &str) -> bool {
 
 fn invalid(message: String) -> Error {
     Error::InvalidArgument(message)
-}
-
-#[cfg(all(test, not(feature = "tls")))]
-mod without_tls_feature {
-    use super::*;
-    use crate::Client;
-
-    fn refused(config: Config) -> String {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        match runtime.block_on(Client::new(config)) {
-            Err(Error::InvalidArgument(message)) => message,
-            Err(other) => panic!("expected InvalidArgument, got {other:?}"),
-            Ok(_) => panic!("connected although TLS is not compiled in"),
-        }
-    }
-
-    fn assert_names_the_feature(message: &str) {
-        assert!(
-            message.contains("TLS support is not compiled in")
-                && message.contains("enable ferrisson's `tls` feature")
-                && message.contains(r#"features = ["tls"]"#),
-            "{message}"
-        );
-    }
-
-    #[test]
-    fn a_tls_url_is_refused_naming_the_tls_feature() {
-        // Port 1: nothing listens, so a plain-text attempt would fail differently.
-        for url in [
-            "rediss://app:secret@127.0.0.1:1",
-            "rediss-cluster://127.0.0.1:1",
-            "valkeys://127.0.0.1:1",
-        ] {
-            let message = refused(Config::new(url));
-            assert_names_the_feature(&message);
-            assert!(message.contains("uses TLS"), "{message}");
-            assert!(!message.contains("secret"), "credentials leaked: {message}");
-        }
-    }
-
-    #[test]
-    fn tls_options_are_refused_naming_the_tls_feature() {
-        let mut config = Config::new("redis://127.0.0.1:1");
-        config.tls = Some(TlsOptions::default());
-        let message = refused(config);
-        assert_names_the_feature(&message);
-        assert!(message.contains("Config::tls is set"), "{message}");
-    }
-
-    #[test]
-    fn a_plain_url_without_tls_options_passes() {
-        let config = Config::new("redis://127.0.0.1:1");
-        let mut fred_config = FredConfig::from_url(&config.url).expect("url");
-        assert!(configure(&config, &mut fred_config).is_ok());
-    }
 }

@@ -1,0 +1,23 @@
+//! The lock kit: what every pub/sub-woken primitive shares, so that a primitive is one file of
+//! its own steps. The client's shared state and the [`Client`](crate::Client) handle
+//! ([`shared`]), the wait loop ([`wait`]: attempt, park on the unlock channel, retry), the
+//! `#[must_use]` [`Attempt`] of bounded acquires, the in-flight wrapper that makes script calls
+//! cancel safe ([`in_flight`]), the release path with local hand-off ([`release`],
+//! [`handoff`], [`give_way`]) and the janitor that finishes releases in the background
+//! ([`janitor`]).
+
+pub(crate) mod attempt;
+pub(crate) mod give_way;
+pub(crate) mod handoff;
+pub(crate) mod in_flight;
+pub(crate) mod janitor;
+pub(crate) mod release;
+pub(crate) mod shared;
+pub(crate) mod wait;
+
+pub use attempt::Attempt;
+pub use shared::Client;
+pub use wait::{Acquisition, WokenBy};
+
+pub(crate) use in_flight::InFlight;
+pub(crate) use shared::ClientInner;
