@@ -1,14 +1,18 @@
 //! The lock kit: what every pub/sub-woken primitive shares, so that a primitive is one file of
-//! its own steps. The client's shared state and the [`Client`](crate::Client) handle
-//! ([`shared`]), the wait loop ([`wait`]: attempt, park on the unlock channel, retry), the
-//! `#[must_use]` [`Attempt`] of bounded acquires, the in-flight wrapper that makes script calls
-//! cancel safe ([`in_flight`]), the release path with local hand-off ([`release`],
-//! [`handoff`], [`give_way`]) and the janitor that finishes releases in the background
-//! ([`janitor`]).
+//! its own steps:
+//! * the client's shared state and the [`Client`](crate::Client) handle ([`shared`]);
+//! * the wait loop ([`wait`]: attempt, park on the unlock channel, retry) and the `#[must_use]`
+//!   [`Attempt`] of bounded acquires;
+//! * the in-flight wrapper that makes script calls cancel safe ([`in_flight`]);
+//! * the hold that every guard of a hash-based lock wraps ([`hold`]: release now or on drop,
+//!   lost-lease signals, detach);
+//! * the release path with local hand-off ([`release`], [`handoff`], [`give_way`]) and the
+//!   janitor that finishes releases in the background ([`janitor`]).
 
 pub(crate) mod attempt;
 pub(crate) mod give_way;
 pub(crate) mod handoff;
+pub(crate) mod hold;
 pub(crate) mod in_flight;
 pub(crate) mod janitor;
 pub(crate) mod release;

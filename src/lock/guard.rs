@@ -1,16 +1,14 @@
 //! The guard of a held reentrant lock.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::reentrant::Lock;
 use crate::error::{Error, Result};
-use crate::kit::janitor::{Job, Release};
+use crate::kit::hold::Hold;
 use crate::kit::Acquisition;
 use crate::lease::watchdog::{Lease, Ticket};
 use crate::owner::Owner;
@@ -41,13 +39,7 @@ use crate::owner::Owner;
 pub struct LockGuard {
     /// Bound to the owner that holds (`Lock::with_owner`).
     lock: Lock,
-    /// Its key's field is the holder field.
-    ticket: Ticket,
-    /// When a fixed lease ends, measured from before the acquire was sent.
-    lease_ends: Option<Instant>,
-    acquisition: Acquisition,
-    /// Set once the hold is released or detached, so that `Drop` does nothing.
-    done: bool,
+    hold: Hold,
 }
 
 impl LockGuard {
@@ -58,17 +50,8 @@ impl LockGuard {
         sent_at: Instant,
         acquisition: Acquisition,
     ) -> LockGuard {
-        let lease_ends = match ticket.lease {
-            Lease::Fixed(ms) => sent_at.checked_add(Duration::from_millis(ms)),
-            Lease::Watchdog => None,
-        };
-        LockGuard {
-            lock,
-            ticket,
-            lease_ends,
-            acquisition,
-            done: false,
-        }
+        let hold = Hold::new(lock.client_arc(), ticket, sent_at, acquisition);
+        LockGuard { lock, hold }
     }
 
     /// Releases this hold now: the lock is free if it was the last hold. The same shape as
@@ -92,29 +75,9 @@ impl LockGuard {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn unlock(mut self) -> Result<()> {
-        self.done = true;
-        let client = self.lock.client();
-        client.ensure_open()?;
-        // Registered before the lease table counts the hold released (see `doubt.rs`).
-        let call = client.leases.doubts.enter();
-        let released = client.leases.released(&self.ticket);
-        if released.lost {
-            return Err(self.lease_lost());
-        }
-        let reply =
-            crate::kit::release::send_release(client, &self.release(released.rearm_ms), call)
-                .await?;
-        match reply {
-            Value::Null => Err(self.lease_lost()),
-            _ => Ok(()),
-        }
-    }
-
-    fn lease_lost(&self) -> Error {
-        Error::LeaseLost {
-            name: self.lock.name().to_owned(),
-        }
+    pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
+        // The hold's own future, not one around it: the guard's `Lock` is not needed to release.
+        self.hold.release()
     }
 
     /// Takes the lock once more with the same owner and lease kind (a reentrant acquire). Use it
@@ -135,7 +98,7 @@ impl LockGuard {
     /// ```
     pub async fn reenter(&self) -> Result<LockGuard> {
         let lock = self.lock.clone();
-        let lease = match self.ticket.lease {
+        let lease = match self.hold.lease() {
             Lease::Watchdog => None,
             Lease::Fixed(ms) => Some(Duration::from_millis(ms)),
         };
@@ -156,8 +119,8 @@ impl LockGuard {
     /// lock.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub fn detach(mut self) {
-        self.done = true;
+    pub fn detach(self) {
+        self.hold.detach();
     }
 
     /// Resolves when this hold's lease is lost or can no longer be proven, so that the work it
@@ -190,19 +153,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let token = self.lock.client().leases.lost_token(&self.ticket);
-        let lease_ends = self.lease_ends;
-        async move {
-            match lease_ends {
-                Some(end) => {
-                    tokio::select! {
-                        _ = token.cancelled() => {}
-                        _ = tokio::time::sleep_until(end) => {}
-                    }
-                }
-                None => token.cancelled().await,
-            }
-        }
+        self.hold.lost()
     }
 
     /// A token cancelled when this hold's lease is found lost or given up (the cases of
@@ -217,7 +168,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost_token(&self) -> CancellationToken {
-        self.lock.client().leases.lost_token(&self.ticket)
+        self.hold.lost_token()
     }
 
     /// Whether the lease is already known to be lost or past its proven end (see
@@ -231,8 +182,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.lock.client().leases.is_lost(&self.ticket)
-            || self.lease_ends.is_some_and(|end| Instant::now() >= end)
+        self.hold.is_lost()
     }
 
     /// How the acquisition went.
@@ -244,7 +194,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn acquisition(&self) -> &Acquisition {
-        &self.acquisition
+        self.hold.acquisition()
     }
 
     /// The owner holding this hold.
@@ -268,7 +218,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn holder_field(&self) -> &str {
-        &self.ticket.key.field
+        self.hold.field()
     }
 
     /// The lock this guard holds.
@@ -282,39 +232,14 @@ impl LockGuard {
     pub fn lock(&self) -> &Lock {
         &self.lock
     }
-
-    fn release(&self, lease_ms: u64) -> Release {
-        Release {
-            name: self.lock.name_arc(),
-            field: Arc::clone(&self.ticket.key.field),
-            lease_ms,
-        }
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let client = self.lock.client();
-        let call = client.leases.doubts.enter();
-        let released = client.leases.released(&self.ticket);
-        if released.lost {
-            return;
-        }
-        client
-            .janitor
-            .submit(Job::Release(self.release(released.rearm_ms), Some(call)));
-    }
 }
 
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("lock", &self.lock.name())
-            .field("field", &self.ticket.key.field)
-            .field("lease", &self.ticket.lease)
+            .field("field", &self.hold.field())
+            .field("lease", &self.hold.lease())
             .field("lost", &self.is_lost())
             .finish()
     }
@@ -322,6 +247,6 @@ impl std::fmt::Debug for LockGuard {
 
 impl LockGuard {
     pub(crate) fn set_acquisition(&mut self, acquisition: Acquisition) {
-        self.acquisition = acquisition;
+        self.hold.set_acquisition(acquisition);
     }
 }

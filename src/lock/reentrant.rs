@@ -596,6 +596,10 @@ impl Lock {
     pub(crate) fn name_arc(&self) -> Arc<str> {
         Arc::clone(&self.name)
     }
+
+    pub(crate) fn client_arc(&self) -> Arc<ClientInner> {
+        Arc::clone(&self.client)
+    }
 }
 
 impl std::fmt::Debug for Lock {

@@ -1,0 +1,149 @@
+//! One hold of a hash-based lock as the lease table knows it: what every guard of such a
+//! primitive shares. It releases now ([`Hold::release`]) or, when dropped, in the background
+//! (the janitor), reports the lease's loss ([`Hold::lost`], [`Hold::is_lost`]) and can be kept
+//! without a guard ([`Hold::detach`]). A primitive's guard wraps a `Hold` and adds its own
+//! operations (the reentrant lock's `reenter`, say).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::janitor::{Job, Release};
+use super::{Acquisition, ClientInner};
+use crate::error::{Error, Result};
+use crate::lease::watchdog::{Lease, Ticket};
+
+pub(crate) struct Hold {
+    client: Arc<ClientInner>,
+    /// Its key is the lock's name and the holder field.
+    ticket: Ticket,
+    /// When a fixed lease ends, measured from before the acquire was sent.
+    lease_ends: Option<Instant>,
+    acquisition: Acquisition,
+    /// Set once the hold is released or detached, so that `Drop` does nothing.
+    done: bool,
+}
+
+impl Hold {
+    /// The hold `ticket` (from `LeaseTable::acquired`) of an acquire sent at `sent_at`.
+    pub(crate) fn new(
+        client: Arc<ClientInner>,
+        ticket: Ticket,
+        sent_at: Instant,
+        acquisition: Acquisition,
+    ) -> Hold {
+        let lease_ends = match ticket.lease {
+            Lease::Fixed(ms) => sent_at.checked_add(Duration::from_millis(ms)),
+            Lease::Watchdog => None,
+        };
+        Hold {
+            client,
+            ticket,
+            lease_ends,
+            acquisition,
+            done: false,
+        }
+    }
+
+    /// Releases the hold now; `Error::LeaseLost` if it had been lost (nothing is sent then, or
+    /// the server had no such hold). Cancel safe: once sent, the janitor finishes the release;
+    /// before that, dropping the future drops the hold, which releases.
+    pub(crate) async fn release(mut self) -> Result<()> {
+        self.done = true;
+        self.client.ensure_open()?;
+        // Registered before the lease table counts the hold released (see `doubt.rs`).
+        let call = self.client.leases.doubts.enter();
+        let released = self.client.leases.released(&self.ticket);
+        if released.lost {
+            return Err(self.lease_lost());
+        }
+        let release = self.release_call(released.rearm_ms);
+        match super::release::send_release(&self.client, &release, call).await? {
+            Value::Null => Err(self.lease_lost()),
+            _ => Ok(()),
+        }
+    }
+
+    fn lease_lost(&self) -> Error {
+        Error::LeaseLost {
+            name: self.ticket.key.name.to_string(),
+        }
+    }
+
+    /// Keeps the hold on the server without a guard (Redisson's style of holding).
+    pub(crate) fn detach(mut self) {
+        self.done = true;
+    }
+
+    /// Resolves when the lease is lost or can no longer be proven (see `LockGuard::lost`).
+    pub(crate) fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let token = self.client.leases.lost_token(&self.ticket);
+        let lease_ends = self.lease_ends;
+        async move {
+            match lease_ends {
+                Some(end) => {
+                    tokio::select! {
+                        _ = token.cancelled() => {}
+                        _ = tokio::time::sleep_until(end) => {}
+                    }
+                }
+                None => token.cancelled().await,
+            }
+        }
+    }
+
+    pub(crate) fn lost_token(&self) -> CancellationToken {
+        self.client.leases.lost_token(&self.ticket)
+    }
+
+    /// Read from the clock too, so that a holder that was paused knows at once when it resumes.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.client.leases.is_lost(&self.ticket)
+            || self.lease_ends.is_some_and(|end| Instant::now() >= end)
+    }
+
+    pub(crate) fn acquisition(&self) -> &Acquisition {
+        &self.acquisition
+    }
+
+    pub(crate) fn set_acquisition(&mut self, acquisition: Acquisition) {
+        self.acquisition = acquisition;
+    }
+
+    pub(crate) fn field(&self) -> &str {
+        &self.ticket.key.field
+    }
+
+    pub(crate) fn lease(&self) -> Lease {
+        self.ticket.lease
+    }
+
+    fn release_call(&self, lease_ms: u64) -> Release {
+        Release {
+            name: Arc::clone(&self.ticket.key.name),
+            field: Arc::clone(&self.ticket.key.field),
+            lease_ms,
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let call = self.client.leases.doubts.enter();
+        let released = self.client.leases.released(&self.ticket);
+        if released.lost {
+            return;
+        }
+        let release = self.release_call(released.rearm_ms);
+        self.client
+            .janitor
+            .submit(Job::Release(release, Some(call)));
+    }
+}
