@@ -13,9 +13,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::janitor::{Job, Release};
-use super::{Acquisition, ClientInner};
+use super::{Acquisition, ClientInner, WokenBy};
 use crate::error::{Error, Result};
-use crate::lease::watchdog::{Lease, Ticket};
+use crate::lease::watchdog::{HoldKey, Lease, Ticket};
 
 pub(crate) struct Hold {
     client: Arc<ClientInner>,
@@ -47,6 +47,25 @@ impl Hold {
             acquisition,
             done: false,
         }
+    }
+
+    /// Records a hold of `key` just taken (by an acquire sent at `sent_at`, or handed over by a
+    /// local releaser) in the lease table and wraps it; also tells whether it re-entered a hold
+    /// the owner had. Synchronous, so nothing can drop the hold unseen. The acquisition is a
+    /// placeholder until the wait loop reports how it went ([`Hold::set_acquisition`]).
+    pub(crate) fn acquired(
+        client: Arc<ClientInner>,
+        key: &HoldKey,
+        lease: Lease,
+        sent_at: Instant,
+    ) -> (Hold, bool) {
+        let (ticket, reentered) = client.leases.acquired(key, lease, sent_at);
+        let placeholder = Acquisition {
+            waited: Duration::ZERO,
+            woken_by: WokenBy::Immediate,
+            attempts: 1,
+        };
+        (Hold::new(client, ticket, sent_at, placeholder), reentered)
     }
 
     /// Releases the hold now; `Error::LeaseLost` if it had been lost (nothing is sent then, or

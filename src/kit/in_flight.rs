@@ -16,9 +16,16 @@ use futures::future::BoxFuture;
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::lease::doubt::Call;
 
+/// What to do if an acquire's caller is gone when its reply arrives: release `release` when
+/// `acquired` reads the reply as an acquisition (each primitive's script replies its own way).
+pub(crate) struct Undo {
+    pub(crate) release: Release,
+    pub(crate) acquired: fn(&Value) -> bool,
+}
+
 pub(crate) struct InFlight {
     reply: Option<BoxFuture<'static, Result<Value, fred::error::Error>>>,
-    undo: Option<Release>,
+    undo: Option<Undo>,
     /// The script's registration as a lock-changing call (`doubt.rs`): kept as long as the
     /// `InFlight` (the caller drops it once it recorded the outcome), or by the janitor until
     /// the reply and the undo are handled.
@@ -33,7 +40,7 @@ impl InFlight {
     /// to own the hold (`None` for scripts that need no undo, e.g. a release).
     pub(crate) fn new(
         reply: impl Future<Output = Result<Value, fred::error::Error>> + Send + 'static,
-        undo: Option<Release>,
+        undo: Option<Undo>,
         call: Option<Call>,
         janitor: Janitor,
     ) -> InFlight {

@@ -14,6 +14,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::kit::handoff::Handoffs;
+use crate::kit::in_flight::Undo;
 use crate::lease::doubt::{Call, Doubts};
 use crate::transport::Redis;
 
@@ -27,7 +28,7 @@ pub(crate) enum Job {
     /// acquired the lock, release that hold.
     Settle {
         reply: BoxFuture<'static, Result<Value, fred::error::Error>>,
-        undo: Option<Release>,
+        undo: Option<Undo>,
         /// The script's registration, kept until its reply (and the undo) are handled.
         call: Option<Call>,
     },
@@ -108,10 +109,12 @@ async fn run(
                     running.push(Box::pin(async move {
                         // A reply lost to the connection puts the field in doubt (the reply
                         // future does that itself); the reconciler then settles it.
-                        let acquired = matches!(reply.await, Ok(Value::Null));
-                        if let (true, Some(undo)) = (acquired, undo) {
-                            tracing::debug!(lock = %undo.name, "releasing a lock whose acquire was cancelled");
-                            release_hold(releaser, undo).await;
+                        let reply = reply.await;
+                        if let (Ok(reply), Some(undo)) = (&reply, undo) {
+                            if (undo.acquired)(reply) {
+                                tracing::debug!(lock = %undo.release.name, "releasing a lock whose acquire was cancelled");
+                                release_hold(releaser, undo.release).await;
+                            }
                         }
                         drop(call);
                     }));

@@ -3,12 +3,14 @@
 //! * the client's shared state and the [`Client`](crate::Client) handle ([`shared`]);
 //! * the wait loop ([`wait`]: attempt, park on the unlock channel, retry) and the `#[must_use]`
 //!   [`Attempt`] of bounded acquires;
-//! * the in-flight wrapper that makes script calls cancel safe ([`in_flight`]);
+//! * the in-flight wrapper that makes script calls cancel safe ([`in_flight`]), and one acquire
+//!   script call made cancel safe with it ([`acquire`]);
 //! * the hold that every guard of a hash-based lock wraps ([`hold`]: release now or on drop,
 //!   lost-lease signals, detach);
 //! * the release path with local hand-off ([`release`], [`handoff`], [`give_way`]) and the
 //!   janitor that finishes releases in the background ([`janitor`]).
 
+pub(crate) mod acquire;
 pub(crate) mod attempt;
 pub(crate) mod give_way;
 pub(crate) mod handoff;

@@ -83,6 +83,10 @@ pub(crate) struct Waiter {
     pub(crate) name: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
+    /// Whether a local releaser may hand the lock to this waiter (`handoff.rs`). A primitive
+    /// whose acquire does more than take the hash (the fenced lock's token) opts out: the
+    /// waiter then never lines up, and every acquisition is its own script's.
+    pub(crate) handoff: bool,
 }
 
 impl Waiter {
@@ -159,7 +163,11 @@ where
     } else {
         client.pubsub.join_active(&waiter.channel())
     };
+    // Without a place, no releaser hands this waiter the lock, and step 0 never applies.
     let join_line = |retrying| {
+        if !waiter.handoff {
+            return None;
+        }
         client.handoffs.join(
             &waiter.name,
             &waiter.field,

@@ -3,14 +3,13 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::reentrant::Lock;
 use crate::error::{Error, Result};
 use crate::kit::hold::Hold;
 use crate::kit::Acquisition;
-use crate::lease::watchdog::{Lease, Ticket};
+use crate::lease::watchdog::Lease;
 use crate::owner::Owner;
 
 /// One hold of a reentrant lock, released when dropped.
@@ -44,13 +43,7 @@ pub struct LockGuard {
 
 impl LockGuard {
     /// `lock` must be bound to the holding owner.
-    pub(crate) fn new(
-        lock: Lock,
-        ticket: Ticket,
-        sent_at: Instant,
-        acquisition: Acquisition,
-    ) -> LockGuard {
-        let hold = Hold::new(lock.client_arc(), ticket, sent_at, acquisition);
+    pub(crate) fn new(lock: Lock, hold: Hold) -> LockGuard {
         LockGuard { lock, hold }
     }
 

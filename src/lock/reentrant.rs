@@ -8,14 +8,14 @@ use tokio::time::Instant;
 
 use super::guard::LockGuard;
 use crate::config::lease_millis;
-use crate::config::WhenUnavailable;
 use crate::error::{Error, Result};
+use crate::kit::acquire::acquire_call;
+use crate::kit::hold::Hold;
 use crate::kit::janitor::Release;
 use crate::kit::release::send_release;
 use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
 use crate::kit::ClientInner;
-use crate::kit::{Acquisition, Attempt, Client, InFlight, WokenBy};
-use crate::lease::doubt::{outcome_unknown, Call};
+use crate::kit::{Attempt, Client};
 use crate::lease::watchdog::{HoldKey, Lease};
 use crate::name;
 use crate::owner::{holder_field, Owner};
@@ -396,25 +396,7 @@ impl Lock {
         wait: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
         let client = self.client();
-        client.ensure_open()?;
-        self.check_name()?;
-        let (lease_kind, lease_ms) = match lease {
-            Some(lease) => {
-                let ms = lease_millis(lease, "lease")?;
-                (Lease::Fixed(ms), ms)
-            }
-            None => (
-                Lease::Watchdog,
-                lease_millis(client.config.watchdog_timeout, "watchdog_timeout")?,
-            ),
-        };
-        if let Some(wait) = wait {
-            if wait.as_millis() > i64::MAX as u128 {
-                return Err(Error::InvalidArgument(format!(
-                    "wait is too large: {wait:?}"
-                )));
-            }
-        }
+        let (lease_kind, lease_ms) = self.acquire_lease(lease, wait)?;
         let owner = self.owner();
         let field = holder_field(&client.id, owner);
         let span =
@@ -425,6 +407,7 @@ impl Lock {
             name: self.name_arc(),
             field: Arc::clone(&field),
             lease_ms,
+            handoff: true,
         };
         let acquired = tracing::Instrument::instrument(
             acquire_with_wait(client, &waiter, wait, attempt, adopt),
@@ -452,71 +435,26 @@ impl Lock {
             name: self.name_arc(),
             field: Arc::clone(&field),
         };
-        let registration = self.settled_call(&key).await?;
-        let undo = Release {
-            name: self.name_arc(),
-            field: Arc::clone(&field),
-            lease_ms,
-        };
         let call = LockCall::Acquire {
             name: self.name_arc(),
             field: Arc::clone(&field),
             lease_ms,
         };
-        let doubts = Arc::clone(&client.leases.doubts);
-        let sent_at = Instant::now();
-        // Bound to a name: its registration must outlive the recording of the hold below.
-        let mut in_flight = InFlight::new(
-            async move {
-                let reply = redis.run_lock_call(call).await;
-                if reply.as_ref().is_err_and(outcome_unknown) {
-                    doubts.mark(&key);
+        let send = async move { redis.run_lock_call(call).await };
+        let read = |reply: std::result::Result<Value, fred::error::Error>, sent_at| {
+            match reply.map_err(|err| script_error(client, self.name(), err))? {
+                Value::Null => {
+                    let (guard, reentered) = self.adopt(owner, field, lease, sent_at);
+                    Ok(TryOutcome::Acquired(guard, reentered))
                 }
-                reply
-            },
-            Some(undo),
-            Some(registration),
-            client.janitor.clone(),
-        );
-        let reply = (&mut in_flight)
-            .await
-            .map_err(|err| script_error(client, self.name(), err))?;
-        match reply {
-            Value::Null => {
-                let (guard, reentered) = self.adopt(owner, field, lease, sent_at);
-                Ok(TryOutcome::Acquired(guard, reentered))
+                Value::Integer(ttl) => Ok(TryOutcome::Busy(ttl)),
+                other => Err(Error::Redis(fred::error::Error::new(
+                    fred::error::ErrorKind::Protocol,
+                    format!("unexpected reply to the acquire script: {other:?}"),
+                ))),
             }
-            Value::Integer(ttl) => Ok(TryOutcome::Busy(ttl)),
-            other => Err(Error::Redis(fred::error::Error::new(
-                fred::error::ErrorKind::Protocol,
-                format!("unexpected reply to the acquire script: {other:?}"),
-            ))),
-        }
-    }
-
-    /// Registers an acquire of `key` as a lock-changing call (`doubt.rs`), first waiting while
-    /// the field is in doubt: the reconciler settles it before this owner may take it again.
-    /// Fails at once with `Unavailable` under `FailFast` while the connection is down.
-    async fn settled_call(&self, key: &HoldKey) -> Result<Call> {
-        let client = self.client();
-        let doubts = &client.leases.doubts;
-        loop {
-            let call = doubts.enter();
-            if !doubts.contains(key) {
-                return Ok(call);
-            }
-            drop(call);
-            if client.config.when_unavailable == WhenUnavailable::FailFast
-                && !fred::interfaces::ClientLike::is_connected(&client.redis.pool)
-            {
-                return Err(Error::Unavailable(fred::error::Error::new(
-                    fred::error::ErrorKind::IO,
-                    "redis is unreachable, and an earlier call on this lock of unknown outcome is not settled yet",
-                )));
-            }
-            doubts.settled(key).await;
-            client.ensure_open()?;
-        }
+        };
+        acquire_call(client, &key, lease_ms, Value::is_null, send, read).await
     }
 
     /// Registers a hold this owner just got (by its own acquire, or handed over by a local
@@ -533,17 +471,41 @@ impl Lock {
             name: self.name_arc(),
             field,
         };
-        let (ticket, reentered) = self.client().leases.acquired(&key, lease, sent_at);
-        let placeholder = Acquisition {
-            waited: Duration::ZERO,
-            woken_by: WokenBy::Immediate,
-            attempts: 1,
-        };
-        let guard = LockGuard::new(self.with_owner(owner), ticket, sent_at, placeholder);
-        (guard, reentered)
+        let (hold, reentered) = Hold::acquired(self.client_arc(), &key, lease, sent_at);
+        (LockGuard::new(self.with_owner(owner), hold), reentered)
     }
 
-    fn check_name(&self) -> Result<()> {
+    /// Checks what every acquire of this lock's name checks before sending anything (the
+    /// client is open, the name is usable, the wait fits the clock) and reads the lease:
+    /// `None` is the watchdog's.
+    pub(crate) fn acquire_lease(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<(Lease, u64)> {
+        let client = self.client();
+        client.ensure_open()?;
+        self.check_name()?;
+        if let Some(wait) = wait {
+            if wait.as_millis() > i64::MAX as u128 {
+                return Err(Error::InvalidArgument(format!(
+                    "wait is too large: {wait:?}"
+                )));
+            }
+        }
+        Ok(match lease {
+            Some(lease) => {
+                let ms = lease_millis(lease, "lease")?;
+                (Lease::Fixed(ms), ms)
+            }
+            None => (
+                Lease::Watchdog,
+                lease_millis(client.config.watchdog_timeout, "watchdog_timeout")?,
+            ),
+        })
+    }
+
+    pub(crate) fn check_name(&self) -> Result<()> {
         let name = self.name();
         if name.is_empty() {
             return Err(Error::InvalidArgument(
