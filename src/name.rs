@@ -43,6 +43,11 @@ pub(crate) fn lock_channel(name: &str) -> String {
 /// The prefix of [`lock_channel`].
 pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 
+/// The fenced lock's token counter: `redisson_lock_token:` + T(N) (protocol §7).
+pub(crate) fn fenced_token_key(name: &str) -> String {
+    prefix_name("redisson_lock_token", name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,6 +56,7 @@ mod tests {
     fn plain_names_are_wrapped_in_braces() {
         assert_eq!(tagged("myLock"), "{myLock}");
         assert_eq!(lock_channel("myLock"), "redisson_lock__channel:{myLock}");
+        assert_eq!(fenced_token_key("myLock"), "redisson_lock_token:{myLock}");
         assert_eq!(
             suffix_name("res", "x:rwlock_timeout"),
             "{res}:x:rwlock_timeout"
@@ -63,6 +69,10 @@ mod tests {
         assert_eq!(
             lock_channel("{order}:42"),
             "redisson_lock__channel:{order}:42"
+        );
+        assert_eq!(
+            fenced_token_key("{order}:42"),
+            "redisson_lock_token:{order}:42"
         );
         // Any `{` counts, even when it does not start a valid tag (protocol §15.1 edge cases).
         assert_eq!(tagged("a{b"), "a{b");

@@ -28,7 +28,8 @@ fn layer_of_module(name: &str) -> Option<u8> {
         "Config" | "ConfigBuilder" | "PublishMode" | "SyncedWrites" | "WhenUnavailable"
         | "TlsOptions" | "Error" | "Result" | "Owner" => 0,
         "Client" | "Acquisition" | "Attempt" | "WokenBy" => 3,
-        "Lock" | "LockGuard" | "RemainingTtl" | "Holder" | "LockInfo" | "LockKind" => 4,
+        "Lock" | "LockGuard" | "RemainingTtl" | "Holder" | "LockInfo" | "LockKind"
+        | "FencedLock" | "FencedGuard" => 4,
         _ => return None,
     })
 }

@@ -441,18 +441,18 @@ impl Lock {
             lease_ms,
         };
         let send = async move { redis.run_lock_call(call).await };
-        let read = |reply: std::result::Result<Value, fred::error::Error>, sent_at| {
-            match reply.map_err(|err| script_error(client, self.name(), err))? {
-                Value::Null => {
-                    let (guard, reentered) = self.adopt(owner, field, lease, sent_at);
-                    Ok(TryOutcome::Acquired(guard, reentered))
-                }
-                Value::Integer(ttl) => Ok(TryOutcome::Busy(ttl)),
-                other => Err(Error::Redis(fred::error::Error::new(
-                    fred::error::ErrorKind::Protocol,
-                    format!("unexpected reply to the acquire script: {other:?}"),
-                ))),
+        let read = |reply: std::result::Result<Value, fred::error::Error>, sent_at| match reply
+            .map_err(|err| script_error(client, self.name(), err))?
+        {
+            Value::Null => {
+                let (guard, reentered) = self.adopt(owner, field, lease, sent_at);
+                Ok(TryOutcome::Acquired(guard, reentered))
             }
+            Value::Integer(ttl) => Ok(TryOutcome::Busy(ttl)),
+            other => Err(Error::Redis(fred::error::Error::new(
+                fred::error::ErrorKind::Protocol,
+                format!("unexpected reply to the acquire script: {other:?}"),
+            ))),
         };
         acquire_call(client, &key, lease_ms, Value::is_null, send, read).await
     }
