@@ -323,3 +323,33 @@ async fn the_redis_layout_is_java_redissons() {
         "release keeps the token"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_acquires_dropped_in_flight_leave_no_hold() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let name = "fenced:cancel";
+    let mut completed = 0;
+    for k in 0..200u64 {
+        // Fresh owners: an acquire whose reply was lost to the drop must be taken back, or the
+        // next owner waits for it; a completed one hands back its guard, dropped at once.
+        let lock = client.fenced_lock(name).with_owner(Owner::new());
+        let acquire = tokio::time::timeout(Duration::from_micros(k * 10), lock.lock());
+        if let Ok(guard) = acquire.await {
+            completed += 1;
+            drop(guard.expect("acquire"));
+        }
+    }
+    eprintln!("{completed} of 200 acquires completed before being dropped");
+    wait_key_gone(&raw, name, Duration::from_secs(3)).await;
+    let other = connect(&server).await;
+    let guard = other
+        .fenced_lock(name)
+        .try_lock()
+        .await
+        .expect("try_lock")
+        .acquired()
+        .expect("another client gets the lock at once");
+    guard.unlock().await.expect("release");
+}
