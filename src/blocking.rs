@@ -170,6 +170,21 @@ impl Client {
         }
     }
 
+    /// A handle to the fenced lock `name` (Redisson's `getFencedLock`). Sends nothing.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) {
+    /// let lock = client.fenced_lock("orders:42");
+    /// # }
+    /// ```
+    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
+        let lock = self.lock(name);
+        FencedLock {
+            fenced: self.inner.client.fenced_lock(lock.name()),
+            lock,
+        }
+    }
+
     /// Reads a lock's state atomically (see [`crate::Client::inspect`]).
     ///
     /// ```no_run
@@ -229,8 +244,7 @@ impl Lock {
 
     fn guard(&self, guard: crate::LockGuard) -> LockGuard {
         LockGuard {
-            guard: Some(guard),
-            client: Arc::clone(&self.client),
+            held: Held::new(guard, &self.client),
         }
     }
 
@@ -435,10 +449,7 @@ impl Lock {
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
-    /// `None` once released or detached.
-    guard: Option<crate::LockGuard>,
-    /// Keeps the runtime alive for as long as the hold exists.
-    client: Arc<Inner>,
+    held: Held<crate::LockGuard>,
 }
 
 impl LockGuard {
@@ -450,12 +461,8 @@ impl LockGuard {
     /// lock.lock()?.unlock()?;
     /// # Ok(()) }
     /// ```
-    pub fn unlock(mut self) -> Result<()> {
-        match self.guard.take() {
-            Some(guard) => self.client.block_on(guard.unlock())?,
-            // Only consuming methods and `Drop` take the guard.
-            None => Ok(()),
-        }
+    pub fn unlock(self) -> Result<()> {
+        self.held.unlock()
     }
 
     /// Keeps the hold without a guard; release it later with [`Lock::unlock`] on the same thread.
@@ -466,10 +473,8 @@ impl LockGuard {
     /// lock.unlock()?;
     /// # Ok(()) }
     /// ```
-    pub fn detach(mut self) {
-        if let Some(guard) = self.guard.take() {
-            guard.detach();
-        }
+    pub fn detach(self) {
+        self.held.detach();
     }
 
     /// Whether the lease is known to be lost (see [`crate::LockGuard::lost`]).
@@ -481,7 +486,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.guard.as_ref().is_none_or(|guard| guard.is_lost())
+        self.held.is_lost()
     }
 
     /// How the acquisition went (wait time, what woke it).
@@ -493,7 +498,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn acquisition(&self) -> Option<&Acquisition> {
-        self.guard.as_ref().map(|guard| guard.acquisition())
+        self.held.guard.as_ref().map(|guard| guard.acquisition())
     }
 
     /// The owner of this hold.
@@ -505,16 +510,262 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn owner(&self) -> Owner {
-        self.guard
+        self.held
+            .guard
             .as_ref()
             .map_or_else(Owner::current_thread, |guard| guard.owner())
+    }
+}
+
+/// A blocking handle to a fenced lock; see [`crate::FencedLock`] for the semantics. The owner is
+/// the calling thread, or the explicit owner bound with [`with_owner`](FencedLock::with_owner).
+/// Releases and queries are the reentrant lock's ([`as_lock`](FencedLock::as_lock)).
+///
+/// ```no_run
+/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
+/// let lock = client.fenced_lock("orders:42");
+/// let guard = lock.lock()?;
+/// println!("token {}", guard.token());
+/// guard.unlock()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FencedLock {
+    /// The blocking reentrant lock of the same name and owner: queries and releases.
+    lock: Lock,
+    fenced: crate::FencedLock,
+}
+
+impl FencedLock {
+    /// Runs an acquire of the async lock bound to this handle's owner.
+    fn acquire<F: Future<Output = Result<T>>, T>(
+        &self,
+        acquire: impl FnOnce(crate::FencedLock) -> F,
+    ) -> Result<T> {
+        let fenced = self.fenced.with_owner(self.owner());
+        self.lock.client.block_on(acquire(fenced))?
+    }
+
+    fn guard(&self, guard: crate::FencedGuard) -> FencedGuard {
+        FencedGuard {
+            held: Held::new(guard, &self.lock.client),
+        }
+    }
+
+    /// The lock's name (the Redis key of its hash).
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) {
+    /// assert_eq!(client.fenced_lock("a").name(), "a");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.fenced.name()
+    }
+
+    /// The same lock acting for `owner` instead of the calling thread.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) {
+    /// let shared = lock.with_owner(ferrisson::Owner::new());
+    /// # }
+    /// ```
+    pub fn with_owner(&self, owner: Owner) -> FencedLock {
+        FencedLock {
+            lock: self.lock.with_owner(owner),
+            fenced: self.fenced.clone(),
+        }
+    }
+
+    /// The owner this handle acts for: the bound owner, or the calling thread.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) {
+    /// let me = lock.owner();
+    /// # }
+    /// ```
+    pub fn owner(&self) -> Owner {
+        self.lock.owner()
+    }
+
+    /// The blocking reentrant lock on the same hash and owner (for `unlock`, `force_unlock`
+    /// and the queries).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// lock.lock()?.detach();
+    /// assert_eq!(lock.as_lock().hold_count()?, 1);
+    /// lock.as_lock().unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn as_lock(&self) -> &Lock {
+        &self.lock
+    }
+
+    /// Blocks until the lock is acquired; watchdog lease.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// let token = lock.lock()?.token();
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self) -> Result<FencedGuard> {
+        let guard = self.acquire(|lock| async move { lock.lock().await })?;
+        Ok(self.guard(guard))
+    }
+
+    /// Blocks until the lock is acquired; fixed `lease`, no watchdog.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock_with_lease(std::time::Duration::from_secs(10))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<FencedGuard> {
+        let guard = self.acquire(|lock| async move { lock.lock_with_lease(lease).await })?;
+        Ok(self.guard(guard))
+    }
+
+    /// One attempt without waiting; watchdog lease.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// if let Some(guard) = lock.try_lock()?.acquired() { guard.unlock()?; }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_lock(&self) -> Result<Attempt<FencedGuard>> {
+        let attempt = self.acquire(|lock| async move { lock.try_lock().await })?;
+        Ok(attempt.map(|guard| self.guard(guard)))
+    }
+
+    /// Waits at most `wait`; `lease` or the watchdog when `None`.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// let attempt = lock.try_lock_for(std::time::Duration::from_secs(1), None)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Attempt<FencedGuard>> {
+        let attempt = self.acquire(|lock| async move { lock.try_lock_for(wait, lease).await })?;
+        Ok(attempt.map(|guard| self.guard(guard)))
+    }
+
+    /// The last token handed out, `None` before the first (see [`crate::FencedLock::token`]).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// let last = lock.token()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> Result<Option<u64>> {
+        self.lock.client.block_on(self.fenced.token())?
+    }
+
+    /// Deletes the lock and its token key, resetting the token sequence (see
+    /// [`crate::FencedLock::delete`]).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// lock.delete()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        self.lock.client.block_on(self.fenced.delete())?
+    }
+}
+
+/// One hold of a fenced lock taken through the blocking API, with its token; released when
+/// dropped (in the background, without blocking).
+///
+/// ```no_run
+/// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+/// let guard = lock.lock()?;
+/// let token = guard.token();
+/// guard.unlock()?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct FencedGuard {
+    held: Held<crate::FencedGuard>,
+}
+
+impl FencedGuard {
+    /// The token this acquisition took (see [`crate::FencedGuard::token`]); 0 once released.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// assert!(lock.lock()?.token() > 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> u64 {
+        self.held
+            .guard
+            .as_ref()
+            .map_or(0, crate::FencedGuard::token)
+    }
+
+    /// Releases now: [`Error::LeaseLost`] if the hold had been lost.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// lock.lock()?.unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock(self) -> Result<()> {
+        self.held.unlock()
+    }
+
+    /// Keeps the hold without a guard; release it later with the lock's
+    /// [`as_lock`](FencedLock::as_lock)`().unlock()` on the same thread.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// lock.lock()?.detach();
+    /// lock.as_lock().unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn detach(self) {
+        self.held.detach();
+    }
+
+    /// Whether the lease is known to be lost (see [`crate::FencedGuard::lost`]).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock()?;
+    /// if guard.is_lost() { eprintln!("stop: the lock is gone"); }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.held.is_lost()
+    }
+}
+
+impl std::fmt::Debug for FencedGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::FencedGuard")
+            .field("guard", &self.held.guard)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for FencedLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::FencedLock")
+            .field("name", &self.name())
+            .field("owner", &self.lock.owner)
+            .finish()
     }
 }
 
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("blocking::LockGuard")
-            .field("guard", &self.guard)
+            .field("guard", &self.held.guard)
             .finish()
     }
 }
@@ -533,5 +784,71 @@ impl std::fmt::Debug for Client {
         f.debug_struct("blocking::Client")
             .field("client", &self.inner.client)
             .finish()
+    }
+}
+
+/// What a blocking guard needs of the async guard it wraps.
+trait AsyncGuard {
+    fn release(self) -> impl Future<Output = Result<()>>;
+    fn detach(self);
+    fn is_lost(&self) -> bool;
+}
+
+impl AsyncGuard for crate::LockGuard {
+    fn release(self) -> impl Future<Output = Result<()>> {
+        self.unlock()
+    }
+    fn detach(self) {
+        crate::LockGuard::detach(self);
+    }
+    fn is_lost(&self) -> bool {
+        crate::LockGuard::is_lost(self)
+    }
+}
+
+impl AsyncGuard for crate::FencedGuard {
+    fn release(self) -> impl Future<Output = Result<()>> {
+        self.unlock()
+    }
+    fn detach(self) {
+        crate::FencedGuard::detach(self);
+    }
+    fn is_lost(&self) -> bool {
+        crate::FencedGuard::is_lost(self)
+    }
+}
+
+/// The part every blocking guard shares: the async guard and the runtime that serves it.
+struct Held<G> {
+    /// `None` once released or detached.
+    guard: Option<G>,
+    /// Keeps the runtime alive for as long as the hold exists.
+    client: Arc<Inner>,
+}
+
+impl<G: AsyncGuard> Held<G> {
+    fn new(guard: G, client: &Arc<Inner>) -> Held<G> {
+        Held {
+            guard: Some(guard),
+            client: Arc::clone(client),
+        }
+    }
+
+    fn unlock(mut self) -> Result<()> {
+        match self.guard.take() {
+            Some(guard) => self.client.block_on(guard.release())?,
+            // Only consuming methods and `Drop` take the guard.
+            None => Ok(()),
+        }
+    }
+
+    fn detach(mut self) {
+        if let Some(guard) = self.guard.take() {
+            guard.detach();
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        self.guard.as_ref().is_none_or(|guard| guard.is_lost())
     }
 }

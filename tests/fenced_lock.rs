@@ -353,3 +353,40 @@ async fn fenced_acquires_dropped_in_flight_leave_no_hold() {
         .expect("another client gets the lock at once");
     guard.unlock().await.expect("release");
 }
+
+#[test]
+fn the_blocking_fenced_lock_is_reentrant_per_thread_and_takes_tokens() {
+    let server = RedisServer::start();
+    let client = ferrisson::blocking::Client::connect(&server.url()).expect("connect");
+    let lock = client.fenced_lock("fenced:blocking");
+
+    let first = lock.lock().expect("lock");
+    let again = lock.lock().expect("same thread re-enters");
+    assert_eq!(again.token(), first.token() + 1);
+    assert_eq!(lock.as_lock().hold_count().expect("hold_count"), 2);
+    let other = lock.clone();
+    let busy = std::thread::spawn(move || other.try_lock().expect("try_lock").is_busy())
+        .join()
+        .expect("thread");
+    assert!(busy, "another thread is another owner");
+    again.unlock().expect("unlock");
+    first.unlock().expect("unlock");
+
+    let other = lock.clone();
+    let token = std::thread::spawn(move || {
+        let guard = other
+            .try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(5)))
+            .expect("try_lock_for")
+            .acquired()
+            .expect("free");
+        let token = guard.token();
+        guard.unlock().expect("unlock");
+        token
+    })
+    .join()
+    .expect("thread");
+    assert_eq!(token, 3);
+    assert_eq!(lock.token().expect("token"), Some(3));
+    assert!(lock.delete().expect("delete"));
+    assert_eq!(lock.token().expect("token"), None);
+}
