@@ -111,6 +111,41 @@ async fn an_acquisition_no_replica_acknowledged_is_rolled_back() {
     assert!(!lock.is_held_by_current_owner().await.expect("HEXISTS"));
 }
 
+/// The fenced lock's own acquire script gets the same `WAIT` and rollback: the hold goes, the
+/// token it took stays spent (tokens only have to increase).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_acquisition_no_replica_acknowledged_is_rolled_back() {
+    let pair = Replicated::start().await;
+    let client = pair.client(SyncedWrites::Always).await;
+    let master = raw_client(&pair.master.url()).await;
+    let lock = client.fenced_lock("fenced:partitioned");
+    let first = lock
+        .lock()
+        .await
+        .expect("acknowledged while the link is up");
+    first.unlock().await.expect("release");
+    pair.link.set_mode(ProxyMode::Blackhole);
+
+    let err = lock
+        .try_lock()
+        .await
+        .expect_err("no replica acknowledges the acquisition");
+    assert!(
+        matches!(&err, Error::NotReplicated { name } if name == "fenced:partitioned"),
+        "{err:?}"
+    );
+    assert_eq!(
+        exists(&master, "fenced:partitioned").await,
+        0,
+        "the acquisition was rolled back on the master"
+    );
+    assert_eq!(
+        lock.token().await.expect("GET"),
+        Some(2),
+        "the token stays spent"
+    );
+}
+
 /// With synced writes and a healthy replica, the acknowledged lock survives the failover: the
 /// promoted replica refuses a second owner, and the holder still holds it there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,7 @@ use super::reentrant::Lock;
 use crate::error::{Error, Result};
 use crate::kit::acquire::acquire_call;
 use crate::kit::hold::Hold;
+use crate::kit::janitor::Release;
 use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client};
 use crate::lease::watchdog::{HoldKey, Lease};
@@ -360,10 +361,16 @@ impl FencedLock {
         };
         let keys = [self.lock.name_arc(), Arc::clone(&token_key)];
         let args = [Arc::from(lease_ms.to_string()), Arc::clone(&field)];
+        let rollback = Release {
+            name: self.lock.name_arc(),
+            field: Arc::clone(&field),
+            lease_ms,
+        };
         // Boxed: the script call's future is several KB (fred's command future), and inline it
         // would size every fenced acquire's future (and overflow a test thread's stack).
         let send = async move {
-            Box::pin(FENCED_ACQUIRE.run(&redis.pool, &redis.write_options, &keys, &args)).await
+            let call = redis.run_acquire(&FENCED_ACQUIRE, &keys, &args, acquired, rollback);
+            Box::pin(call).await
         };
         let read = |reply: std::result::Result<Value, fred::error::Error>, sent_at: Instant| {
             let reply = reply.map_err(|err| self.error(&token_key, err))?;

@@ -21,7 +21,7 @@ use fred::types::config::Options;
 
 use dispatch::Dispatcher;
 use replica_sync::ReplicaSync;
-use script::{LockCall, Release};
+use script::{LockCall, Release, Script};
 
 /// The command connections and how lock commands are sent on them.
 pub(crate) struct Redis {
@@ -124,6 +124,30 @@ impl Redis {
                 Ok(value)
             }
         }
+    }
+
+    /// Runs a primitive's own acquire script (`keys`, `args`; never batched) with
+    /// `write_options`. With synced writes it is followed by `WAIT`, and an acquisition
+    /// (`acquired` reads the reply) that no replica acknowledged is rolled back as in
+    /// [`Redis::run_lock_call`] (one `RELEASE` of `rollback`). Cancel safety as
+    /// [`crate::transport::script::Script::run_encoded`].
+    pub(crate) async fn run_acquire<K: AsRef<str>, A: AsRef<str>>(
+        &self,
+        script: &'static Script,
+        keys: &[K],
+        args: &[A],
+        acquired: fn(&fred::types::Value) -> bool,
+        rollback: Release,
+    ) -> Result<fred::types::Value, fred::error::Error> {
+        let encoded = script::encode(keys, args);
+        let sync = self.sync.as_deref();
+        let (value, replicated) = script
+            .run_synced(&self.pool, &self.write_options, &encoded, sync)
+            .await?;
+        if replicated.is_synced() || !acquired(&value) {
+            return Ok(value);
+        }
+        self.roll_back(rollback).await
     }
 
     /// Releases the one hold an unreplicated acquisition added.

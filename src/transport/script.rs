@@ -16,6 +16,20 @@ use fred::prelude::Value;
 
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
 
+/// `keys` and `args` of one script call, encoded as [`ScriptArgs`] does.
+pub(crate) fn encode<K: AsRef<str>, A: AsRef<str>>(keys: &[K], args: &[A]) -> Encoded {
+    let bytes = keys.iter().map(|key| key.as_ref().len()).sum::<usize>()
+        + args.iter().map(|arg| arg.as_ref().len()).sum::<usize>();
+    let mut out = ScriptArgs::with_capacity(keys.len() + args.len(), bytes);
+    for key in keys {
+        out.key(key.as_ref());
+    }
+    for arg in args {
+        out.arg(arg.as_ref());
+    }
+    out.finish()
+}
+
 /// One Lua file and its SHA1.
 pub(crate) struct Script {
     name: &'static str,
@@ -53,16 +67,7 @@ impl Script {
         keys: &[K],
         args: &[A],
     ) -> Result<Value, fred::error::Error> {
-        let bytes = keys.iter().map(|key| key.as_ref().len()).sum::<usize>()
-            + args.iter().map(|arg| arg.as_ref().len()).sum::<usize>();
-        let mut out = ScriptArgs::with_capacity(keys.len() + args.len(), bytes);
-        for key in keys {
-            out.key(key.as_ref());
-        }
-        for arg in args {
-            out.arg(arg.as_ref());
-        }
-        self.run_encoded(redis, options, &out.finish()).await
+        self.run_encoded(redis, options, &encode(keys, args)).await
     }
 
     /// Runs the script with arguments encoded by [`ScriptArgs`]: EVALSHA, then EVAL once on
