@@ -33,6 +33,9 @@
 //!   waits, [`Lock::try_lock`] and [`Lock::try_lock_for`] return an [`Attempt`]
 //!   (`#[must_use]`: the guard it holds releases the lock when dropped), a fixed lease with
 //!   [`Lock::lock_with_lease`], or the watchdog lease (30 s, renewed every 10 s) without one.
+//! * **The fenced lock** ([`Client::fenced_lock`] → [`FencedLock`]): Redisson's `RFencedLock`,
+//!   the reentrant lock's hash plus a fencing token per acquisition ([`FencedGuard::token`]),
+//!   strictly increasing, so that a resource can refuse writes of a holder whose lease ran out.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
