@@ -1,5 +1,5 @@
 //! The fenced lock (Redisson's `RFencedLock`) against a real redis-server: tokens that strictly
-//! increase across acquisitions, re-entries, clients and local contention (no local hand-off
+//! increase across acquisitions, re-entries, clients, processes and local contention (no local hand-off
 //! may skip the token), `token()` and `delete()`, wrong-type keys, a storage write guarded by
 //! the token that rejects a stale holder, and the Redis layout Java reads.
 
@@ -389,4 +389,89 @@ fn the_blocking_fenced_lock_is_reentrant_per_thread_and_takes_tokens() {
     assert_eq!(lock.token().expect("token"), Some(3));
     assert!(lock.delete().expect("delete"));
     assert_eq!(lock.token().expect("token"), None);
+}
+
+/// The env variable that makes this test binary a contender process of the test below.
+const CHILD_URL: &str = "FERRISSON_FENCED_CHILD_URL";
+const CROSS_PROCESS: &str =
+    "contenders_in_separate_processes_take_increasing_tokens_and_never_overlap";
+
+fn micros_since_epoch() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_micros()
+}
+
+/// Three processes take one fenced lock 20 times each. Sorted by token, the holds follow each
+/// other without overlap (each starts after the previous one's release was sent): the token
+/// order is the acquisition order, across processes, and no two tokens are equal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_in_separate_processes_take_increasing_tokens_and_never_overlap() {
+    let name = "fenced:processes";
+    if let Ok(url) = std::env::var(CHILD_URL) {
+        // A contender: one line per hold, `HOLD <start µs> <end µs> <token>`.
+        let client = ferrisson::Client::connect(&url)
+            .await
+            .expect("child connects");
+        let lock = client.fenced_lock(name);
+        for _ in 0..20 {
+            let guard = lock.lock().await.expect("child locks");
+            let start = micros_since_epoch();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let end = micros_since_epoch();
+            println!("HOLD {start} {end} {}", guard.token());
+            guard.unlock().await.expect("child unlocks");
+        }
+        client.shutdown().await;
+        return;
+    }
+    let server = RedisServer::start();
+    let exe = std::env::current_exe().expect("test binary path");
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args([CROSS_PROCESS, "--exact", "--nocapture", "--test-threads=1"])
+                .env(CHILD_URL, server.url())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn a contender process")
+        })
+        .collect();
+    let mut holds = Vec::new();
+    for child in children {
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("join")
+            .expect("the contender's output");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "contender failed: {}\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // libtest prints `test NAME ... ` before the test's own output, on the same line.
+        let reports = stdout
+            .lines()
+            .filter_map(|line| line.split_once("HOLD ").map(|(_, report)| report));
+        for line in reports {
+            let numbers: Vec<u128> = line
+                .split(' ')
+                .map(|n| n.parse().expect("a number"))
+                .collect();
+            holds.push((numbers[2], numbers[0], numbers[1]));
+        }
+    }
+    assert_eq!(holds.len(), 60, "every contender reported its 20 holds");
+    holds.sort_unstable();
+    for pair in holds.windows(2) {
+        let ((token_a, _, end_a), (token_b, start_b, _)) = (pair[0], pair[1]);
+        assert!(token_a < token_b, "tokens are distinct: {holds:?}");
+        assert!(
+            start_b >= end_a,
+            "token {token_b} started before token {token_a}'s hold ended: {holds:?}"
+        );
+    }
 }
