@@ -30,7 +30,6 @@ pub(crate) fn prefix_name_parts<'a>(prefix: &'a str, name: &'a str) -> [&'a str;
 }
 
 /// `T(name) + ":" + suffix`, Redisson's `suffixName`.
-#[allow(dead_code)] // used by the read-write and semaphore primitives
 pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
     format!("{}:{suffix}", tagged(name))
 }
@@ -48,8 +47,101 @@ pub(crate) fn fenced_token_key(name: &str) -> String {
     prefix_name("redisson_lock_token", name)
 }
 
+// The names of the other primitives (protocol §1.1). Each is used by its primitive's file.
+
+/// The fair lock's queue of waiting fields: `redisson_lock_queue:` + T(N) (§4.1).
+#[allow(dead_code)]
+pub(crate) fn fair_queue_key(name: &str) -> String {
+    prefix_name("redisson_lock_queue", name)
+}
+
+/// The fair lock's sorted set of waiter deadlines: `redisson_lock_timeout:` + T(N) (§4.1).
+#[allow(dead_code)]
+pub(crate) fn fair_timeout_key(name: &str) -> String {
+    prefix_name("redisson_lock_timeout", name)
+}
+
+/// A fair-lock waiter's own channel: the lock channel + `:` + its field (§4.1).
+#[allow(dead_code)]
+pub(crate) fn fair_waiter_channel(name: &str, field: &str) -> String {
+    format!("{}:{field}", lock_channel(name))
+}
+
+/// The read-write lock's channel, shared by both sides: `redisson_rwlock:` + T(N) (§5.1).
+#[allow(dead_code)]
+pub(crate) fn rwlock_channel(name: &str) -> String {
+    prefix_name(RWLOCK_CHANNEL_PREFIX, name)
+}
+
+/// The prefix of [`rwlock_channel`].
+pub(crate) const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
+
+/// The prefix of a read holder's per-hold timeout keys, TP(F) = T(N) + `:` + F +
+/// `:rwlock_timeout`; hold k's key is TP(F) + `:` + k (§5.1).
+#[allow(dead_code)]
+pub(crate) fn read_timeout_prefix(name: &str, field: &str) -> String {
+    suffix_name(name, &format!("{field}:rwlock_timeout"))
+}
+
+/// The semaphore's channel (also the permit-expirable semaphore's): `redisson_sc:` + T(N)
+/// (§10.1).
+#[allow(dead_code)]
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefix_name(SEMAPHORE_CHANNEL_PREFIX, name)
+}
+
+/// The prefix of [`semaphore_channel`].
+pub(crate) const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc";
+
+/// The permit-expirable semaphore's sorted set of permit ids: T(N) + `:timeout` (§11).
+#[allow(dead_code)]
+pub(crate) fn permit_timeout_key(name: &str) -> String {
+    suffix_name(name, "timeout")
+}
+
+/// The count-down latch's channel: `redisson_countdownlatch__channel__{` + N + `}`, with braces
+/// whatever the name holds (§12.1).
+#[allow(dead_code)]
+pub(crate) fn latch_channel(name: &str) -> String {
+    format!("{LATCH_CHANNEL_PREFIX}{{{name}}}")
+}
+
+/// The prefix of [`latch_channel`].
+pub(crate) const LATCH_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_other_primitives_names_follow_the_catalogue() {
+        // protocol §1.1, with its examples for `myLock`, `{order}:42` and `job`.
+        assert_eq!(fair_queue_key("myLock"), "redisson_lock_queue:{myLock}");
+        assert_eq!(fair_timeout_key("myLock"), "redisson_lock_timeout:{myLock}");
+        assert_eq!(
+            fair_waiter_channel("myLock", "id:7"),
+            "redisson_lock__channel:{myLock}:id:7"
+        );
+        assert_eq!(rwlock_channel("myLock"), "redisson_rwlock:{myLock}");
+        assert_eq!(
+            read_timeout_prefix("myLock", "4b8f:57"),
+            "{myLock}:4b8f:57:rwlock_timeout"
+        );
+        assert_eq!(
+            read_timeout_prefix("{order}:42", "4b8f:57"),
+            "{order}:42:4b8f:57:rwlock_timeout"
+        );
+        assert_eq!(semaphore_channel("sem"), "redisson_sc:{sem}");
+        assert_eq!(permit_timeout_key("sem"), "{sem}:timeout");
+        assert_eq!(
+            latch_channel("job"),
+            "redisson_countdownlatch__channel__{job}"
+        );
+        // Braces are added even when the name has them.
+        assert_eq!(
+            latch_channel("{job}"),
+            "redisson_countdownlatch__channel__{{job}}"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -17,12 +17,14 @@ use crate::error::{Error, Result};
 use crate::kit::ClientInner;
 use crate::lease::doubt::{outcome_unknown, Call};
 use crate::lease::watchdog::HoldKey;
+use crate::transport::script::ReleaseScript;
 
 /// Sends `send` (an acquire script call for `key`, not yet started: a lazy future) and gives its
 /// reply, with the instant from before it was sent, to `read`, which registers the hold and
 /// builds its guard. `read` runs synchronously while the call is still registered, so the hold
 /// can never be dropped unseen. `acquired` tells from a reply whether the script took a hold
-/// (one hold of `lease_ms` is released again if nobody is left to own it).
+/// (one hold of `lease_ms` is released again, with the primitive's release script `release_by`,
+/// if nobody is left to own it).
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, a dropped call's reply is settled by the janitor.
@@ -30,6 +32,7 @@ pub(crate) async fn acquire_call<T>(
     client: &ClientInner,
     key: &HoldKey,
     lease_ms: u64,
+    release_by: Option<&'static ReleaseScript>,
     acquired: fn(&Value) -> bool,
     send: impl Future<Output = Result<Value, fred::error::Error>> + Send + 'static,
     read: impl FnOnce(Result<Value, fred::error::Error>, Instant) -> Result<TryOutcome<T>>,
@@ -40,6 +43,7 @@ pub(crate) async fn acquire_call<T>(
             name: Arc::clone(&key.name),
             field: Arc::clone(&key.field),
             lease_ms,
+            script: release_by,
         },
         acquired,
     };

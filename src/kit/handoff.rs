@@ -374,6 +374,7 @@ impl Drop for Place {
                 name: Arc::clone(&self.name),
                 field: Arc::clone(&self.slot.field),
                 lease_ms,
+                script: None,
             };
             self.janitor
                 .submit(crate::kit::janitor::Job::Release(release, None));

@@ -16,6 +16,7 @@ use super::janitor::{Job, Release};
 use super::{Acquisition, ClientInner, WokenBy};
 use crate::error::{Error, Result};
 use crate::lease::watchdog::{HoldKey, Lease, Ticket};
+use crate::transport::script::ReleaseScript;
 
 pub(crate) struct Hold {
     client: Arc<ClientInner>,
@@ -24,6 +25,8 @@ pub(crate) struct Hold {
     /// When a fixed lease ends, measured from before the acquire was sent.
     lease_ends: Option<Instant>,
     acquisition: Acquisition,
+    /// The primitive's own release script (`None`: `RELEASE`).
+    release_by: Option<&'static ReleaseScript>,
     /// Set once the hold is released or detached, so that `Drop` does nothing.
     done: bool,
 }
@@ -35,6 +38,7 @@ impl Hold {
         ticket: Ticket,
         sent_at: Instant,
         acquisition: Acquisition,
+        release_by: Option<&'static ReleaseScript>,
     ) -> Hold {
         let lease_ends = match ticket.lease {
             Lease::Fixed(ms) => sent_at.checked_add(Duration::from_millis(ms)),
@@ -45,6 +49,7 @@ impl Hold {
             ticket,
             lease_ends,
             acquisition,
+            release_by,
             done: false,
         }
     }
@@ -52,12 +57,14 @@ impl Hold {
     /// Records a hold of `key` just taken (by an acquire sent at `sent_at`, or handed over by a
     /// local releaser) in the lease table and wraps it; also tells whether it re-entered a hold
     /// the owner had. Synchronous, so nothing can drop the hold unseen. The acquisition is a
-    /// placeholder until the wait loop reports how it went ([`Hold::set_acquisition`]).
+    /// placeholder until the wait loop reports how it went ([`Hold::set_acquisition`]). The hold
+    /// is released with `release_by`, the primitive's own release script (`None`: `RELEASE`).
     pub(crate) fn acquired(
         client: Arc<ClientInner>,
         key: &HoldKey,
         lease: Lease,
         sent_at: Instant,
+        release_by: Option<&'static ReleaseScript>,
     ) -> (Hold, bool) {
         let (ticket, reentered) = client.leases.acquired(key, lease, sent_at);
         let placeholder = Acquisition {
@@ -65,7 +72,10 @@ impl Hold {
             woken_by: WokenBy::Immediate,
             attempts: 1,
         };
-        (Hold::new(client, ticket, sent_at, placeholder), reentered)
+        (
+            Hold::new(client, ticket, sent_at, placeholder, release_by),
+            reentered,
+        )
     }
 
     /// Releases the hold now; `Error::LeaseLost` if it had been lost (nothing is sent then, or
@@ -146,6 +156,7 @@ impl Hold {
             name: Arc::clone(&self.ticket.key.name),
             field: Arc::clone(&self.ticket.key.field),
             lease_ms,
+            script: self.release_by,
         }
     }
 }

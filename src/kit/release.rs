@@ -41,7 +41,8 @@ pub(crate) async fn send_release(
     Ok(reply)
 }
 
-/// The one release path (guards, `Lock::unlock`, dropped guards, undone acquires): when a local
+/// The one release path (guards, `Lock::unlock`, dropped guards, undone acquires): a primitive's
+/// own release script (`Release::script`) runs as it is; for `RELEASE`, when a local
 /// waiter is queued for the lock, the release names it and hands the lock to it in the same
 /// script (see `handoff.rs`); otherwise it is a plain `RELEASE`, after which this client gives
 /// way to other clients' waiters if its unlock message reached any. Replies as `RELEASE` to a
@@ -64,6 +65,18 @@ pub(crate) async fn release_or_hand_off(
         // lease table already lowered for this hold: that does this release's work.
         if doubts.take_release(&key) {
             return Ok(Value::Integer(1));
+        }
+        if let Some(by) = release.script {
+            // A primitive's own release: no local hand-off (its waiters do not line up here).
+            let reply = redis.run_release(&release, by).await;
+            if reply.as_ref().is_err_and(outcome_unknown) {
+                doubts.mark(&key);
+            }
+            return if handed_over {
+                Ok(Value::Integer(1))
+            } else {
+                reply
+            };
         }
         // No hand-offs while anything is in doubt: a field in doubt must not receive a hold
         // that the reconciler does not count.

@@ -87,14 +87,24 @@ pub(crate) struct Waiter {
     /// whose acquire does more than take the hash (the fenced lock's token) opts out: the
     /// waiter then never lines up, and every acquisition is its own script's.
     pub(crate) handoff: bool,
+    /// The channel whose messages wake this waiter, from the lock's name and the waiter's field
+    /// ([`lock_channel`] for the reentrant lock's family; the fair lock's waiters each have
+    /// their own). Derived on demand: most acquires never need it, and keeping it per lock
+    /// would cost memory per held lock.
+    pub(crate) channel: fn(&str, &str) -> String,
 }
 
 impl Waiter {
-    /// The lock's unlock channel, derived on demand: most acquires never need it, and keeping
-    /// it per lock would cost memory per held lock.
     fn channel(&self) -> Arc<str> {
-        crate::name::lock_channel(&self.name).into()
+        (self.channel)(&self.name, &self.field).into()
     }
+}
+
+/// The unlock channel of the reentrant lock's family (`redisson_lock__channel:` + T(name)),
+/// shared by every waiter: [`Waiter::channel`] of the reentrant, fenced, spin and non-reentrant
+/// locks.
+pub(crate) fn lock_channel(name: &str, _field: &str) -> String {
+    crate::name::lock_channel(name)
 }
 
 /// Runs `attempt` until it acquires, a local releaser hands the lock over (then `adopt` builds

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::kit::acquire::acquire_call;
 use crate::kit::hold::Hold;
 use crate::kit::janitor::Release;
-use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
+use crate::kit::wait::{acquire_with_wait, lock_channel, script_error, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client};
 use crate::lease::watchdog::{HoldKey, Lease};
 use crate::name;
@@ -331,6 +331,7 @@ impl FencedLock {
             field: Arc::clone(&field),
             lease_ms,
             handoff: false,
+            channel: lock_channel,
         };
         let acquired = tracing::Instrument::instrument(
             acquire_with_wait(client, &waiter, wait, attempt, adopt),
@@ -365,6 +366,7 @@ impl FencedLock {
             name: self.lock.name_arc(),
             field: Arc::clone(&field),
             lease_ms,
+            script: None,
         };
         // Boxed: the script call's future is several KB (fred's command future), and inline it
         // would size every fenced acquire's future (and overflow a test thread's stack).
@@ -377,7 +379,7 @@ impl FencedLock {
             match read_reply(&reply) {
                 Some(Reply::Acquired(token)) => {
                     let (hold, reentered) =
-                        Hold::acquired(self.lock.client_arc(), &key, lease, sent_at);
+                        Hold::acquired(self.lock.client_arc(), &key, lease, sent_at, None);
                     let guard = FencedGuard {
                         lock: self.with_owner(owner),
                         hold,
@@ -395,7 +397,7 @@ impl FencedLock {
                 ))),
             }
         };
-        acquire_call(client, &key, lease_ms, acquired, send, read).await
+        acquire_call(client, &key, lease_ms, None, acquired, send, read).await
     }
 
     fn token_key(&self) -> String {

@@ -13,7 +13,7 @@ use crate::kit::acquire::acquire_call;
 use crate::kit::hold::Hold;
 use crate::kit::janitor::Release;
 use crate::kit::release::send_release;
-use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
+use crate::kit::wait::{acquire_with_wait, lock_channel, script_error, TryOutcome, Waiter};
 use crate::kit::ClientInner;
 use crate::kit::{Attempt, Client};
 use crate::lease::watchdog::{HoldKey, Lease};
@@ -278,6 +278,7 @@ impl Lock {
             name: self.name_arc(),
             field,
             lease_ms,
+            script: None,
         };
         let reply = send_release(client, &release, call).await?;
         match reply {
@@ -408,6 +409,7 @@ impl Lock {
             field: Arc::clone(&field),
             lease_ms,
             handoff: true,
+            channel: lock_channel,
         };
         let acquired = tracing::Instrument::instrument(
             acquire_with_wait(client, &waiter, wait, attempt, adopt),
@@ -454,7 +456,7 @@ impl Lock {
                 format!("unexpected reply to the acquire script: {other:?}"),
             ))),
         };
-        acquire_call(client, &key, lease_ms, Value::is_null, send, read).await
+        acquire_call(client, &key, lease_ms, None, Value::is_null, send, read).await
     }
 
     /// Registers a hold this owner just got (by its own acquire, or handed over by a local
@@ -471,7 +473,7 @@ impl Lock {
             name: self.name_arc(),
             field,
         };
-        let (hold, reentered) = Hold::acquired(self.client_arc(), &key, lease, sent_at);
+        let (hold, reentered) = Hold::acquired(self.client_arc(), &key, lease, sent_at, None);
         (LockGuard::new(self.with_owner(owner), hold), reentered)
     }
 

@@ -21,7 +21,7 @@ use fred::types::config::Options;
 
 use dispatch::Dispatcher;
 use replica_sync::ReplicaSync;
-use script::{LockCall, Release, Script};
+use script::{LockCall, Release, ReleaseScript, Script};
 
 /// The command connections and how lock commands are sent on them.
 pub(crate) struct Redis {
@@ -103,6 +103,7 @@ impl Redis {
                 name: Arc::clone(name),
                 field: Arc::clone(field),
                 lease_ms: *lease_ms,
+                script: None,
             }),
             LockCall::Release { .. } => None,
         };
@@ -150,17 +151,52 @@ impl Redis {
         self.roll_back(rollback).await
     }
 
+    /// Runs a primitive's own release script (`release.script`; never batched) with
+    /// `write_options`, followed by `WAIT` with synced writes. An unacknowledged release is
+    /// logged, as in [`Redis::run_lock_call`]. Cancel safety as
+    /// [`crate::transport::script::Script::run_encoded`].
+    pub(crate) async fn run_release(
+        &self,
+        release: &Release,
+        by: &'static ReleaseScript,
+    ) -> Result<fred::types::Value, fred::error::Error> {
+        let encoded = (by.encode)(release, self.publish_arg);
+        let (value, replicated) = by
+            .script
+            .run_synced(
+                &self.pool,
+                &self.write_options,
+                &encoded,
+                self.sync.as_deref(),
+            )
+            .await?;
+        if !replicated.is_synced() {
+            tracing::warn!(
+                lock = %release.name,
+                "no replica acknowledged a release; after a failover the lock may come back until its lease ends"
+            );
+        }
+        Ok(value)
+    }
+
     /// Releases the one hold an unreplicated acquisition added.
     async fn roll_back(&self, hold: Release) -> Result<fred::types::Value, fred::error::Error> {
         let name = Arc::clone(&hold.name);
         tracing::warn!(lock = %name, "no replica acknowledged the acquisition; rolling it back");
-        let release = LockCall::Release {
-            release: hold,
-            publish: self.publish_arg,
-            to: None,
-        };
-        crate::transport::dispatch::run_alone(&self.pool, &self.write_options, None, release)
-            .await?;
+        if let Some(by) = hold.script {
+            let encoded = (by.encode)(&hold, self.publish_arg);
+            by.script
+                .run_encoded(&self.pool, &self.write_options, &encoded)
+                .await?;
+        } else {
+            let release = LockCall::Release {
+                release: hold,
+                publish: self.publish_arg,
+                to: None,
+            };
+            crate::transport::dispatch::run_alone(&self.pool, &self.write_options, None, release)
+                .await?;
+        }
         Err(fred::error::Error::new(
             fred::error::ErrorKind::Unknown,
             format!(

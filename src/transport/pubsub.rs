@@ -250,14 +250,15 @@ impl Shared {
         }
     }
 
-    /// An unlock message (`0`: one waiter retries; `1`: every parked waiter does) on `channel`;
-    /// its watchers are reported.
+    /// A message on `channel`: wakes its waiters as [`retries`] reads it; its watchers are
+    /// reported.
     fn on_message(&self, channel: &str, message: i64) {
         let entry = self.entries.lock().get(channel).cloned();
         if let Some(entry) = entry {
-            match message {
-                0 => entry.add_permits(1),
-                _ => entry.add_permits(entry.parked.load(Ordering::Relaxed).max(1)),
+            let parked = entry.parked.load(Ordering::Relaxed);
+            match retries(channel, message, parked) {
+                0 => return,
+                n => entry.add_permits(n),
             }
             if entry.watchers.load(Ordering::Relaxed) > 0 {
                 let _ = self.watched.send(Arc::clone(&entry.channel));
@@ -314,6 +315,36 @@ impl Shared {
                 entries.remove(&entry.channel);
             }
         });
+    }
+}
+
+/// How many waiters a `message` on `channel` lets retry, with `parked` of them parked; as Java
+/// receivers read each channel family (protocol §1.4):
+/// * a lock channel: `0` (a release) one waiter, `1` (the write side's release of a read-write
+///   lock) every parked one, anything else none;
+/// * a semaphore channel: the message is the number of permits now available (an upper bound
+///   on the waiters that can succeed), so that many;
+/// * a count-down latch channel: `0` (the count reached zero) every parked waiter, `1` (a new
+///   count) none.
+///
+/// "Every parked waiter" is at least one, so that a waiter between its attempt and its parking
+/// finds a banked permit.
+fn retries(channel: &str, message: i64, parked: usize) -> usize {
+    use crate::name::{LATCH_CHANNEL_PREFIX, SEMAPHORE_CHANNEL_PREFIX};
+    let everyone = parked.max(1);
+    if channel.starts_with(LATCH_CHANNEL_PREFIX) {
+        return if message == 0 { everyone } else { 0 };
+    }
+    if channel
+        .strip_prefix(SEMAPHORE_CHANNEL_PREFIX)
+        .is_some_and(|rest| rest.starts_with(':'))
+    {
+        return usize::try_from(message).unwrap_or(0);
+    }
+    match message {
+        0 => 1,
+        1 => everyone,
+        _ => 0,
     }
 }
 
@@ -388,8 +419,8 @@ async fn message_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
         };
         match message {
             Ok(message) => {
-                // Only 0 and 1 mean something on lock channels (§1.4).
-                if let Some(value @ (0 | 1)) = message.value.as_i64() {
+                // Every family's messages are integers (§1.4); anything else means nothing.
+                if let Some(value) = message.value.as_i64() {
                     shared.on_message(&message.channel, value);
                 }
             }
@@ -541,5 +572,33 @@ async fn reconnect_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retries;
+
+    #[test]
+    fn each_channel_family_wakes_as_java_receivers_do() {
+        let lock = "redisson_lock__channel:{l}";
+        assert_eq!(retries(lock, 0, 5), 1);
+        assert_eq!(retries(lock, 1, 5), 5);
+        assert_eq!(
+            retries(lock, 1, 0),
+            1,
+            "a waiter about to park finds a permit"
+        );
+        assert_eq!(retries(lock, 7, 5), 0);
+        assert_eq!(retries("redisson_rwlock:{l}", 1, 3), 3);
+        let semaphore = "redisson_sc:{s}";
+        assert_eq!(retries(semaphore, 3, 5), 3);
+        assert_eq!(retries(semaphore, 0, 5), 0);
+        assert_eq!(retries(semaphore, -4, 5), 0);
+        let latch = "redisson_countdownlatch__channel__{j}";
+        assert_eq!(retries(latch, 0, 4), 4);
+        assert_eq!(retries(latch, 1, 4), 0);
+        // A lock whose name merely starts like a semaphore's channel is still a lock channel.
+        assert_eq!(retries("redisson_scx:{s}", 0, 2), 1);
     }
 }

@@ -452,6 +452,29 @@ pub(crate) struct Release {
     pub(crate) name: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
+    /// The primitive's own release script; `None` for [`RELEASE`] (the reentrant lock's, which
+    /// the fenced lock shares), the only one that is batched and can hand the lock to a local
+    /// waiter.
+    pub(crate) script: Option<&'static ReleaseScript>,
+}
+
+/// A primitive's own release script (the spin lock's, which never publishes; the fair lock's,
+/// which tells the queue's head; the read and write locks'), declared as a static in the
+/// primitive's file. It runs alone (never batched, never a hand-off), synced as every lock
+/// write. Whatever the Redisson version it mirrors answers, the script replies as [`RELEASE`]
+/// does to its callers: nil (the field held nothing), 0 (a partial release) or 1 (the hold was
+/// the last).
+pub(crate) struct ReleaseScript {
+    pub(crate) script: &'static Script,
+    /// The call's keys and arguments for one release, given the publish mode's script argument
+    /// (`PUBLISH`, `SPUBLISH` or `BOTH`: see `lua/lib/publish.lua`).
+    pub(crate) encode: fn(&Release, &'static str) -> Encoded,
+}
+
+impl std::fmt::Debug for ReleaseScript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.script.name)
+    }
 }
 
 /// One call of the acquire or release script: what the dispatcher (`src/transport/dispatch.rs`) runs
@@ -728,6 +751,7 @@ e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 [93->-292f] [9
     fn release(name: &str, to: Option<(&str, u64)>) -> LockCall {
         LockCall::Release {
             release: Release {
+                script: None,
                 name: name.into(),
                 field: "uuid:2".into(),
                 lease_ms: 30_000,
