@@ -20,7 +20,7 @@ fn layer_of_module(name: &str) -> Option<u8> {
         "transport" => 1,
         "lease" => 2,
         "kit" => 3,
-        "lock" | "inspect" => 4,
+        "lock" | "inspect" | "multi" | "sync" => 4,
         "client" | "blocking" => 5,
         // The re-exported crate, not a module of ours.
         "fred" => 0,
