@@ -8,7 +8,8 @@
 //! scenarios `limit`, `uncontended`, `hot`, `waiters`, `held`, `peers` and `processes` (P worker
 //! processes, this binary run again, × T tasks on one lock) against it, and `cluster`: the
 //! uncontended and hot loops on a local 3-master Redis Cluster of its own, taking turns with the
-//! same loops on that server. Prints a
+//! same loops on that server, and `family` (each primitive of the lock family under contention,
+//! against the reentrant lock and its closest peer: `family.rs`). Prints a
 //! table with every target as a ratio against the baselines of the same run, and writes
 //! `target/bench/<scenario>.json`, `target/bench/summary.json` (complete runs only),
 //! `target/bench/run.json` (machine and settings) and charts `target/bench/*.svg`.
@@ -29,6 +30,7 @@
 mod support;
 
 mod cluster;
+mod family;
 mod ferrisson;
 mod limit;
 mod measure;
@@ -212,7 +214,7 @@ impl Plan {
     }
 }
 
-pub const SCENARIOS: [&str; 8] = [
+pub const SCENARIOS: [&str; 9] = [
     "limit",
     "uncontended",
     "hot",
@@ -221,6 +223,7 @@ pub const SCENARIOS: [&str; 8] = [
     "peers",
     "cluster",
     "processes",
+    "family",
 ];
 
 struct Options {
@@ -412,6 +415,7 @@ fn main() {
 
     let mut run = Run::new(plan.clone(), machine);
     run.complete = options.only.is_none() && options.tasks.is_none();
+    let mut family = None;
     runtime.block_on(async {
         // The smoke starts the cluster (2–3 s) while the other scenarios run; a measuring run
         // starts it at its scenario, so that the start disturbs no other measurement.
@@ -447,6 +451,9 @@ fn main() {
         if options.runs("processes") {
             run.processes = Some(run_processes(&plan, &url).await);
         }
+        if options.runs("family") {
+            family = Some(family::run(&plan, &url).await);
+        }
     });
 
     report::print(&run);
@@ -454,8 +461,16 @@ fn main() {
         eprintln!("error: writing results to {}: {e}", out_dir.display());
         std::process::exit(1);
     }
+    if let Some(family) = &family {
+        println!("\n{}", family::render(family));
+        if let Err(e) = family::write(family, &out_dir, plan.mode.name()) {
+            eprintln!("error: writing results to {}: {e}", out_dir.display());
+            std::process::exit(1);
+        }
+    }
     drop(server);
-    let failures = run.ferrisson_failures();
+    let mut failures = run.ferrisson_failures();
+    failures.extend(family.iter().flat_map(family::Report::failures));
     if !failures.is_empty() {
         eprintln!("error: ferrisson scenarios failed:");
         for failure in &failures {
