@@ -247,9 +247,57 @@ impl Command {
 /// `ferrisson status`
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Lock names (Redis keys)
+    /// Read every NAME as this primitive (a semaphore and a latch look alike on Redis)
+    /// [default: inferred from what Redis holds]
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<Kind>,
+
+    /// Names (Redis keys) of locks, semaphores or latches
     #[arg(required = true, value_name = "NAME", value_parser = lock_name)]
     pub names: Vec<String>,
+}
+
+/// `--kind`: the primitive a name is, when Redis alone cannot tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// Reentrant, spin or non-reentrant lock (one hash of holders)
+    #[value(alias = "spin", alias = "non-reentrant", alias = "reentrant")]
+    Lock,
+    /// Fair lock (holders plus a waiter queue)
+    Fair,
+    /// Fenced lock (holders plus a token counter)
+    Fenced,
+    /// Read-write lock
+    ReadWrite,
+    /// Semaphore (a string integer of available permits)
+    Semaphore,
+    /// Permit-expirable semaphore (available permits plus permits out)
+    PermitSemaphore,
+    /// Count-down latch (a string integer count)
+    Latch,
+}
+
+impl Kind {
+    /// The name given on the command line (`read-write`).
+    pub fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map(|value| value.get_name().to_owned())
+            .unwrap_or_default()
+    }
+
+    /// The library's name for this kind.
+    pub fn primitive(self) -> ferrisson::Primitive {
+        use ferrisson::Primitive;
+        match self {
+            Kind::Lock => Primitive::Lock,
+            Kind::Fair => Primitive::FairLock,
+            Kind::Fenced => Primitive::FencedLock,
+            Kind::ReadWrite => Primitive::ReadWriteLock,
+            Kind::Semaphore => Primitive::Semaphore,
+            Kind::PermitSemaphore => Primitive::PermitExpirableSemaphore,
+            Kind::Latch => Primitive::CountDownLatch,
+        }
+    }
 }
 
 /// `ferrisson run`
@@ -304,9 +352,13 @@ pub struct UnlockArgs {
 /// `ferrisson watch`
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// Lock name (Redis key)
+    /// Name (Redis key) of a lock, semaphore or latch
     #[arg(value_name = "NAME", value_parser = lock_name)]
     pub name: String,
+
+    /// Read NAME as this primitive, as `status --kind` [default: inferred]
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<Kind>,
 
     /// How often to read the lock
     #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = positive_duration)]
