@@ -300,6 +300,9 @@ impl Client {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the script only reads, so dropping the future changes nothing on Redis.
     pub async fn inspect(&self, name: &str) -> Result<LockInfo> {
         let facts = self.read_facts(name).await?;
         resolve(facts, None)
@@ -321,6 +324,9 @@ impl Client {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Client::inspect`].
     pub async fn inspect_as(&self, name: &str, primitive: Primitive) -> Result<LockInfo> {
         let facts = self.read_facts(name).await?;
         resolve(facts, Some(primitive))
