@@ -467,6 +467,11 @@ async fn status_shows_a_fenced_lock_with_its_token_held_or_free() {
         (&json[1]["kind"], &json[1]["token"], &json[1]["locked"]),
         (&Json::from("fenced"), &Json::from(4), &Json::from(false))
     );
+    assert_eq!(
+        (&json[1]["state"], &json[1]["redis_type"]),
+        (&Json::from("free"), &Json::Null),
+        "the lock key is gone"
+    );
 
     // Before its first token a fenced lock is a plain hash: --kind says what it is.
     let _: () = raw.hset("young", (JAVA_FIELD, 1)).await.expect("HSET");

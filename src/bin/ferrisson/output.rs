@@ -317,7 +317,11 @@ pub struct LockJson {
 impl LockJson {
     /// The JSON view of `info`.
     pub fn new(info: &LockInfo) -> LockJson {
-        let (kind, mode, redis_type) = kind_parts(&info.kind);
+        let (kind, mode, mut redis_type) = kind_parts(&info.kind);
+        if !info.is_locked() {
+            // Missing, known only by its auxiliary keys or --kind: no type to tell.
+            redis_type = None;
+        }
         let read_write = matches!(info.kind, LockKind::ReadWrite { .. });
         let holders = info
             .holders
