@@ -1,7 +1,11 @@
-//! Read-only inspection of a lock's state on Redis, whoever wrote it (ferrisson or Redisson):
-//! what `ferrisson status` and `ferrisson watch` display.
+//! Read-only inspection of any primitive of the lock family on Redis, whoever wrote it
+//! (ferrisson or Redisson): what `ferrisson status` and `ferrisson watch` display.
+//!
+//! One script (`lua/inspect.lua`) reads the name's key and every auxiliary key of the family
+//! (fair queue and deadlines, fenced token, permits out, read-hold timeouts) in one atomic step;
+//! the kind is then inferred from what is certain, or checked against the kind the caller names.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fred::prelude::Value;
 
@@ -11,26 +15,138 @@ use crate::lock::RemainingTtl;
 use crate::name;
 use crate::transport::script;
 
-/// What kind of Redisson primitive a key holds, as far as its Redis value tells.
+/// The most entries listed per list (queue, permits out, holds of one reader); the totals are
+/// still counted ([`LockInfo::queued`], [`LockInfo::permits_out`]).
+const LISTED: u64 = 100;
+
+/// Redisson's score for a permit that never expires (§11).
+const NEVER: i64 = 922_337_203_685_477;
+
+/// What kind of Redisson primitive a key holds, as far as its Redis values tell (or as the
+/// caller named it with [`Client::inspect_as`]).
+///
+/// ```
+/// use ferrisson::LockKind;
+///
+/// let kind = LockKind::ReadWrite { mode: "read".into() };
+/// assert!(kind.is_lock());
+/// assert!(!LockKind::CountDownLatch.is_lock());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LockKind {
-    /// The key does not exist: nobody holds the lock.
+    /// The key does not exist, and no auxiliary key tells what it was: nothing is stored.
     Free,
-    /// A hash of holder fields: `RLock`, spin or fenced lock (indistinguishable on Redis).
+    /// A hash of holder fields: `RLock`, spin or non-reentrant lock (indistinguishable on Redis),
+    /// or a fair or fenced lock without waiters or token.
     Reentrant,
-    /// A hash of holder fields with a waiter queue `redisson_lock_queue:{name}`: a fair lock.
+    /// A hash of holder fields with a waiter queue `redisson_lock_queue:{name}`: a fair lock
+    /// (also when the hash is gone but waiters are still queued).
     Fair,
     /// A hash with a `mode` field: a read-write lock in `read` or `write` mode.
     ReadWrite {
         /// `read` or `write`, as stored.
         mode: String,
     },
-    /// Any other Redis type (for example a semaphore's or latch's string counter).
+    /// Any other value: not a primitive of the family (a list, a string that is not an integer,
+    /// ...).
     Other {
         /// The Redis type name (`string`, `list`, ...).
         redis_type: String,
     },
+    /// A lock hash (or none) with a fencing-token counter `redisson_lock_token:{name}`.
+    Fenced,
+    /// A string integer of available permits, named a semaphore by the caller.
+    Semaphore,
+    /// A string integer of available permits with the permits out in `{name}:timeout`.
+    PermitSemaphore,
+    /// A string integer count, named a count-down latch by the caller.
+    CountDownLatch,
+    /// A string integer that only the caller can tell apart: a semaphore's available permits
+    /// or a count-down latch's count ([`LockInfo::count`]).
+    SemaphoreOrLatch,
+}
+
+impl LockKind {
+    /// Whether this is a lock (a hash of holder fields): reentrant, fair, fenced or read-write.
+    ///
+    /// ```
+    /// assert!(ferrisson::LockKind::Fenced.is_lock());
+    /// assert!(!ferrisson::LockKind::Semaphore.is_lock());
+    /// ```
+    pub fn is_lock(&self) -> bool {
+        matches!(
+            self,
+            LockKind::Reentrant | LockKind::Fair | LockKind::Fenced | LockKind::ReadWrite { .. }
+        )
+    }
+
+    /// Whether this is a counter (a string integer): semaphore, permit-expirable semaphore,
+    /// count-down latch, or one of them.
+    ///
+    /// ```
+    /// assert!(ferrisson::LockKind::SemaphoreOrLatch.is_counter());
+    /// assert!(!ferrisson::LockKind::Reentrant.is_counter());
+    /// ```
+    pub fn is_counter(&self) -> bool {
+        matches!(
+            self,
+            LockKind::Semaphore
+                | LockKind::PermitSemaphore
+                | LockKind::CountDownLatch
+                | LockKind::SemaphoreOrLatch
+        )
+    }
+}
+
+/// Which primitive to read a name as, for [`Client::inspect_as`]: what the Redis value alone
+/// cannot tell (a semaphore or a latch, a fair lock without waiters, a fenced lock before its
+/// first token).
+///
+/// ```no_run
+/// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+/// use ferrisson::Primitive;
+///
+/// let info = client.inspect_as("jobs:done", Primitive::CountDownLatch).await?;
+/// println!("count {}", info.count.unwrap_or(0));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Primitive {
+    /// A reentrant, spin or non-reentrant lock (`getLock`, `getSpinLock`, ...).
+    Lock,
+    /// A fair lock (`getFairLock`).
+    FairLock,
+    /// A fenced lock (`getFencedLock`).
+    FencedLock,
+    /// A read-write lock (`getReadWriteLock`).
+    ReadWriteLock,
+    /// A semaphore (`getSemaphore`).
+    Semaphore,
+    /// A permit-expirable semaphore (`getPermitExpirableSemaphore`).
+    PermitExpirableSemaphore,
+    /// A count-down latch (`getCountDownLatch`).
+    CountDownLatch,
+}
+
+impl Primitive {
+    /// The primitive in words, with its article: `a fair lock`.
+    ///
+    /// ```
+    /// assert_eq!(ferrisson::Primitive::CountDownLatch.described(), "a count-down latch");
+    /// ```
+    pub fn described(self) -> &'static str {
+        match self {
+            Primitive::Lock => "a lock",
+            Primitive::FairLock => "a fair lock",
+            Primitive::FencedLock => "a fenced lock",
+            Primitive::ReadWriteLock => "a read-write lock",
+            Primitive::Semaphore => "a semaphore",
+            Primitive::PermitExpirableSemaphore => "a permit-expirable semaphore",
+            Primitive::CountDownLatch => "a count-down latch",
+        }
+    }
 }
 
 /// One holder field of a hash lock and its hold count.
@@ -41,6 +157,10 @@ pub struct Holder {
     pub field: String,
     /// The hold count stored in the field.
     pub count: i64,
+    /// A read holder's per-hold timeout keys `{name}:<field>:rwlock_timeout:<k>`, k = 1, 2, ...
+    /// (at most 100): the time each hold has left. A hold whose key is gone
+    /// ([`RemainingTtl::NotLocked`]) no longer keeps the lock alive. Empty for other holders.
+    pub read_holds: Vec<RemainingTtl>,
 }
 
 impl Holder {
@@ -57,11 +177,77 @@ impl Holder {
     }
 }
 
-/// A snapshot of one lock, read atomically.
+/// A waiter in a fair lock's queue, in queue order.
+///
+/// ```no_run
+/// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+/// let info = client.inspect("orders:42").await?;
+/// for waiter in &info.waiters {
+///     println!("{} stale: {}", waiter.field, waiter.stale);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueuedWaiter {
+    /// The waiter's holder field.
+    pub field: String,
+    /// Its deadline in `redisson_lock_timeout:{name}`, epoch milliseconds of the waiter's clock;
+    /// `None` when the queue entry has no deadline (an inconsistent queue).
+    pub deadline_ms: Option<i64>,
+    /// Time left until the deadline by this machine's clock (zero once it has passed).
+    pub remaining: Option<Duration>,
+    /// The deadline has passed: the next fair-lock call on the name removes the waiter.
+    pub stale: bool,
+}
+
+/// How a permit-expirable semaphore's permit id is stored.
+///
+/// ```
+/// # use ferrisson::PermitIdFormat;
+/// assert_ne!(PermitIdFormat::Raw, PermitIdFormat::Hex);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PermitIdFormat {
+    /// 16 raw bytes, as Redisson 3.17.0 and later store it.
+    Raw,
+    /// A 32-character hex string, as Redisson 3.16 and earlier store it.
+    Hex,
+    /// Neither: shown as the hex of its bytes.
+    Unknown,
+}
+
+/// A permit out of a permit-expirable semaphore (a member of `{name}:timeout`).
+///
+/// ```no_run
+/// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+/// let info = client.inspect("pool").await?;
+/// for permit in &info.permits {
+///     println!("{} ({:?}) expired: {}", permit.id, permit.id_format, permit.expired);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExpirablePermit {
+    /// The permit id in lowercase hex, whichever way it is stored.
+    pub id: String,
+    /// How the id is stored.
+    pub id_format: PermitIdFormat,
+    /// Expiry, epoch milliseconds of the acquirer's clock; `None` for a permit without expiry.
+    pub expires_ms: Option<i64>,
+    /// Time left by this machine's clock (zero once expired), `None` without expiry.
+    pub remaining: Option<Duration>,
+    /// The expiry has passed: the next call on the semaphore reclaims the permit.
+    pub expired: bool,
+}
+
+/// A snapshot of one primitive, read atomically.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockInfo {
-    /// The lock's name (its Redis key).
+    /// The primitive's name (its Redis key).
     pub name: String,
     /// What the key holds.
     pub kind: LockKind,
@@ -71,10 +257,21 @@ pub struct LockInfo {
     pub ttl: RemainingTtl,
     /// Waiters queued in a fair lock's queue (0 for other kinds).
     pub queued: u64,
+    /// The first 100 waiters of a fair lock's queue, in order, with their deadlines.
+    pub waiters: Vec<QueuedWaiter>,
+    /// A fenced lock's last token (`redisson_lock_token:{name}`), if that key exists.
+    pub token: Option<i64>,
+    /// A counter's value: available permits of a semaphore, a latch's count; `None` when the
+    /// key does not exist (Redisson reads that as 0).
+    pub count: Option<i64>,
+    /// Permits out of a permit-expirable semaphore (members of `{name}:timeout`).
+    pub permits_out: u64,
+    /// The first 100 permits out, soonest expiry first.
+    pub permits: Vec<ExpirablePermit>,
 }
 
 impl LockInfo {
-    /// Whether the key exists (someone holds the lock).
+    /// Whether the key exists (for a lock: someone holds it).
     ///
     /// ```no_run
     /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
@@ -83,13 +280,17 @@ impl LockInfo {
     /// # Ok(()) }
     /// ```
     pub fn is_locked(&self) -> bool {
-        self.kind != LockKind::Free
+        self.ttl != RemainingTtl::NotLocked
     }
 }
 
 impl Client {
-    /// Reads the state of the lock `name` in one atomic step, without changing it: kind, holder
-    /// fields and counts, TTL, fair-queue length. Works on locks written by Java Redisson too.
+    /// Reads the state of the primitive `name` in one atomic step, without changing it, and
+    /// infers its kind from what is certain: holder fields and counts, TTL, a fair lock's queue
+    /// with deadlines, a fenced lock's token, a read-write lock's mode and per-hold timeouts,
+    /// a counter's value, a permit-expirable semaphore's permits out. A string integer with no
+    /// permits out is [`LockKind::SemaphoreOrLatch`]: name it with [`Client::inspect_as`].
+    /// Works on primitives written by Java Redisson too.
     ///
     /// ```no_run
     /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
@@ -99,7 +300,39 @@ impl Client {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the script only reads, so dropping the future changes nothing on Redis.
     pub async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let facts = self.read_facts(name).await?;
+        resolve(facts, None)
+    }
+
+    /// [`Client::inspect`] for a name the caller knows to be `primitive`: a string integer is
+    /// read as that semaphore or latch, a hash as that lock kind, and a missing semaphore or
+    /// latch as such. A key that holds another primitive of the family is refused with
+    /// [`Error::InvalidArgument`] naming what it holds; a key that is no primitive of the
+    /// family at all is reported as [`LockKind::Other`], as by [`Client::inspect`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// use ferrisson::{LockKind, Primitive};
+    ///
+    /// let info = client.inspect_as("pool", Primitive::Semaphore).await?;
+    /// if info.kind == LockKind::Semaphore {
+    ///     println!("{} permits available", info.count.unwrap_or(0));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Client::inspect`].
+    pub async fn inspect_as(&self, name: &str, primitive: Primitive) -> Result<LockInfo> {
+        let facts = self.read_facts(name).await?;
+        resolve(facts, Some(primitive))
+    }
+
+    async fn read_facts(&self, name: &str) -> Result<Facts> {
         let inner = &self.inner;
         inner.ensure_open()?;
         if name.is_empty() {
@@ -107,47 +340,134 @@ impl Client {
                 "a lock name must not be empty".into(),
             ));
         }
-        let keys = vec![
+        let keys = [
             name.to_owned(),
-            name::prefix_name("redisson_lock_queue", name),
+            name::fair_queue_key(name),
+            name::fair_timeout_key(name),
+            name::fenced_token_key(name),
+            name::permit_timeout_key(name),
+            name::tagged(name),
         ];
         let reply = script::INSPECT
             .run(
                 &inner.redis.pool,
                 &inner.redis.read_options,
                 &keys,
-                &[] as &[&str],
+                &[LISTED.to_string()],
             )
             .await
             .map_err(|err| inner.redis_error(name, err))?;
-        parse(name, reply)
+        parse(name, reply, now_ms())
     }
 }
 
-fn parse(name: &str, reply: Value) -> Result<LockInfo> {
-    let unexpected = |what: &str| {
-        Error::Redis(fred::error::Error::new(
-            fred::error::ErrorKind::Protocol,
-            format!("unexpected reply to the inspect script ({what})"),
-        ))
-    };
+/// This machine's clock in epoch milliseconds (Redisson's deadlines are client clocks too).
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// What the key `name` stores.
+#[derive(Debug, PartialEq, Eq)]
+enum Stored {
+    Missing,
+    Hash {
+        mode: Option<String>,
+    },
+    Integer(i64),
+    /// Not a family member: its Redis type.
+    Other(String),
+}
+
+/// Everything the script read, before the kind is decided.
+#[derive(Debug)]
+struct Facts {
+    info: LockInfo,
+    stored: Stored,
+}
+
+fn unexpected(what: &str) -> Error {
+    Error::Redis(fred::error::Error::new(
+        fred::error::ErrorKind::Protocol,
+        format!("unexpected reply to the inspect script ({what})"),
+    ))
+}
+
+fn array(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(values) => values,
+        _ => Vec::new(),
+    }
+}
+
+fn text(value: &Value) -> Option<String> {
+    value
+        .as_bytes()
+        .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// A score as epoch milliseconds (Redis prints scores as `%.17g`).
+fn score(value: &Value) -> Option<i64> {
+    let parsed: f64 = text(value)?.trim().parse().ok()?;
+    parsed.is_finite().then_some(parsed as i64)
+}
+
+fn ttl_of(pttl: i64) -> RemainingTtl {
+    match pttl {
+        -2 => RemainingTtl::NotLocked,
+        ttl if ttl < 0 => RemainingTtl::NoExpiry,
+        ttl => RemainingTtl::Expires(Duration::from_millis(ttl.unsigned_abs())),
+    }
+}
+
+/// Time left until `at` (epoch ms, if any) and whether it has passed.
+fn left_until(at: Option<i64>, now: i64) -> (Option<Duration>, bool) {
+    match at {
+        Some(at) => {
+            let left = at.saturating_sub(now);
+            (
+                Some(Duration::from_millis(left.max(0).unsigned_abs())),
+                left <= 0,
+            )
+        }
+        None => (None, false),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// A permit id as hex, and how it is stored: 16 raw bytes (≥ 3.17) or 32 hex characters (3.16).
+fn permit_id(bytes: &[u8]) -> (String, PermitIdFormat) {
+    if bytes.len() == 32 && bytes.iter().all(u8::is_ascii_hexdigit) {
+        (
+            String::from_utf8_lossy(bytes).to_ascii_lowercase(),
+            PermitIdFormat::Hex,
+        )
+    } else if bytes.len() == 16 {
+        (hex(bytes), PermitIdFormat::Raw)
+    } else {
+        (hex(bytes), PermitIdFormat::Unknown)
+    }
+}
+
+fn parse(name: &str, reply: Value, now: i64) -> Result<Facts> {
     let Value::Array(parts) = reply else {
         return Err(unexpected("not an array"));
     };
-    let [redis_type, pttl, fields, queued] =
-        <[Value; 4]>::try_from(parts).map_err(|_| unexpected("length"))?;
+    let [redis_type, pttl, fields, queued, waiters, token, value, permits_out, permits, reads] =
+        <[Value; 10]>::try_from(parts).map_err(|_| unexpected("length"))?;
     let redis_type = redis_type.as_string().ok_or_else(|| unexpected("type"))?;
     let pttl = pttl.as_i64().ok_or_else(|| unexpected("pttl"))?;
-    let queued = queued.as_u64().unwrap_or(0);
-    let fields = match fields {
-        Value::Array(fields) => fields,
-        _ => Vec::new(),
-    };
+
     let mut mode = None;
     let mut holders = Vec::new();
-    for pair in fields.chunks(2) {
+    for pair in array(fields).chunks(2) {
         let [field, value] = pair else { continue };
-        let (Some(field), Some(value)) = (field.as_string(), value.as_string()) else {
+        let (Some(field), Some(value)) = (text(field), text(value)) else {
             continue;
         };
         if field == "mode" {
@@ -157,49 +477,223 @@ fn parse(name: &str, reply: Value) -> Result<LockInfo> {
             holders.push(Holder {
                 field,
                 count: value.parse().unwrap_or(0),
+                read_holds: Vec::new(),
             });
         }
     }
+    for reader in array(reads) {
+        let mut parts = array(reader).into_iter();
+        let Some(field) = parts.next().as_ref().and_then(text) else {
+            continue;
+        };
+        if let Some(holder) = holders.iter_mut().find(|holder| holder.field == field) {
+            holder.read_holds = parts.filter_map(|pttl| pttl.as_i64()).map(ttl_of).collect();
+        }
+    }
     holders.sort_by(|a, b| a.field.cmp(&b.field));
-    let kind = match (redis_type.as_str(), mode) {
-        ("none", _) => LockKind::Free,
-        ("hash", Some(mode)) => LockKind::ReadWrite { mode },
-        ("hash", None) if queued > 0 => LockKind::Fair,
-        ("hash", None) => LockKind::Reentrant,
-        (other, _) => LockKind::Other {
-            redis_type: other.to_owned(),
+
+    let waiters = array(waiters)
+        .chunks(2)
+        .filter_map(|pair| {
+            let [field, deadline] = pair else { return None };
+            let deadline_ms = score(deadline);
+            let (remaining, stale) = left_until(deadline_ms, now);
+            Some(QueuedWaiter {
+                field: text(field)?,
+                deadline_ms,
+                remaining,
+                stale,
+            })
+        })
+        .collect();
+
+    let permits = array(permits)
+        .chunks(2)
+        .filter_map(|pair| {
+            let [id, expiry] = pair else { return None };
+            let (id, id_format) = permit_id(id.as_bytes()?);
+            let expires_ms = score(expiry).filter(|at| *at < NEVER);
+            let (remaining, expired) = left_until(expires_ms, now);
+            Some(ExpirablePermit {
+                id,
+                id_format,
+                expires_ms,
+                remaining,
+                expired,
+            })
+        })
+        .collect();
+
+    let integer = |value: &Value| text(value).and_then(|text| text.trim().parse::<i64>().ok());
+    let count = if redis_type == "string" {
+        integer(&value)
+    } else {
+        None
+    };
+    let stored = match redis_type.as_str() {
+        "none" => Stored::Missing,
+        "hash" => Stored::Hash { mode },
+        "string" => match count {
+            Some(count) => Stored::Integer(count),
+            None => Stored::Other(redis_type.clone()),
+        },
+        other => Stored::Other(other.to_owned()),
+    };
+    Ok(Facts {
+        info: LockInfo {
+            name: name.to_owned(),
+            kind: LockKind::Free,
+            holders,
+            ttl: ttl_of(pttl),
+            queued: queued.as_u64().unwrap_or(0),
+            waiters,
+            token: integer(&token),
+            count,
+            permits_out: permits_out.as_u64().unwrap_or(0),
+            permits,
+        },
+        stored,
+    })
+}
+
+/// What `stored` is, in words, for a refused [`Primitive`].
+fn stored_described(stored: &Stored) -> &'static str {
+    match stored {
+        Stored::Hash { mode: Some(_) } => "a read-write lock (a hash with a `mode` field)",
+        Stored::Hash { mode: None } => "a lock (a hash of holder fields, without a `mode` field)",
+        Stored::Integer(_) => "a semaphore or count-down latch (a string integer)",
+        Stored::Missing | Stored::Other(_) => "no primitive of the family",
+    }
+}
+
+/// Decides the kind: from what is certain, or as `expected` when the stored value agrees.
+fn resolve(facts: Facts, expected: Option<Primitive>) -> Result<LockInfo> {
+    let Facts { mut info, stored } = facts;
+    let has_token = info.token.is_some();
+    let has_queue = info.queued > 0;
+    let has_permits = info.permits_out > 0;
+    let inferred = match &stored {
+        Stored::Missing if has_queue => LockKind::Fair,
+        Stored::Missing if has_token => LockKind::Fenced,
+        Stored::Missing if has_permits => LockKind::PermitSemaphore,
+        Stored::Missing => LockKind::Free,
+        Stored::Hash { mode: Some(mode) } => LockKind::ReadWrite { mode: mode.clone() },
+        Stored::Hash { mode: None } if has_queue => LockKind::Fair,
+        Stored::Hash { mode: None } if has_token => LockKind::Fenced,
+        Stored::Hash { mode: None } => LockKind::Reentrant,
+        Stored::Integer(_) if has_permits => LockKind::PermitSemaphore,
+        Stored::Integer(_) => LockKind::SemaphoreOrLatch,
+        Stored::Other(redis_type) => LockKind::Other {
+            redis_type: redis_type.clone(),
         },
     };
-    let ttl = match pttl {
-        -2 => RemainingTtl::NotLocked,
-        ttl if ttl < 0 => RemainingTtl::NoExpiry,
-        ttl => RemainingTtl::Expires(Duration::from_millis(ttl as u64)),
+    info.kind = match (expected, &stored) {
+        (None, _) | (_, Stored::Other(_)) => inferred,
+        (Some(primitive), stored) => {
+            as_primitive(primitive, stored, inferred).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "`{}` is {}, not {}",
+                    info.name,
+                    stored_described(stored),
+                    primitive.described()
+                ))
+            })?
+        }
     };
-    Ok(LockInfo {
-        name: name.to_owned(),
-        kind,
-        holders,
-        ttl,
-        queued,
-    })
+    Ok(info)
+}
+
+/// The kind of `stored` read as `primitive`, or `None` when the value contradicts it. A
+/// missing lock stays what its auxiliary keys show (free without them); a missing counter is
+/// that counter.
+fn as_primitive(primitive: Primitive, stored: &Stored, inferred: LockKind) -> Option<LockKind> {
+    let missing = matches!(stored, Stored::Missing);
+    let lock_hash = matches!(stored, Stored::Hash { mode: None });
+    let counter = matches!(stored, Stored::Integer(_)) || missing;
+    let lock = |kind: LockKind, evidence: bool| {
+        if lock_hash || (missing && evidence) {
+            Some(kind)
+        } else if missing {
+            Some(LockKind::Free)
+        } else {
+            None
+        }
+    };
+    match primitive {
+        Primitive::Lock => lock(LockKind::Reentrant, false),
+        Primitive::FairLock => lock(LockKind::Fair, inferred == LockKind::Fair),
+        Primitive::FencedLock => lock(LockKind::Fenced, inferred == LockKind::Fenced),
+        Primitive::ReadWriteLock => match stored {
+            Stored::Hash { mode: Some(_) } => Some(inferred),
+            Stored::Missing => Some(LockKind::Free),
+            _ => None,
+        },
+        Primitive::Semaphore => counter.then_some(LockKind::Semaphore),
+        Primitive::PermitExpirableSemaphore => counter.then_some(LockKind::PermitSemaphore),
+        Primitive::CountDownLatch => counter.then_some(LockKind::CountDownLatch),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const NOW: i64 = 1_700_000_000_000;
+
+    /// A reply of the inspect script with nothing but `kind`, `pttl` and `fields`.
     fn reply(kind: &str, pttl: i64, fields: &[&str], queued: i64) -> Value {
-        Value::Array(vec![
-            kind.into(),
-            Value::Integer(pttl),
-            Value::Array(fields.iter().map(|f| Value::from(*f)).collect()),
-            Value::Integer(queued),
-        ])
+        Reply::new(kind, pttl, fields).queued(queued).value()
+    }
+
+    struct Reply {
+        parts: Vec<Value>,
+    }
+
+    impl Reply {
+        fn new(kind: &str, pttl: i64, fields: &[&str]) -> Reply {
+            Reply {
+                parts: vec![
+                    kind.into(),
+                    Value::Integer(pttl),
+                    strings(fields),
+                    Value::Integer(0),
+                    Value::Array(Vec::new()),
+                    "".into(),
+                    "".into(),
+                    Value::Integer(0),
+                    Value::Array(Vec::new()),
+                    Value::Array(Vec::new()),
+                ],
+            }
+        }
+        fn queued(mut self, queued: i64) -> Reply {
+            self.parts[3] = Value::Integer(queued);
+            self
+        }
+        fn set(mut self, at: usize, value: Value) -> Reply {
+            self.parts[at] = value;
+            self
+        }
+        fn value(self) -> Value {
+            Value::Array(self.parts)
+        }
+    }
+
+    fn strings(items: &[&str]) -> Value {
+        Value::Array(items.iter().map(|f| Value::from(*f)).collect())
+    }
+
+    fn inspect(reply: Value, expected: Option<Primitive>) -> Result<LockInfo> {
+        resolve(parse("x", reply, NOW)?, expected)
+    }
+
+    fn infer(reply: Value) -> LockInfo {
+        inspect(reply, None).expect("parse")
     }
 
     #[test]
     fn a_missing_key_is_free() {
-        let info = parse("x", reply("none", -2, &[], 0)).expect("parse");
+        let info = infer(reply("none", -2, &[], 0));
         assert_eq!(info.kind, LockKind::Free);
         assert_eq!(info.ttl, RemainingTtl::NotLocked);
         assert!(!info.is_locked());
@@ -207,23 +701,20 @@ mod tests {
 
     #[test]
     fn holders_and_kinds_are_read_from_the_hash() {
-        let info = parse("x", reply("hash", 1500, &["u:1", "2"], 0)).expect("parse");
+        let info = infer(reply("hash", 1500, &["u:1", "2"], 0));
         assert_eq!(info.kind, LockKind::Reentrant);
         assert_eq!(
             info.holders,
             vec![Holder {
                 field: "u:1".into(),
-                count: 2
+                count: 2,
+                read_holds: Vec::new(),
             }]
         );
         assert_eq!(info.holders[0].client_id(), "u");
         assert_eq!(info.ttl, RemainingTtl::Expires(Duration::from_millis(1500)));
 
-        let rw = parse(
-            "x",
-            reply("hash", 10, &["mode", "write", "u:1:write", "1"], 0),
-        )
-        .expect("parse");
+        let rw = infer(reply("hash", 10, &["mode", "write", "u:1:write", "1"], 0));
         assert_eq!(
             rw.kind,
             LockKind::ReadWrite {
@@ -232,22 +723,184 @@ mod tests {
         );
         assert_eq!(rw.holders.len(), 1);
 
-        let fair = parse("x", reply("hash", 10, &["u:1", "1"], 3)).expect("parse");
+        let fair = infer(reply("hash", 10, &["u:1", "1"], 3));
         assert_eq!((fair.kind, fair.queued), (LockKind::Fair, 3));
 
-        let other = parse("x", reply("string", -1, &[], 0)).expect("parse");
+        let other = infer(reply("list", -1, &[], 0));
         assert_eq!(
             other.kind,
             LockKind::Other {
-                redis_type: "string".into()
+                redis_type: "list".into()
             }
         );
         assert_eq!(other.ttl, RemainingTtl::NoExpiry);
     }
 
     #[test]
+    fn a_string_integer_is_a_semaphore_or_latch_and_any_other_string_no_member() {
+        let counter = infer(Reply::new("string", -1, &[]).set(6, "3".into()).value());
+        assert_eq!(counter.kind, LockKind::SemaphoreOrLatch);
+        assert_eq!(counter.count, Some(3));
+        let text = infer(Reply::new("string", -1, &[]).set(6, "abc".into()).value());
+        assert_eq!(
+            text.kind,
+            LockKind::Other {
+                redis_type: "string".into()
+            }
+        );
+        let permits = Reply::new("string", 5000, &[])
+            .set(6, "1".into())
+            .set(7, Value::Integer(2));
+        assert_eq!(infer(permits.value()).kind, LockKind::PermitSemaphore);
+    }
+
+    #[test]
+    fn a_token_makes_a_fenced_lock_even_when_free() {
+        let held = Reply::new("hash", 900, &["u:1", "1"]).set(5, "17".into());
+        let held = infer(held.value());
+        assert_eq!((held.kind, held.token), (LockKind::Fenced, Some(17)));
+        let free = infer(Reply::new("none", -2, &[]).set(5, "4".into()).value());
+        assert_eq!((free.kind.clone(), free.token), (LockKind::Fenced, Some(4)));
+        assert!(!free.is_locked());
+    }
+
+    #[test]
+    fn waiters_get_deadlines_and_stale_ones_are_marked() {
+        let waiters = Value::Array(vec![
+            "a:1".into(),
+            (NOW + 2_000).to_string().into(),
+            "b:2".into(),
+            (NOW - 1).to_string().into(),
+            "c:3".into(),
+            "".into(),
+        ]);
+        let info = infer(
+            Reply::new("hash", 10, &["u:1", "1"])
+                .queued(3)
+                .set(4, waiters)
+                .value(),
+        );
+        let seen: Vec<_> = info
+            .waiters
+            .iter()
+            .map(|w| (w.field.as_str(), w.remaining, w.stale))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a:1", Some(Duration::from_secs(2)), false),
+                ("b:2", Some(Duration::ZERO), true),
+                ("c:3", None, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn permit_ids_are_hex_in_both_formats() {
+        let raw: Vec<u8> = (0u8..16).map(|b| b * 17).collect();
+        let permits = Value::Array(vec![
+            Value::Bytes(raw.into()),
+            (NOW + 500).to_string().into(),
+            "00112233445566778899AABBCCDDEEFF".into(),
+            "922337203685477".into(),
+            "zz".into(),
+            (NOW - 10).to_string().into(),
+        ]);
+        let info = infer(
+            Reply::new("string", -1, &[])
+                .set(6, "0".into())
+                .set(7, Value::Integer(3))
+                .set(8, permits)
+                .value(),
+        );
+        let seen: Vec<_> = info
+            .permits
+            .iter()
+            .map(|p| (p.id.as_str(), p.id_format, p.expires_ms, p.expired))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "00112233445566778899aabbccddeeff",
+                    PermitIdFormat::Raw,
+                    Some(NOW + 500),
+                    false
+                ),
+                (
+                    "00112233445566778899aabbccddeeff",
+                    PermitIdFormat::Hex,
+                    None,
+                    false
+                ),
+                ("7a7a", PermitIdFormat::Unknown, Some(NOW - 10), true),
+            ]
+        );
+    }
+
+    #[test]
+    fn read_holds_are_attached_to_their_holders() {
+        let reads = Value::Array(vec![Value::Array(vec![
+            "r:1".into(),
+            Value::Integer(4_000),
+            Value::Integer(-2),
+        ])]);
+        let info = infer(
+            Reply::new("hash", 4_000, &["mode", "read", "r:1", "2"])
+                .set(9, reads)
+                .value(),
+        );
+        assert_eq!(
+            info.holders[0].read_holds,
+            [
+                RemainingTtl::Expires(Duration::from_secs(4)),
+                RemainingTtl::NotLocked
+            ]
+        );
+    }
+
+    #[test]
+    fn a_named_primitive_must_agree_with_the_stored_value() {
+        let counter = || Reply::new("string", -1, &[]).set(6, "2".into()).value();
+        let hash = || reply("hash", 10, &["u:1", "1"], 0);
+        let rw = || reply("hash", 10, &["mode", "read", "u:1", "1"], 0);
+        let missing = || reply("none", -2, &[], 0);
+        let kind = |reply: Value, primitive| inspect(reply, Some(primitive)).map(|i| i.kind);
+
+        assert_eq!(
+            kind(counter(), Primitive::CountDownLatch).ok(),
+            Some(LockKind::CountDownLatch)
+        );
+        assert_eq!(
+            kind(counter(), Primitive::Semaphore).ok(),
+            Some(LockKind::Semaphore)
+        );
+        assert_eq!(kind(hash(), Primitive::FairLock).ok(), Some(LockKind::Fair));
+        assert_eq!(
+            kind(missing(), Primitive::CountDownLatch).ok(),
+            Some(LockKind::CountDownLatch)
+        );
+        assert_eq!(kind(missing(), Primitive::Lock).ok(), Some(LockKind::Free));
+        let refused = kind(hash(), Primitive::CountDownLatch).expect_err("a hash is no latch");
+        assert!(
+            refused.to_string().contains("is a lock") && refused.to_string().contains("latch"),
+            "{refused}"
+        );
+        assert!(kind(rw(), Primitive::Lock).is_err());
+        assert!(kind(hash(), Primitive::ReadWriteLock).is_err());
+        assert!(kind(counter(), Primitive::FencedLock).is_err());
+        // No member of the family at all: reported as such, not refused.
+        assert_eq!(
+            kind(reply("set", -1, &[], 0), Primitive::Lock).ok(),
+            Some(LockKind::Other {
+                redis_type: "set".into()
+            })
+        );
+    }
+
+    #[test]
     fn malformed_replies_are_errors_not_panics() {
-        assert!(parse("x", Value::Null).is_err());
-        assert!(parse("x", Value::Array(vec![Value::Null])).is_err());
+        assert!(parse("x", Value::Null, NOW).is_err());
+        assert!(parse("x", Value::Array(vec![Value::Null]), NOW).is_err());
     }
 }

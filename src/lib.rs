@@ -220,7 +220,9 @@ mod transport;
 
 pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, TlsOptions, WhenUnavailable};
 pub use error::{Error, Result};
-pub use inspect::{Holder, LockInfo, LockKind};
+pub use inspect::{
+    ExpirablePermit, Holder, LockInfo, LockKind, PermitIdFormat, Primitive, QueuedWaiter,
+};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
 pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};

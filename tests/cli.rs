@@ -221,7 +221,8 @@ async fn status_reports_a_free_lock_as_text_and_json() {
         json,
         serde_json::json!([{
             "name": "cli:free", "state": "free", "locked": false, "kind": "free", "mode": null,
-            "redis_type": null, "ttl_ms": null, "holders": [], "queued": 0
+            "redis_type": null, "ttl_ms": null, "holders": [], "queued": 0, "waiters": [],
+            "token": null, "count": null, "permits_out": 0, "permits": []
         }])
     );
 }
@@ -300,8 +301,8 @@ async fn status_reads_redisson_written_keys_of_every_kind_in_argument_order() {
         .expect("run status");
     assert_eq!(
         output.status.code(),
-        Some(65),
-        "java:semaphore is not a lock"
+        Some(0),
+        "every key is a primitive of the family: {output:?}"
     );
     let text = String::from_utf8_lossy(&output.stdout);
     let rows: Vec<&str> = text.lines().skip(1).collect();
@@ -315,7 +316,7 @@ async fn status_reads_redisson_written_keys_of_every_kind_in_argument_order() {
     assert!(rows[2].contains("no expiry") && rows[2].contains("a:1=1"));
     assert!(rows[3].contains("read-write (write)") && rows[3].contains("b:2:write=1"));
     assert!(
-        predicate::str::is_match(r"^java:semaphore\s+not-a-lock\s+string\s")
+        predicate::str::is_match(r"^java:semaphore\s+present\s+semaphore or latch, value 3\s")
             .expect("regex")
             .eval(rows[4]),
         "{text}"
@@ -335,7 +336,9 @@ async fn status_reads_redisson_written_keys_of_every_kind_in_argument_order() {
     assert_eq!(json[2]["ttl_ms"], Json::Null, "no expiry is null");
     assert_eq!(json[3]["kind"], "read-write");
     assert_eq!(json[3]["mode"], "write");
-    assert_eq!(json[4]["state"], "not_a_lock");
+    assert_eq!(json[4]["state"], "present");
+    assert_eq!(json[4]["kind"], "semaphore-or-latch");
+    assert_eq!(json[4]["count"], 3);
     assert_eq!(json[4]["locked"], false);
     assert_eq!(json[4]["redis_type"], "string");
 }
@@ -353,6 +356,625 @@ async fn the_server_url_can_come_from_redis_url() {
         .assert()
         .success()
         .stdout(predicate::str::contains("e:1=1"));
+}
+
+// status: the whole lock family, as Java Redisson lays it out ----------------------------------
+
+/// A holder field as a Java client writes it.
+const JAVA_FIELD: &str = "8c1e3a9e-4a4e-4f57-9f3c-2f1d0b7d6a11:57";
+
+fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970");
+    i64::try_from(since.as_millis()).expect("ms fit i64")
+}
+
+/// `ferrisson status ARGS`: its exit code and stdout (stderr when it has no stdout).
+fn status_text(server: &RedisServer, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = cli(server)
+        .arg("status")
+        .args(args)
+        .output()
+        .expect("run status");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `ferrisson --json status ARGS`, which must succeed: its array of objects.
+fn status_json(server: &RedisServer, args: &[&str]) -> Vec<Json> {
+    let output = cli(server)
+        .args(["--json", "status"])
+        .args(args)
+        .output()
+        .expect("run status --json");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    match stdout_json(&output) {
+        Json::Array(objects) => objects,
+        other => panic!("not an array: {other}"),
+    }
+}
+
+/// The table row of `name` in `text`.
+fn row<'a>(text: &'a str, name: &str) -> &'a str {
+    text.lines()
+        .find(|line| line.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no row for {name}: {text}"))
+}
+
+/// The indented lines under the heading that starts with `heading` in `text`.
+fn section<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
+    text.lines()
+        .skip_while(|line| !line.starts_with(heading))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .collect()
+}
+
+async fn raw_cmd(
+    raw: &fred::clients::Client,
+    command: fred::types::CustomCommand,
+    args: Vec<Value>,
+) {
+    let _: Value = raw.custom(command, args).await.expect("raw command");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_fenced_lock_with_its_token_held_or_free() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    // §7: the lock hash as RLock's, plus the token counter redisson_lock_token:{N} (no TTL).
+    let _: () = raw.hset("fence", (JAVA_FIELD, 1)).await.expect("HSET");
+    let _: () = raw.pexpire("fence", 30_000, None).await.expect("PEXPIRE");
+    let _: () = raw
+        .set("redisson_lock_token:{fence}", "17", None, None, false)
+        .await
+        .expect("SET");
+    // Released since: the token stays.
+    let _: () = raw
+        .set("redisson_lock_token:{gone}", "4", None, None, false)
+        .await
+        .expect("SET");
+
+    let (code, text, _) = status_text(&server, &["fence", "gone"]);
+    assert_eq!(code, Some(0), "{text}");
+    let held = row(&text, "fence");
+    assert!(
+        held.contains(" locked ")
+            && held.contains("fenced, token 17")
+            && held.contains(&format!("{JAVA_FIELD}=1")),
+        "{text}"
+    );
+    assert!(
+        row(&text, "gone").contains(" free ") && row(&text, "gone").contains("fenced, token 4"),
+        "{text}"
+    );
+
+    let json = status_json(&server, &["fence", "gone"]);
+    assert_eq!(
+        (&json[0]["kind"], &json[0]["token"], &json[0]["state"]),
+        (
+            &Json::from("fenced"),
+            &Json::from(17),
+            &Json::from("locked")
+        )
+    );
+    assert_eq!(json[0]["holders"][0]["field"], JAVA_FIELD);
+    assert_eq!(
+        (&json[1]["kind"], &json[1]["token"], &json[1]["locked"]),
+        (&Json::from("fenced"), &Json::from(4), &Json::from(false))
+    );
+    assert_eq!(
+        (&json[1]["state"], &json[1]["redis_type"]),
+        (&Json::from("free"), &Json::Null),
+        "the lock key is gone"
+    );
+
+    // Before its first token a fenced lock is a plain hash: --kind says what it is.
+    let _: () = raw.hset("young", (JAVA_FIELD, 1)).await.expect("HSET");
+    let json = status_json(&server, &["--kind", "fenced", "young"]);
+    assert_eq!(
+        (&json[0]["kind"], &json[0]["token"]),
+        (&Json::from("fenced"), &Json::Null)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_fair_locks_queue_in_order_with_deadlines_and_stale_waiters() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let now = now_ms();
+    // §4.1: the holder hash, the queue (list of fields) and the deadlines (zset, epoch ms).
+    let _: () = raw.hset("fair", (JAVA_FIELD, 1)).await.expect("HSET");
+    let _: () = raw.pexpire("fair", 30_000, None).await.expect("PEXPIRE");
+    let _: () = raw
+        .rpush("redisson_lock_queue:{fair}", vec!["w:1", "w:2", "w:3"])
+        .await
+        .expect("RPUSH");
+    raw_cmd(
+        &raw,
+        cmd!("ZADD"),
+        vec![
+            "redisson_lock_timeout:{fair}".into(),
+            (now + 330_000).to_string().into(),
+            "w:1".into(),
+            (now - 5_000).to_string().into(),
+            "w:2".into(),
+            (now + 600_000).to_string().into(),
+            "w:3".into(),
+        ],
+    )
+    .await;
+
+    let (code, text, _) = status_text(&server, &["fair"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(row(&text, "fair").contains("fair, 3 queued"), "{text}");
+    let queue = section(&text, "`fair` queue, in order (3 queued):");
+    assert_eq!(queue.len(), 3, "{text}");
+    for (line, (n, field)) in queue.iter().zip([(1, "w:1"), (2, "w:2"), (3, "w:3")]) {
+        assert!(
+            line.trim_start().starts_with(&format!("{n}.")) && line.contains(field),
+            "{text}"
+        );
+    }
+    assert!(
+        queue[0].contains("deadline in 5m 2") || queue[0].contains("deadline in 5m 3"),
+        "{text}"
+    );
+    assert!(queue[1].contains("stale"), "{text}");
+    assert!(
+        queue[2].contains("deadline in 9m") || queue[2].contains("deadline in 10m"),
+        "{text}"
+    );
+    assert!(
+        !queue[0].contains("stale") && !queue[2].contains("stale"),
+        "{text}"
+    );
+
+    let json = status_json(&server, &["fair"]);
+    let waiters = json[0]["waiters"].as_array().expect("waiters");
+    let fields: Vec<&str> = waiters.iter().filter_map(|w| w["field"].as_str()).collect();
+    assert_eq!(fields, ["w:1", "w:2", "w:3"]);
+    assert_eq!(waiters[0]["deadline_ms"], now + 330_000);
+    let stale: Vec<bool> = waiters
+        .iter()
+        .filter_map(|w| w["stale"].as_bool())
+        .collect();
+    assert_eq!(stale, [false, true, false]);
+    let left = waiters[0]["remaining_ms"].as_u64().expect("remaining_ms");
+    assert!((300_000..=330_000).contains(&left), "{left}");
+    assert_eq!(waiters[1]["remaining_ms"], 0);
+    assert_eq!(
+        (&json[0]["kind"], &json[0]["queued"]),
+        (&Json::from("fair"), &Json::from(3))
+    );
+
+    // A fair lock without waiters is a plain hash: --kind fair says what it is.
+    let _: () = raw.hset("calm", (JAVA_FIELD, 1)).await.expect("HSET");
+    let json = status_json(&server, &["--kind", "fair", "calm"]);
+    assert_eq!(
+        (&json[0]["kind"], &json[0]["queued"]),
+        (&Json::from("fair"), &Json::from(0))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_read_write_locks_writer_and_readers_with_their_hold_ttls() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    // §5.1: a read lock with two readers; r:1 holds twice (both timeout keys alive), r:2
+    // once with its timeout key gone.
+    let _: () = raw
+        .hset("rw", vec![("mode", "read"), ("r:1", "2"), ("r:2", "1")])
+        .await
+        .expect("HSET");
+    let _: () = raw.pexpire("rw", 40_000, None).await.expect("PEXPIRE");
+    for (hold, ttl) in [(1, 40_000), (2, 20_000)] {
+        let _: () = raw
+            .set(
+                format!("{{rw}}:r:1:rwlock_timeout:{hold}"),
+                "1",
+                Some(Expiration::PX(ttl)),
+                None,
+                false,
+            )
+            .await
+            .expect("SET");
+    }
+    // A write lock whose writer also took a read lock (read-while-writing).
+    let writer = format!("{JAVA_FIELD}:write");
+    let _: () = raw
+        .hset(
+            "wr",
+            vec![("mode", "write"), (writer.as_str(), "1"), (JAVA_FIELD, "1")],
+        )
+        .await
+        .expect("HSET");
+    let _: () = raw.pexpire("wr", 30_000, None).await.expect("PEXPIRE");
+    let _: () = raw
+        .set(
+            format!("{{wr}}:{JAVA_FIELD}:rwlock_timeout:1"),
+            "1",
+            Some(Expiration::PX(30_000)),
+            None,
+            false,
+        )
+        .await
+        .expect("SET");
+
+    let (code, text, _) = status_text(&server, &["rw", "wr"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        row(&text, "rw").contains("read-write (read)") && row(&text, "rw").contains("r:1=2, r:2=1"),
+        "{text}"
+    );
+    assert!(
+        row(&text, "wr").contains("read-write (write)")
+            && row(&text, "wr").contains(&format!("{writer}=1")),
+        "{text}"
+    );
+    let reads = section(&text, "`rw` read holds");
+    assert_eq!(reads.len(), 2, "{text}");
+    assert!(
+        predicate::str::is_match(r"r:1\s+count 2\s+hold 1: (39|40)\.\ds, hold 2: (19|20)\.\ds$")
+            .expect("regex")
+            .eval(reads[0]),
+        "{text}"
+    );
+    assert!(
+        reads[1].contains("r:2") && reads[1].ends_with("hold 1: gone"),
+        "{text}"
+    );
+    let reads = section(&text, "`wr` read holds");
+    assert_eq!(reads.len(), 1, "only the writer's read hold: {text}");
+    assert!(reads[0].starts_with(&format!("  {JAVA_FIELD} ")), "{text}");
+
+    let json = status_json(&server, &["rw", "wr"]);
+    assert_eq!(
+        (&json[0]["kind"], &json[0]["mode"]),
+        (&Json::from("read-write"), &Json::from("read"))
+    );
+    let r1 = &json[0]["holders"][0];
+    assert_eq!(
+        (&r1["field"], &r1["count"]),
+        (&Json::from("r:1"), &Json::from(2))
+    );
+    let holds = r1["read_holds"].as_array().expect("read holds");
+    assert_eq!(holds.len(), 2);
+    let ttl = holds[1]["ttl_ms"].as_u64().expect("hold 2 has a TTL");
+    assert!((15_000..=20_000).contains(&ttl), "{ttl}");
+    assert_eq!(
+        json[0]["holders"][1]["read_holds"],
+        serde_json::json!([{ "hold": 1, "exists": false, "ttl_ms": null }])
+    );
+    assert_eq!(json[1]["mode"], "write");
+    let holders = json[1]["holders"].as_array().expect("holders");
+    let write = holders
+        .iter()
+        .find(|h| h["field"] == writer.as_str())
+        .expect("the writer");
+    assert_eq!(write["count"], 1);
+    assert!(
+        write.get("read_holds").is_none(),
+        "a write hold has no timeout keys: {write}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_tells_a_semaphore_from_a_latch_only_when_told() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    // §10.1 and §12.1: both are a string integer at N.
+    let _: () = raw
+        .set("counter", "5", Some(Expiration::PX(60_000)), None, false)
+        .await
+        .expect("SET");
+
+    let (code, text, _) = status_text(&server, &["counter"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        predicate::str::is_match(
+            r"^counter\s+present\s+semaphore or latch, value 5\s+(59|60)\.\ds\s+-$"
+        )
+        .expect("regex")
+        .eval(row(&text, "counter")),
+        "{text}"
+    );
+    let (_, text, _) = status_text(&server, &["--kind", "semaphore", "counter"]);
+    assert!(
+        row(&text, "counter").contains(" semaphore, 5 permits "),
+        "{text}"
+    );
+    let (_, text, _) = status_text(&server, &["--kind", "latch", "counter", "missing"]);
+    assert!(row(&text, "counter").contains(" latch, count 5 "), "{text}");
+    assert!(
+        predicate::str::is_match(r"^missing\s+absent\s+latch, count 0\s+-\s+-$")
+            .expect("regex")
+            .eval(row(&text, "missing")),
+        "a missing latch reads as count 0, as Redisson's getCount: {text}"
+    );
+
+    let json = status_json(&server, &["counter"]);
+    assert_eq!(
+        (
+            &json[0]["kind"],
+            &json[0]["count"],
+            &json[0]["state"],
+            &json[0]["locked"]
+        ),
+        (
+            &Json::from("semaphore-or-latch"),
+            &Json::from(5),
+            &Json::from("present"),
+            &Json::from(false)
+        )
+    );
+    let ttl = json[0]["ttl_ms"].as_u64().expect("a TTL");
+    assert!((55_000..=60_000).contains(&ttl), "{ttl}");
+    let json = status_json(&server, &["--kind", "semaphore", "counter", "missing"]);
+    assert_eq!(
+        (&json[0]["kind"], &json[0]["count"]),
+        (&Json::from("semaphore"), &Json::from(5))
+    );
+    assert_eq!(
+        (&json[1]["kind"], &json[1]["state"], &json[1]["count"]),
+        (&Json::from("semaphore"), &Json::from("absent"), &Json::Null)
+    );
+    let json = status_json(&server, &["--kind", "latch", "counter"]);
+    assert_eq!(json[0]["kind"], "latch");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_permits_out_with_ids_in_both_formats() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let now = now_ms();
+    // §11: available permits at N, permits out in {N}:timeout; Redisson >= 3.17 stores a raw
+    // 16-byte id, 3.16 its 32-character hex string; 922337203685477 means never.
+    let raw_id: Vec<u8> = vec![
+        0x00, 0xff, 0x10, 0x80, 0x7f, 0xc3, 0x28, 0xa1, 0x01, 0x02, 0x03, 0x04, 0xfe, 0xed, 0xbe,
+        0xef,
+    ];
+    let _: () = raw
+        .set("permits", "2", None, None, false)
+        .await
+        .expect("SET");
+    raw_cmd(
+        &raw,
+        cmd!("ZADD"),
+        vec![
+            "{permits}:timeout".into(),
+            (now + 60_000).to_string().into(),
+            Value::Bytes(raw_id.into()),
+            "922337203685477".into(),
+            "0123456789abcdef0123456789abcdef".into(),
+            (now - 1_000).to_string().into(),
+            "fedcba9876543210fedcba9876543210".into(),
+        ],
+    )
+    .await;
+
+    let (code, text, _) = status_text(&server, &["permits"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        row(&text, "permits").contains(" permit-semaphore, 2 available, 3 out "),
+        "inferred from the permits out: {text}"
+    );
+    let permits = section(&text, "`permits` permits out (3):");
+    assert_eq!(permits.len(), 3, "{text}");
+    // Soonest expiry first: the expired 3.16 permit, the raw one, the one that never expires.
+    assert!(
+        permits[0].contains("fedcba9876543210fedcba9876543210")
+            && permits[0].contains("hex-string id (Redisson 3.16)")
+            && permits[0].contains("expired"),
+        "{text}"
+    );
+    assert!(
+        permits[1].contains("00ff10807fc328a101020304feedbeef")
+            && permits[1].contains("raw id (Redisson >= 3.17)")
+            && permits[1].contains("expires in 5"),
+        "{text}"
+    );
+    assert!(
+        permits[2].contains("0123456789abcdef0123456789abcdef")
+            && permits[2].contains("never expires"),
+        "{text}"
+    );
+
+    let json = status_json(&server, &["permits"]);
+    assert_eq!(
+        (&json[0]["kind"], &json[0]["count"], &json[0]["permits_out"]),
+        (
+            &Json::from("permit-semaphore"),
+            &Json::from(2),
+            &Json::from(3)
+        )
+    );
+    let permits = json[0]["permits"].as_array().expect("permits");
+    let ids: Vec<(&str, &str, bool)> = permits
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_str().expect("id"),
+                p["id_format"].as_str().expect("format"),
+                p["expired"].as_bool().expect("expired"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("fedcba9876543210fedcba9876543210", "hex", true),
+            ("00ff10807fc328a101020304feedbeef", "raw", false),
+            ("0123456789abcdef0123456789abcdef", "hex", false),
+        ]
+    );
+    assert_eq!(permits[1]["expires_ms"], now + 60_000);
+    assert_eq!(
+        (&permits[2]["expires_ms"], &permits[2]["remaining_ms"]),
+        (&Json::Null, &Json::Null)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_the_key_contradicts_is_a_clear_error() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let _: () = raw.hset("lock", (JAVA_FIELD, 1)).await.expect("HSET");
+    let _: () = raw
+        .hset("rw", vec![("mode", "read"), ("r:1", "1")])
+        .await
+        .expect("HSET");
+    let _: () = raw.set("count", "3", None, None, false).await.expect("SET");
+    let _: () = raw.rpush("list", "a").await.expect("RPUSH");
+
+    let cases = [
+        (
+            ["--kind", "latch", "lock"],
+            "`lock` is a lock (a hash of holder fields, without a `mode` field), not a count-down latch",
+        ),
+        (
+            ["--kind", "read-write", "lock"],
+            "`lock` is a lock (a hash of holder fields, without a `mode` field), not a read-write lock",
+        ),
+        (
+            ["--kind", "fair", "rw"],
+            "`rw` is a read-write lock (a hash with a `mode` field), not a fair lock",
+        ),
+        (
+            ["--kind", "lock", "count"],
+            "`count` is a semaphore or count-down latch (a string integer), not a lock",
+        ),
+    ];
+    for (args, message) in cases {
+        let output = cli(&server)
+            .arg("status")
+            .args(args)
+            .output()
+            .expect("run status");
+        let whole = format!("cannot read `{}` as --kind {}: {message}", args[2], args[1]);
+        one_error_line(&output, 2, &regex_escape(&whole));
+        let output = cli(&server)
+            .args(["--json", "status"])
+            .args(args)
+            .output()
+            .expect("run status --json");
+        assert_eq!(output.status.code(), Some(2));
+        assert_eq!(stdout_json(&output)["error"]["kind"], "invalid_argument");
+    }
+
+    // A key that is no primitive of the family at all stays "not a lock" (65), whatever --kind.
+    let (code, text, stderr) = status_text(&server, &["--kind", "latch", "list"]);
+    assert_eq!(code, Some(65), "{text}");
+    assert!(row(&text, "list").contains(" not-a-lock "), "{text}");
+    assert!(
+        stderr.contains("key `list` is a list, not a lock"),
+        "{stderr}"
+    );
+    // A missing key agrees with every kind.
+    for kind in [
+        "lock",
+        "fair",
+        "fenced",
+        "read-write",
+        "semaphore",
+        "permit-semaphore",
+        "latch",
+    ] {
+        let (code, text, _) = status_text(&server, &["--kind", kind, "nothing"]);
+        assert_eq!(code, Some(0), "--kind {kind}: {text}");
+    }
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$`".contains(c);
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auxiliary_keys_of_the_wrong_type_are_not_read_as_the_familys() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let _: () = raw.hset("odd", (JAVA_FIELD, 1)).await.expect("HSET");
+    // Not a queue, not deadlines, not a token, not permits: keys of other types at those names.
+    let _: () = raw
+        .set("redisson_lock_queue:{odd}", "x", None, None, false)
+        .await
+        .expect("SET");
+    let _: () = raw
+        .hset("redisson_lock_timeout:{odd}", ("a", "b"))
+        .await
+        .expect("HSET");
+    let _: () = raw
+        .rpush("redisson_lock_token:{odd}", "1")
+        .await
+        .expect("RPUSH");
+    let _: () = raw.sadd("{odd}:timeout", "p").await.expect("SADD");
+
+    let json = status_json(&server, &["odd"]);
+    assert_eq!(json[0]["kind"], "reentrant", "{json:?}");
+    assert_eq!(
+        (
+            &json[0]["queued"],
+            &json[0]["token"],
+            &json[0]["permits_out"]
+        ),
+        (&Json::from(0), &Json::Null, &Json::from(0))
+    );
+    assert_eq!(json[0]["holders"][0]["count"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_reports_a_counters_changes() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let _: () = raw
+        .set("watched", "2", None, None, false)
+        .await
+        .expect("SET");
+    let mut watch = Running::spawn(
+        &server,
+        &[
+            "--json",
+            "watch",
+            "--kind",
+            "semaphore",
+            "--interval",
+            "20ms",
+            "watched",
+        ],
+    );
+    let state = watch
+        .line(Stream::Stdout, |line| line.contains("\"event\":\"state\""))
+        .await;
+    let state: Json = serde_json::from_str(&state).expect("JSON");
+    assert_eq!(
+        (&state["kind"], &state["count"]),
+        (&Json::from("semaphore"), &Json::from(2))
+    );
+    let _: i64 = raw.decr("watched").await.expect("DECR");
+    let changed = watch
+        .line(Stream::Stdout, |line| {
+            line.contains("\"event\":\"count_changed\"")
+        })
+        .await;
+    let changed: Json = serde_json::from_str(&changed).expect("JSON");
+    assert_eq!(
+        (&changed["previous"], &changed["count"]),
+        (&Json::from(2), &Json::from(1))
+    );
+    watch.signal(nix::sys::signal::Signal::SIGINT);
+    assert!(watch.exit().await.success());
 }
 
 // run ------------------------------------------------------------------------------------------
@@ -1218,12 +1840,14 @@ async fn each_error_is_one_clear_line() {
         (
             &["--url", &url, "run", "cli:string", "--", "true"],
             65,
-            r"key `cli:string` is a string, not a lock: nothing to acquire".to_owned(),
+            r"key `cli:string` is a semaphore or count-down latch, not a lock: nothing to acquire"
+                .to_owned(),
         ),
         (
             &["--url", &url, "unlock", "--force", "cli:string"],
             65,
-            r"key `cli:string` is a string, not a lock: left alone".to_owned(),
+            r"key `cli:string` is a semaphore or count-down latch, not a lock: left alone"
+                .to_owned(),
         ),
     ];
     for (args, code, message) in &cases {
@@ -1314,7 +1938,7 @@ async fn status_says_a_key_of_another_type_is_not_a_lock() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let _: () = raw
-        .set("k:string", "1", None, None, false)
+        .set("k:string", "not a number", None, None, false)
         .await
         .expect("SET");
     let _: () = raw.rpush("k:list", "a").await.expect("RPUSH");

@@ -31,6 +31,8 @@
 //! }
 //! ```
 
+mod inspect;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,10 +10,14 @@ const ABOUT: &str = "Inspect and use Redisson-compatible Redis locks from the sh
 const LONG_ABOUT: &str = r#"Inspect and use Redisson-compatible Redis locks from the shell.
 
 A lock is the Redis key of the same name, written exactly as Java Redisson's RLock writes it:
-`ferrisson run orders:42 -- ...` excludes a Java service holding getLock("orders:42")."#;
+`ferrisson run orders:42 -- ...` excludes a Java service holding getLock("orders:42").
+`status` and `watch` read every primitive of Redisson's lock family: reentrant, spin,
+non-reentrant, fair, fenced and read-write locks, semaphores (also permit-expirable) and
+count-down latches."#;
 
 const EXAMPLES: &str = r#"Examples:
   ferrisson status orders:42 jobs:nightly
+  ferrisson status --kind latch jobs:done
   ferrisson run --wait 30s nightly-report -- ./make-report.sh --full
   ferrisson watch orders:42
   ferrisson unlock --force orders:42
@@ -124,7 +128,7 @@ pub fn redact_url(url: &str) -> String {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Show whether locks are held, by whom, and for how long
+    /// Show whether locks are held, by whom, and for how long; semaphores and latches too
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
     /// Run a command while holding a lock (like flock(1))
@@ -133,30 +137,60 @@ pub enum Command {
     /// Release a lock whoever holds it, waking its waiters
     #[command(after_help = UNLOCK_HELP)]
     Unlock(UnlockArgs),
-    /// Follow a lock live: acquisitions, re-entries, releases, renewals
+    /// Follow a lock (or semaphore, latch) live: acquisitions, re-entries, releases, renewals
     #[command(after_help = WATCH_HELP)]
     Watch(WatchArgs),
 }
 
-const STATUS_HELP: &str = r#"Columns: NAME; STATE (locked, free, or not-a-lock for a key of another type, or a hash
-whose fields are not holders); KIND (reentrant, fair, read-write, or the Redis type of a key
-that is not a lock); TTL (time left on the lease); HOLDERS (field=hold count, where a field is
-<client uuid>:<thread or owner id>).
+const STATUS_HELP: &str = r#"Reads each NAME with every key Redisson keeps for it, in one atomic step: the lock hash, a
+fair lock's queue and deadlines, a fenced lock's token, a read-write lock's per-hold timeout
+keys, a semaphore's or latch's count, a permit-expirable semaphore's permits out.
+
+Columns: NAME; STATE (locked or free for locks, present or absent for semaphores and latches,
+not-a-lock for a key that is no primitive of the family: a list, a string that is not an
+integer, a hash whose fields are not holders, ...); KIND (reentrant, fair with its queue
+length, fenced with its token, read-write with its mode, semaphore with its permits,
+permit-semaphore with permits available and out, latch with its count, or the Redis type of a
+key that is not a lock); TTL (time left); HOLDERS (field=hold count, where a field is
+<client uuid>:<thread or owner id>). Spin and non-reentrant locks are shown as reentrant: on
+Redis they are the same hash.
+
+Below the table, the lists behind a row: a fair lock's queue in order with each waiter's
+deadline (stale: passed, removed by the next fair-lock call); a read-write lock's readers with
+each hold's timeout-key TTL (gone: that hold no longer keeps the lock); a permit-expirable
+semaphore's permits out, soonest expiry first, ids in hex whether stored raw (Redisson >= 3.17)
+or as hex strings (3.16). Deadlines are epoch ms of the clients' clocks, compared with this
+machine's. At most 100 entries per list are shown.
+
+A semaphore and a count-down latch are both a string integer: without --kind it is shown as
+"semaphore or latch" with its value. --kind reads every NAME as that primitive; a key that
+holds another primitive of the family is refused (exit 2); a missing key agrees with every
+kind (a missing semaphore or latch counts 0, as Redisson reads it).
 
 With --json, prints one JSON array with an object per NAME:
-  {"name":..., "state":"locked"|"free"|"not_a_lock", "locked":bool,
-   "kind":"free"|"reentrant"|"fair"|"read-write"|"not_a_lock",
+  {"name":..., "state":"locked"|"free"|"present"|"absent"|"not_a_lock", "locked":bool,
+   "kind":"free"|"reentrant"|"fair"|"fenced"|"read-write"|"semaphore"|"permit-semaphore"|
+          "latch"|"semaphore-or-latch"|"not_a_lock",
    "mode":"read"|"write"|null, "redis_type":"hash"|"string"|...|null, "ttl_ms":int|null,
-   "holders":[{"field":..., "count":int}], "queued":int}
-ttl_ms is null for a free lock and for a key without expiry.
+   "holders":[{"field":..., "count":int,
+               "read_holds":[{"hold":int, "exists":bool, "ttl_ms":int|null}]}],
+   "queued":int,
+   "waiters":[{"field":..., "deadline_ms":int|null, "remaining_ms":int|null, "stale":bool}],
+   "token":int|null, "count":int|null, "permits_out":int,
+   "permits":[{"id":hex, "id_format":"raw"|"hex"|"unknown", "expires_ms":int|null,
+               "remaining_ms":int|null, "expired":bool}]}
+ttl_ms is null for a free lock and for a key without expiry; read_holds is given for the
+readers of a read-write lock only; count is null unless the key is a present semaphore or
+latch; expires_ms is null for a permit that never expires.
 
-Exit status: 0 when every NAME is a lock (held or free); 65 when a key is not a lock (every
-NAME is still printed, and a line per such key on stderr: key `x` is a string, not a lock);
-69 when Redis cannot be reached; 77 when its ACL user may not read locks; 2 for bad arguments
-or a URL the server rejects.
+Exit status: 0 when every NAME is a primitive of the family (held, free, present or absent);
+65 when a key is not (every NAME is still printed, and a line per such key on stderr: key `x`
+is a list, not a lock); 2 when a key contradicts --kind, for bad arguments or a URL the server
+rejects; 69 when Redis cannot be reached; 77 when its ACL user may not read locks.
 
 Examples:
   ferrisson status orders:42
+  ferrisson status --kind semaphore pool:db
   ferrisson status --json orders:42 orders:43 | jq -r '.[] | select(.locked) | .name'"#;
 
 const RUN_HELP: &str = r#"Takes the lock NAME, runs CMD with its arguments, releases the lock and exits with CMD's
@@ -216,23 +250,28 @@ URL the server rejects.
 Examples:
   ferrisson unlock --force orders:42"#;
 
-const WATCH_HELP: &str = r#"Reads the lock every --interval and prints a line per change, with a UTC timestamp: the
-initial state, then acquired by FIELD, re-entered / partially released (hold count n), holder
-changed, released, expired, TTL renewed, waiters queued. Changes that come and go between two
-reads are not seen. Runs until interrupted (Ctrl-C or SIGTERM; exit 0) or until --for elapses.
+const WATCH_HELP: &str = r#"Reads NAME every --interval (any primitive `status` reads) and prints a line per change,
+with a UTC timestamp: the initial state, then acquired by FIELD, re-entered / partially
+released (hold count n), holder changed, released, expired, TTL renewed, waiters queued, a
+semaphore's or latch's count, a fenced lock's token, permits out. Changes that come and go
+between two reads are not seen. Runs until interrupted (Ctrl-C or SIGTERM; exit 0) or until
+--for elapses.
 
 With --json, prints one JSON object per line on stdout, each with "ts" (RFC 3339, UTC), "name"
 and "event": state, acquired, reentered, partially_released, holder_changed, released,
-expired, renewed, kind_changed, queued, unavailable or reconnected. A key that is not a lock is
-shown as such (state/kind "not_a_lock") and watched on.
+expired, renewed, kind_changed, queued, count_changed (a semaphore's or latch's value, with
+"count" and "previous"), token_changed (a fenced lock's "token"), permits_out, unavailable or
+reconnected. --kind reads NAME as in `status --kind`. A key that is no primitive of the family
+is shown as such (state/kind "not_a_lock") and watched on.
 
 Exit status: 0 when interrupted or after --for; 69 when Redis cannot be reached at the start
-(later outages are shown and waited out); 77 when its ACL user may not read locks; 2 for bad
-arguments or a URL the server rejects.
+(later outages are shown and waited out); 77 when its ACL user may not read locks; 2 when
+NAME contradicts --kind, for bad arguments or a URL the server rejects.
 
 Examples:
   ferrisson watch orders:42
-  ferrisson watch --interval 1s --json orders:42 >> orders-lock.log"#;
+  ferrisson watch --interval 1s --json orders:42 >> orders-lock.log
+  ferrisson watch --kind latch jobs:done"#;
 
 impl Command {
     /// The lock name of a `run`, whose `--json` failures go to its event stream on stderr.
@@ -247,9 +286,57 @@ impl Command {
 /// `ferrisson status`
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Lock names (Redis keys)
+    /// Read every NAME as this primitive (a semaphore and a latch look alike on Redis)
+    /// [default: inferred from what Redis holds]
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<Kind>,
+
+    /// Names (Redis keys) of locks, semaphores or latches
     #[arg(required = true, value_name = "NAME", value_parser = lock_name)]
     pub names: Vec<String>,
+}
+
+/// `--kind`: the primitive a name is, when Redis alone cannot tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// Reentrant, spin or non-reentrant lock (one hash of holders)
+    #[value(alias = "spin", alias = "non-reentrant", alias = "reentrant")]
+    Lock,
+    /// Fair lock (holders plus a waiter queue)
+    Fair,
+    /// Fenced lock (holders plus a token counter)
+    Fenced,
+    /// Read-write lock
+    ReadWrite,
+    /// Semaphore (a string integer of available permits)
+    Semaphore,
+    /// Permit-expirable semaphore (available permits plus permits out)
+    PermitSemaphore,
+    /// Count-down latch (a string integer count)
+    Latch,
+}
+
+impl Kind {
+    /// The name given on the command line (`read-write`).
+    pub fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map(|value| value.get_name().to_owned())
+            .unwrap_or_default()
+    }
+
+    /// The library's name for this kind.
+    pub fn primitive(self) -> ferrisson::Primitive {
+        use ferrisson::Primitive;
+        match self {
+            Kind::Lock => Primitive::Lock,
+            Kind::Fair => Primitive::FairLock,
+            Kind::Fenced => Primitive::FencedLock,
+            Kind::ReadWrite => Primitive::ReadWriteLock,
+            Kind::Semaphore => Primitive::Semaphore,
+            Kind::PermitSemaphore => Primitive::PermitExpirableSemaphore,
+            Kind::Latch => Primitive::CountDownLatch,
+        }
+    }
 }
 
 /// `ferrisson run`
@@ -304,9 +391,13 @@ pub struct UnlockArgs {
 /// `ferrisson watch`
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// Lock name (Redis key)
+    /// Name (Redis key) of a lock, semaphore or latch
     #[arg(value_name = "NAME", value_parser = lock_name)]
     pub name: String,
+
+    /// Read NAME as this primitive, as `status --kind` [default: inferred]
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<Kind>,
 
     /// How often to read the lock
     #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = positive_duration)]

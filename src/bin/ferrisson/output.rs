@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
-use ferrisson::{LockInfo, LockKind, RemainingTtl, WokenBy};
+use ferrisson::{LockInfo, LockKind, PermitIdFormat, RemainingTtl, WokenBy};
 use serde::Serialize;
 
 /// Writes `line` and a newline to stderr in one `write` call, so that it does not interleave
@@ -70,7 +70,8 @@ pub fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The KIND column: `-` (free), `reentrant`, `fair, 3 queued`, `read-write (read)`,
+/// The kind in words: `-` (free), `reentrant`, `fair, 3 queued`, `read-write (read)`,
+/// `fenced`, `semaphore`, `permit-semaphore`, `latch`, `semaphore or latch`,
 /// `not a lock (string)`.
 pub fn kind_text(kind: &LockKind, queued: u64) -> String {
     match kind {
@@ -79,19 +80,59 @@ pub fn kind_text(kind: &LockKind, queued: u64) -> String {
         LockKind::Fair => format!("fair, {queued} queued"),
         LockKind::ReadWrite { mode } => format!("read-write ({mode})"),
         LockKind::Other { redis_type } => format!("not a lock ({redis_type})"),
+        LockKind::Fenced => "fenced".to_owned(),
+        LockKind::Semaphore => "semaphore".to_owned(),
+        LockKind::PermitSemaphore => "permit-semaphore".to_owned(),
+        LockKind::CountDownLatch => "latch".to_owned(),
+        LockKind::SemaphoreOrLatch => "semaphore or latch".to_owned(),
         _ => "unknown".to_owned(),
+    }
+}
+
+/// The KIND column: [`kind_text`] with the value that matters for the kind: `fenced, token
+/// 17`, `semaphore, 3 permits`, `permit-semaphore, 2 available, 3 out`, `latch, count 2`,
+/// `semaphore or latch, value 3` (a missing counter reads as 0, as Redisson reads it).
+pub fn kind_column(info: &LockInfo) -> String {
+    let kind = kind_text(&info.kind, info.queued);
+    let count = info.count.unwrap_or(0);
+    match info.kind {
+        LockKind::Fenced => match info.token {
+            Some(token) => format!("{kind}, token {token}"),
+            None => format!("{kind}, no token yet"),
+        },
+        LockKind::Semaphore => format!("{kind}, {count} {}", plural(count, "permit")),
+        LockKind::PermitSemaphore => {
+            format!("{kind}, {count} available, {} out", info.permits_out)
+        }
+        LockKind::CountDownLatch => format!("{kind}, count {count}"),
+        LockKind::SemaphoreOrLatch => format!("{kind}, value {count}"),
+        _ => kind,
+    }
+}
+
+fn plural(n: i64, word: &str) -> String {
+    if n == 1 {
+        word.to_owned()
+    } else {
+        format!("{word}s")
     }
 }
 
 /// A kind as JSON fields: (`kind`, `mode`, `redis_type`).
 pub fn kind_parts(kind: &LockKind) -> (&'static str, Option<String>, Option<String>) {
     let hash = || Some("hash".to_owned());
+    let string = || Some("string".to_owned());
     match kind {
         LockKind::Free => ("free", None, None),
         LockKind::Reentrant => ("reentrant", None, hash()),
         LockKind::Fair => ("fair", None, hash()),
         LockKind::ReadWrite { mode } => ("read-write", Some(mode.clone()), hash()),
         LockKind::Other { redis_type } => ("not_a_lock", None, Some(redis_type.clone())),
+        LockKind::Fenced => ("fenced", None, hash()),
+        LockKind::Semaphore => ("semaphore", None, string()),
+        LockKind::PermitSemaphore => ("permit-semaphore", None, string()),
+        LockKind::CountDownLatch => ("latch", None, string()),
+        LockKind::SemaphoreOrLatch => ("semaphore-or-latch", None, string()),
         _ => ("unknown", None, None),
     }
 }
@@ -100,16 +141,12 @@ pub fn kind_parts(kind: &LockKind) -> (&'static str, Option<String>, Option<Stri
 /// with a positive hold count, besides a read-write lock's `mode`) is not a lock either, and
 /// is reported as `LockKind::Other { redis_type: "hash" }` without holders.
 pub fn classify(mut info: LockInfo) -> LockInfo {
-    let is_hash_lock = matches!(
-        info.kind,
-        LockKind::Reentrant | LockKind::Fair | LockKind::ReadWrite { .. }
-    );
     // `Client::inspect` reads a value that is not a number as hold count 0.
     let holders_ok = info
         .holders
         .iter()
         .all(|holder| holder.count > 0 && holder.field.contains(':'));
-    if is_hash_lock && !holders_ok {
+    if info.kind.is_lock() && !holders_ok {
         info.kind = LockKind::Other {
             redis_type: "hash".to_owned(),
         };
@@ -118,7 +155,7 @@ pub fn classify(mut info: LockInfo) -> LockInfo {
     info
 }
 
-/// The Redis type of a key that is not a lock, if it is not.
+/// The Redis type of a key that is no primitive of the lock family, if it is not.
 pub fn not_a_lock_type(info: &LockInfo) -> Option<&str> {
     match &info.kind {
         LockKind::Other { redis_type } => Some(redis_type),
@@ -126,12 +163,28 @@ pub fn not_a_lock_type(info: &LockInfo) -> Option<&str> {
     }
 }
 
-/// `locked`, `free` or `not_a_lock`.
-pub fn state(info: &LockInfo) -> &'static str {
+/// What a key that `run` or `unlock` must not touch holds, if it is not a lock: its Redis
+/// type, or the counter primitive it is.
+pub fn not_lockable(info: &LockInfo) -> Option<String> {
+    if let Some(redis_type) = not_a_lock_type(info) {
+        return Some(redis_type.to_owned());
+    }
     match info.kind {
-        LockKind::Free => "free",
-        LockKind::Other { .. } => "not_a_lock",
-        _ => "locked",
+        LockKind::SemaphoreOrLatch => Some("semaphore or count-down latch".to_owned()),
+        LockKind::PermitSemaphore => Some("permit-expirable semaphore".to_owned()),
+        _ => None,
+    }
+}
+
+/// `locked` or `free` for locks, `present` or `absent` for counters (semaphores, latches),
+/// `not_a_lock` for a key that is no primitive of the family.
+pub fn state(info: &LockInfo) -> &'static str {
+    match (&info.kind, info.is_locked()) {
+        (LockKind::Other { .. }, _) => "not_a_lock",
+        (kind, true) if kind.is_counter() => "present",
+        (kind, false) if kind.is_counter() => "absent",
+        (_, true) => "locked",
+        (_, false) => "free",
     }
 }
 
@@ -174,18 +227,70 @@ pub struct HolderJson {
     pub field: String,
     /// Hold count.
     pub count: i64,
+    /// A read-write lock's read holder: each hold's timeout key, in hold order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_holds: Option<Vec<ReadHoldJson>>,
 }
 
-/// A lock's state in JSON (`status --json`, `watch --json`).
+/// One read hold's timeout key `{name}:<field>:rwlock_timeout:<hold>` in JSON.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct ReadHoldJson {
+    /// The hold number k (1-based).
+    pub hold: usize,
+    /// Whether its timeout key exists (a hold without one no longer keeps the lock).
+    pub exists: bool,
+    /// Time left, null when the key is gone or has no expiry.
+    pub ttl_ms: Option<u64>,
+}
+
+/// A fair-lock waiter in JSON.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct WaiterJson {
+    /// Its holder field.
+    pub field: String,
+    /// Deadline, epoch ms (null when the queue entry has none).
+    pub deadline_ms: Option<i64>,
+    /// Time left until the deadline (0 once passed), null without a deadline.
+    pub remaining_ms: Option<u64>,
+    /// The deadline has passed: the next fair-lock call removes it.
+    pub stale: bool,
+}
+
+/// A permit out of a permit-expirable semaphore in JSON.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct PermitJson {
+    /// The id in lowercase hex.
+    pub id: String,
+    /// `raw` (16 bytes, Redisson ≥ 3.17), `hex` (a hex string, 3.16) or `unknown`.
+    pub id_format: &'static str,
+    /// Expiry, epoch ms, null when it never expires.
+    pub expires_ms: Option<i64>,
+    /// Time left (0 once expired), null when it never expires.
+    pub remaining_ms: Option<u64>,
+    /// The expiry has passed: the next call on the semaphore reclaims it.
+    pub expired: bool,
+}
+
+/// `raw`, `hex` or `unknown`.
+pub fn id_format(format: PermitIdFormat) -> &'static str {
+    match format {
+        PermitIdFormat::Raw => "raw",
+        PermitIdFormat::Hex => "hex",
+        _ => "unknown",
+    }
+}
+
+/// A primitive's state in JSON (`status --json`, `watch --json`).
 #[derive(Serialize, Debug)]
 pub struct LockJson {
-    /// Lock name.
+    /// Name.
     pub name: String,
-    /// `locked`, `free` or `not_a_lock`.
+    /// `locked`, `free`, `present`, `absent` or `not_a_lock`.
     pub state: &'static str,
     /// Whether the key is a lock that someone holds.
     pub locked: bool,
-    /// `free`, `reentrant`, `fair`, `read-write`, `not_a_lock`.
+    /// `free`, `reentrant`, `fair`, `read-write`, `fenced`, `semaphore`, `permit-semaphore`,
+    /// `latch`, `semaphore-or-latch`, `not_a_lock`.
     pub kind: &'static str,
     /// `read` / `write` for a read-write lock.
     pub mode: Option<String>,
@@ -197,12 +302,47 @@ pub struct LockJson {
     pub holders: Vec<HolderJson>,
     /// Waiters in a fair lock's queue.
     pub queued: u64,
+    /// The first waiters of a fair lock's queue, in order.
+    pub waiters: Vec<WaiterJson>,
+    /// A fenced lock's last token, null when there is none.
+    pub token: Option<i64>,
+    /// A counter's value (available permits, latch count), null when absent or not a counter.
+    pub count: Option<i64>,
+    /// Permits out of a permit-expirable semaphore.
+    pub permits_out: u64,
+    /// The first permits out, soonest expiry first.
+    pub permits: Vec<PermitJson>,
 }
 
 impl LockJson {
     /// The JSON view of `info`.
     pub fn new(info: &LockInfo) -> LockJson {
-        let (kind, mode, redis_type) = kind_parts(&info.kind);
+        let (kind, mode, mut redis_type) = kind_parts(&info.kind);
+        if !info.is_locked() {
+            // Missing, known only by its auxiliary keys or --kind: no type to tell.
+            redis_type = None;
+        }
+        let read_write = matches!(info.kind, LockKind::ReadWrite { .. });
+        let holders = info
+            .holders
+            .iter()
+            .map(|holder| HolderJson {
+                field: holder.field.clone(),
+                count: holder.count,
+                read_holds: (read_write && !holder.field.ends_with(":write")).then(|| {
+                    holder
+                        .read_holds
+                        .iter()
+                        .enumerate()
+                        .map(|(i, ttl)| ReadHoldJson {
+                            hold: i + 1,
+                            exists: *ttl != RemainingTtl::NotLocked,
+                            ttl_ms: ttl_ms(ttl),
+                        })
+                        .collect()
+                }),
+            })
+            .collect();
         LockJson {
             name: info.name.clone(),
             state: state(info),
@@ -211,15 +351,32 @@ impl LockJson {
             mode,
             redis_type,
             ttl_ms: ttl_ms(&info.ttl),
-            holders: info
-                .holders
+            holders,
+            queued: info.queued,
+            waiters: info
+                .waiters
                 .iter()
-                .map(|holder| HolderJson {
-                    field: holder.field.clone(),
-                    count: holder.count,
+                .map(|waiter| WaiterJson {
+                    field: waiter.field.clone(),
+                    deadline_ms: waiter.deadline_ms,
+                    remaining_ms: waiter.remaining.map(millis),
+                    stale: waiter.stale,
                 })
                 .collect(),
-            queued: info.queued,
+            token: info.token,
+            count: info.count.filter(|_| info.kind.is_counter()),
+            permits_out: info.permits_out,
+            permits: info
+                .permits
+                .iter()
+                .map(|permit| PermitJson {
+                    id: permit.id.clone(),
+                    id_format: id_format(permit.id_format),
+                    expires_ms: permit.expires_ms,
+                    remaining_ms: permit.remaining.map(millis),
+                    expired: permit.expired,
+                })
+                .collect(),
         }
     }
 }

@@ -265,10 +265,10 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
             let failure = match err {
                 ferrisson::Error::WrongType { .. } => {
                     let info = client.inspect(name).await.ok().map(output::classify);
-                    let redis_type = info.as_ref().and_then(output::not_a_lock_type);
+                    let what = info.as_ref().and_then(output::not_lockable);
                     Failure::not_a_lock(
                         name,
-                        redis_type.unwrap_or("value of another type"),
+                        what.as_deref().unwrap_or("value of another type"),
                         "nothing to acquire",
                     )
                 }

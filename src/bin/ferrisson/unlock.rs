@@ -65,8 +65,8 @@ async fn unlock_one(
     // Who holds it, for the message, and whether it is a lock at all: `force_unlock` would
     // delete any hash. The release itself is one atomic script.
     let info = output::classify(client.inspect(name).await.map_err(cannot)?);
-    if let Some(redis_type) = output::not_a_lock_type(&info) {
-        return Err(Failure::not_a_lock(name, redis_type, "left alone"));
+    if let Some(what) = output::not_lockable(&info) {
+        return Err(Failure::not_a_lock(name, &what, "left alone"));
     }
     let released = client.lock(name).force_unlock().await.map_err(cannot)?;
     Ok((released, output::holders_text(&info)))

@@ -70,6 +70,22 @@ enum Change {
         name: String,
         queued: u64,
     },
+    /// A counter's value (permits available, latch count) changed.
+    CountChanged {
+        name: String,
+        count: Option<i64>,
+        previous: Option<i64>,
+    },
+    /// A fenced lock's token advanced (an acquisition or re-entry).
+    TokenChanged {
+        name: String,
+        token: Option<i64>,
+    },
+    /// Permits out of a permit-expirable semaphore.
+    PermitsOut {
+        name: String,
+        permits_out: u64,
+    },
     Unavailable {
         name: String,
         error: String,
@@ -122,6 +138,20 @@ impl Change {
                 1 => "1 waiter queued".to_owned(),
                 n => format!("{n} waiters queued"),
             },
+            Change::CountChanged {
+                count, previous, ..
+            } => {
+                let shown = |count: &Option<i64>| match count {
+                    Some(count) => count.to_string(),
+                    None => "absent".to_owned(),
+                };
+                format!("count {} → {}", shown(previous), shown(count))
+            }
+            Change::TokenChanged { token, .. } => match token {
+                Some(token) => format!("token now {token}"),
+                None => "token deleted".to_owned(),
+            },
+            Change::PermitsOut { permits_out, .. } => format!("{permits_out} permits out"),
             Change::Unavailable { error, .. } => format!("Redis unavailable ({error}); retrying"),
             Change::Reconnected { .. } => "Redis reachable again".to_owned(),
         }
@@ -131,6 +161,19 @@ impl Change {
 fn state_text(lock: &LockJson) -> String {
     if lock.kind == "free" {
         return "free".to_owned();
+    }
+    if lock.redis_type.as_deref() == Some("string") && lock.kind != "not_a_lock" {
+        let ttl = match lock.ttl_ms {
+            Some(ms) => format!("TTL {}", humane(Duration::from_millis(ms))),
+            None if lock.state == "absent" => "absent".to_owned(),
+            None => "no expiry".to_owned(),
+        };
+        let count = lock.count.unwrap_or(0);
+        let permits = match lock.kind {
+            "permit-semaphore" => format!(", {} permits out", lock.permits_out),
+            _ => String::new(),
+        };
+        return format!("{}, count {count}{permits} ({ttl})", lock.kind);
     }
     let ttl = match lock.ttl_ms {
         Some(ms) => format!("TTL {}", humane(Duration::from_millis(ms))),
@@ -149,11 +192,17 @@ fn state_text(lock: &LockJson) -> String {
         .map(|h| format!("{} (hold count {})", h.field, h.count))
         .collect::<Vec<_>>()
         .join(", ");
-    let queued = if lock.queued > 0 {
+    let mut queued = if lock.queued > 0 {
         format!(", {} queued", lock.queued)
     } else {
         String::new()
     };
+    if let Some(token) = lock.token {
+        queued.push_str(&format!(", token {token}"));
+    }
+    if lock.state == "free" {
+        return format!("free ({}{queued})", lock.kind);
+    }
     if holders.is_empty() {
         format!("locked ({kind}, {ttl}{queued})")
     } else {
@@ -169,6 +218,9 @@ struct Snapshot {
     holders: Vec<(String, i64)>,
     ttl: RemainingTtl,
     queued: u64,
+    count: Option<i64>,
+    token: Option<i64>,
+    permits_out: u64,
 }
 
 impl From<&LockInfo> for Snapshot {
@@ -183,21 +235,21 @@ impl From<&LockInfo> for Snapshot {
                 .collect(),
             ttl: info.ttl,
             queued: info.queued,
+            count: info.count,
+            token: info.token,
+            permits_out: info.permits_out,
         }
     }
 }
 
 impl Snapshot {
     fn is_locked(&self) -> bool {
-        self.kind != LockKind::Free
+        self.ttl != RemainingTtl::NotLocked
     }
 
     /// A lock kind ferrisson or Redisson writes holders into.
     fn is_lock(&self) -> bool {
-        matches!(
-            self.kind,
-            LockKind::Reentrant | LockKind::Fair | LockKind::ReadWrite { .. }
-        )
+        self.kind.is_lock()
     }
 }
 
@@ -326,6 +378,25 @@ fn diff(prev: &Snapshot, cur: &Snapshot, elapsed: Duration) -> Vec<Change> {
             queued: cur.queued,
         });
     }
+    if prev.count != cur.count {
+        changes.push(Change::CountChanged {
+            name: name(),
+            count: cur.count,
+            previous: prev.count,
+        });
+    }
+    if prev.token != cur.token {
+        changes.push(Change::TokenChanged {
+            name: name(),
+            token: cur.token,
+        });
+    }
+    if prev.permits_out != cur.permits_out {
+        changes.push(Change::PermitsOut {
+            name: name(),
+            permits_out: cur.permits_out,
+        });
+    }
     changes
 }
 
@@ -379,7 +450,7 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
     let outcome = loop {
         let poll = async {
             ticker.tick().await;
-            client.inspect(name).await
+            crate::status::inspect(&client, name, args.kind).await
         };
         let polled = tokio::select! {
             polled = poll => polled,
@@ -389,7 +460,6 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
         };
         match polled {
             Ok(info) => {
-                let info = output::classify(info);
                 let now = Instant::now();
                 if unavailable {
                     unavailable = false;
@@ -425,7 +495,7 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
             }
             Err(err) => {
                 break Err(Failure::from_lib(
-                    &format!("cannot read `{name}`"),
+                    &crate::status::cannot_read(name, args.kind),
                     &err,
                     conn,
                 ))
@@ -451,6 +521,9 @@ mod tests {
             kind,
             holders: holders.iter().map(|(f, c)| ((*f).to_owned(), *c)).collect(),
             queued: 0,
+            count: None,
+            token: None,
+            permits_out: 0,
         }
     }
 
