@@ -31,9 +31,13 @@
 //! }
 //! ```
 
+mod permit_semaphore;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+pub use permit_semaphore::{Permit, PermitExpirableSemaphore};
 
 use crate::error::{Error, Result};
 use crate::kit::{Acquisition, Attempt};
