@@ -104,8 +104,9 @@ impl PermitIdFormat {
     fn member(self, out: &mut ScriptArgs, hex: &str) {
         match (self, decode_hex(hex)) {
             (PermitIdFormat::Raw, Some(raw)) => out.bytes(&raw),
-            // Not reached for checked ids; a text member then matches no permit.
-            _ => out.arg(hex),
+            // Redisson's hex ids are lowercase. (A Raw id that is not hex is not reached: ids
+            // are checked first.)
+            _ => out.arg(&hex.to_ascii_lowercase()),
         };
     }
 }
