@@ -364,8 +364,70 @@ async fn both_id_formats_are_written_as_redisson_writes_them() {
     assert_eq!(message.value.as_string().as_deref(), Some("2"));
     // Ids are hex in either case, as Redisson decodes them; the hex member is lowercase.
     let old = old.forget().to_uppercase();
-    legacy.release(&old).await.expect("release by the id in capitals");
+    legacy
+        .release(&old)
+        .await
+        .expect("release by the id in capitals");
     assert!(members(&raw, name).await.is_empty());
+}
+
+/// Permits that Java peers took, written at the Redis level as each generation writes them
+/// (a 3.17+ peer: the raw 16 bytes; a 3.16 peer: the hex string), are released by id, and one
+/// whose lease ended is reclaimed for a ferrisson acquire.
+#[tokio::test]
+async fn permits_taken_by_either_redisson_generation_are_released_by_id() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let id = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+    let never = 922_337_203_685_477.0;
+    for (name, member, format) in [
+        ("pes:java", hex_to_bytes(id), PermitIdFormat::Raw),
+        ("pes:java316", id.as_bytes().to_vec(), PermitIdFormat::Hex),
+    ] {
+        let _: () = raw.set(name, "0", None, None, false).await.expect("SET");
+        let member = fred::bytes::Bytes::from(member);
+        let _: () = raw
+            .zadd(timeout_key(name), None, None, false, false, (never, member))
+            .await
+            .expect("ZADD");
+        let semaphore = client
+            .permit_expirable_semaphore(name)
+            .with_id_format(format);
+        assert!(semaphore.try_acquire(None).await.expect("try").is_busy());
+        semaphore
+            .release(id)
+            .await
+            .expect("the peer's permit, by its id");
+        assert_eq!(semaphore.available_permits().await.expect("available"), 1);
+    }
+    // A peer's permit whose lease ended: the next acquire's reclaim step takes it back.
+    let _: () = raw
+        .set("pes:lapsed", "0", None, None, false)
+        .await
+        .expect("SET");
+    let ended = (epoch_ms() - 1_000) as f64;
+    let member = fred::bytes::Bytes::from(hex_to_bytes(id));
+    let _: () = raw
+        .zadd(
+            timeout_key("pes:lapsed"),
+            None,
+            None,
+            false,
+            false,
+            (ended, member),
+        )
+        .await
+        .expect("ZADD");
+    let semaphore = client.permit_expirable_semaphore("pes:lapsed");
+    let permit = semaphore
+        .try_acquire(None)
+        .await
+        .expect("try")
+        .acquired()
+        .expect("the lapsed permit is reclaimed");
+    assert_ne!(permit.id(), id);
+    permit.release().await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
