@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::kit::Client;
 use crate::lock::RemainingTtl;
 use crate::name;
+use crate::sync::PermitIdFormat;
 use crate::transport::script;
 
 /// The most entries listed per list (queue, permits out, holds of one reader); the totals are
@@ -201,23 +202,6 @@ pub struct QueuedWaiter {
     pub stale: bool,
 }
 
-/// How a permit-expirable semaphore's permit id is stored.
-///
-/// ```
-/// # use ferrisson::PermitIdFormat;
-/// assert_ne!(PermitIdFormat::Raw, PermitIdFormat::Hex);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PermitIdFormat {
-    /// 16 raw bytes, as Redisson 3.17.0 and later store it.
-    Raw,
-    /// A 32-character hex string, as Redisson 3.16 and earlier store it.
-    Hex,
-    /// Neither: shown as the hex of its bytes.
-    Unknown,
-}
-
 /// A permit out of a permit-expirable semaphore (a member of `{name}:timeout`).
 ///
 /// ```no_run
@@ -233,8 +217,9 @@ pub enum PermitIdFormat {
 pub struct ExpirablePermit {
     /// The permit id in lowercase hex, whichever way it is stored.
     pub id: String,
-    /// How the id is stored.
-    pub id_format: PermitIdFormat,
+    /// How the id is stored: 16 raw bytes (Redisson ≥ 3.17) or 32 hex characters (3.16);
+    /// `None` for neither.
+    pub id_format: Option<PermitIdFormat>,
     /// Expiry, epoch milliseconds of the acquirer's clock; `None` for a permit without expiry.
     pub expires_ms: Option<i64>,
     /// Time left by this machine's clock (zero once expired), `None` without expiry.
@@ -441,16 +426,16 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// A permit id as hex, and how it is stored: 16 raw bytes (≥ 3.17) or 32 hex characters (3.16).
-fn permit_id(bytes: &[u8]) -> (String, PermitIdFormat) {
+fn permit_id(bytes: &[u8]) -> (String, Option<PermitIdFormat>) {
     if bytes.len() == 32 && bytes.iter().all(u8::is_ascii_hexdigit) {
         (
             String::from_utf8_lossy(bytes).to_ascii_lowercase(),
-            PermitIdFormat::Hex,
+            Some(PermitIdFormat::Hex),
         )
     } else if bytes.len() == 16 {
-        (hex(bytes), PermitIdFormat::Raw)
+        (hex(bytes), Some(PermitIdFormat::Raw))
     } else {
-        (hex(bytes), PermitIdFormat::Unknown)
+        (hex(bytes), None)
     }
 }
 
@@ -823,17 +808,17 @@ mod tests {
             [
                 (
                     "00112233445566778899aabbccddeeff",
-                    PermitIdFormat::Raw,
+                    Some(PermitIdFormat::Raw),
                     Some(NOW + 500),
                     false
                 ),
                 (
                     "00112233445566778899aabbccddeeff",
-                    PermitIdFormat::Hex,
+                    Some(PermitIdFormat::Hex),
                     None,
                     false
                 ),
-                ("7a7a", PermitIdFormat::Unknown, Some(NOW - 10), true),
+                ("7a7a", None, Some(NOW - 10), true),
             ]
         );
     }

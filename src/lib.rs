@@ -36,6 +36,9 @@
 //! * **The fenced lock** ([`Client::fenced_lock`] → [`FencedLock`]): Redisson's `RFencedLock`,
 //!   the reentrant lock's hash plus a fencing token per acquisition ([`FencedGuard::token`]),
 //!   strictly increasing, so that a resource can refuse writes of a holder whose lease ran out.
+//! * **The permit-expirable semaphore** ([`Client::permit_expirable_semaphore`] →
+//!   [`PermitExpirableSemaphore`]): Redisson's `RPermitExpirableSemaphore`, permits with ids and
+//!   leases of their own ([`Permit`]), in either Redisson generation's id format ([`PermitIdFormat`]).
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
@@ -216,17 +219,17 @@ pub mod metrics;
 mod name;
 mod owner;
 mod shown;
+mod sync;
 mod transport;
 
 pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, TlsOptions, WhenUnavailable};
 pub use error::{Error, Result};
-pub use inspect::{
-    ExpirablePermit, Holder, LockInfo, LockKind, PermitIdFormat, Primitive, QueuedWaiter,
-};
+pub use inspect::{ExpirablePermit, Holder, LockInfo, LockKind, Primitive, QueuedWaiter};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
 pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
 pub use owner::Owner;
+pub use sync::{Permit, PermitExpirableSemaphore, PermitIdFormat};
 
 /// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,
 /// re-exported so that its types can be named without depending on fred, possibly in another
@@ -263,6 +266,8 @@ mod send_sync {
         send_sync_static::<FencedGuard>();
         send_sync_static::<Owner>();
         send_sync_static::<Error>();
+        send_sync_static::<PermitExpirableSemaphore>();
+        send_sync_static::<Permit>();
     }
 
     #[allow(dead_code)] // only type-checked: the futures are never run
@@ -280,6 +285,15 @@ mod send_sync {
         send(&guard.lost());
         send(&client.shutdown());
         send(&guard.unlock());
+    }
+
+    #[allow(dead_code)] // only type-checked: the futures are never run
+    fn permit_futures_are_send(semaphore: PermitExpirableSemaphore, permit: Permit) {
+        send(&semaphore.acquire(None));
+        send(&semaphore.try_acquire_for(std::time::Duration::from_secs(1), None));
+        send(&semaphore.release("00"));
+        send(&semaphore.available_permits());
+        send(&permit.release());
     }
 
     #[allow(dead_code)] // only type-checked: the futures are never run

@@ -31,6 +31,7 @@ fn layer_of_module(name: &str) -> Option<u8> {
         "Lock" | "LockGuard" | "RemainingTtl" | "Holder" | "LockInfo" | "LockKind"
         | "FencedLock" | "FencedGuard" => 4,
         "Primitive" | "QueuedWaiter" | "ExpirablePermit" | "PermitIdFormat" => 4,
+        "PermitExpirableSemaphore" | "Permit" => 4,
         _ => return None,
     })
 }

@@ -32,10 +32,13 @@
 //! ```
 
 mod inspect;
+mod permit_semaphore;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+pub use permit_semaphore::{Permit, PermitExpirableSemaphore};
 
 use crate::error::{Error, Result};
 use crate::kit::{Acquisition, Attempt};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use fred::prelude::Value;
 use tokio::time::Instant;
 
-use super::in_flight::{InFlight, Undo};
+use super::in_flight::{InFlight, Undo, UndoBy};
 use super::janitor::Release;
 use super::wait::TryOutcome;
 use crate::config::WhenUnavailable;
@@ -39,13 +39,13 @@ pub(crate) async fn acquire_call<T>(
 ) -> Result<TryOutcome<T>> {
     let registration = settled_call(client, key).await?;
     let undo = Undo {
-        release: Release {
+        acquired,
+        by: UndoBy::Release(Release {
             name: Arc::clone(&key.name),
             field: Arc::clone(&key.field),
             lease_ms,
             script: release_by,
-        },
-        acquired,
+        }),
     };
     let doubts = Arc::clone(&client.leases.doubts);
     let doubtful = key.clone();

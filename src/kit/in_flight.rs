@@ -16,11 +16,20 @@ use futures::future::BoxFuture;
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::lease::doubt::Call;
 
-/// What to do if an acquire's caller is gone when its reply arrives: release `release` when
-/// `acquired` reads the reply as an acquisition (each primitive's script replies its own way).
+/// What to do if an acquire's caller is gone when its reply arrives, when `acquired` reads the
+/// reply as an acquisition (each primitive's script replies its own way).
 pub(crate) struct Undo {
-    pub(crate) release: Release,
     pub(crate) acquired: fn(&Value) -> bool,
+    pub(crate) by: UndoBy,
+}
+
+/// How an [`Undo`] gives back what the acquire took.
+pub(crate) enum UndoBy {
+    /// Release one hold of a hash-based lock, through the kit's release path.
+    Release(Release),
+    /// Run this future (built beforehand, not started): for primitives without holder fields,
+    /// such as the permit-expirable semaphore, whose undo returns the permit by its id.
+    Run(BoxFuture<'static, ()>),
 }
 
 pub(crate) struct InFlight {

@@ -14,7 +14,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::kit::handoff::Handoffs;
-use crate::kit::in_flight::Undo;
+use crate::kit::in_flight::{Undo, UndoBy};
 use crate::lease::doubt::{Call, Doubts};
 use crate::transport::Redis;
 
@@ -112,8 +112,13 @@ async fn run(
                         let reply = reply.await;
                         if let (Ok(reply), Some(undo)) = (&reply, undo) {
                             if (undo.acquired)(reply) {
-                                tracing::debug!(lock = %undo.release.name, "releasing a lock whose acquire was cancelled");
-                                release_hold(releaser, undo.release).await;
+                                match undo.by {
+                                    UndoBy::Release(release) => {
+                                        tracing::debug!(lock = %release.name, "releasing a lock whose acquire was cancelled");
+                                        release_hold(releaser, release).await;
+                                    }
+                                    UndoBy::Run(undo) => undo.await,
+                                }
                             }
                         }
                         drop(call);

@@ -140,10 +140,22 @@ impl Redis {
         acquired: fn(&fred::types::Value) -> bool,
         rollback: Release,
     ) -> Result<fred::types::Value, fred::error::Error> {
-        let encoded = script::encode(keys, args);
+        self.run_acquire_encoded(script, &script::encode(keys, args), acquired, rollback)
+            .await
+    }
+
+    /// [`Redis::run_acquire`] with the keys and arguments already encoded (for arguments that
+    /// are not text: [`script::ScriptArgs::bytes`]).
+    pub(crate) async fn run_acquire_encoded(
+        &self,
+        script: &'static Script,
+        encoded: &script::Encoded,
+        acquired: fn(&fred::types::Value) -> bool,
+        rollback: Release,
+    ) -> Result<fred::types::Value, fred::error::Error> {
         let sync = self.sync.as_deref();
         let (value, replicated) = script
-            .run_synced(&self.pool, &self.write_options, &encoded, sync)
+            .run_synced(&self.pool, &self.write_options, encoded, sync)
             .await?;
         if replicated.is_synced() || !acquired(&value) {
             return Ok(value);

@@ -400,6 +400,14 @@ impl ScriptArgs {
         self
     }
 
+    /// Appends an argument of raw bytes, not necessarily UTF-8 (the permit-expirable
+    /// semaphore's binary permit ids).
+    pub(crate) fn bytes(&mut self, arg: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(arg);
+        self.ends.push(self.buf.len());
+        self
+    }
+
     /// Appends a number in decimal.
     pub(crate) fn number(&mut self, n: u64) -> &mut Self {
         self.arg(itoa::Buffer::new().format(n))

@@ -21,11 +21,14 @@
 //! [`cluster`] and [`sentinel`] run a real local Redis Cluster and a Sentinel deployment;
 //! [`tls`] a TLS server with a private CA.
 //!
+//! [`contenders`] runs copies of a test's binary as contender processes.
+//!
 //! [`redis_state`] reads server-side state (lock hashes, TTLs, subscriber counts, command
 //! statistics) through a raw client and waits for it to change.
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod contenders;
 pub mod fault;
 pub mod node;
 pub mod redis_state;

@@ -272,10 +272,10 @@ pub struct PermitJson {
 }
 
 /// `raw`, `hex` or `unknown`.
-pub fn id_format(format: PermitIdFormat) -> &'static str {
+pub fn id_format(format: Option<PermitIdFormat>) -> &'static str {
     match format {
-        PermitIdFormat::Raw => "raw",
-        PermitIdFormat::Hex => "hex",
+        Some(PermitIdFormat::Raw) => "raw",
+        Some(PermitIdFormat::Hex) => "hex",
         _ => "unknown",
     }
 }

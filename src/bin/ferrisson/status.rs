@@ -152,8 +152,8 @@ fn details(info: &LockInfo) -> Vec<String> {
             .iter()
             .map(|permit| {
                 let format = match permit.id_format {
-                    PermitIdFormat::Raw => "raw id (Redisson >= 3.17)",
-                    PermitIdFormat::Hex => "hex-string id (Redisson 3.16)",
+                    Some(PermitIdFormat::Raw) => "raw id (Redisson >= 3.17)",
+                    Some(PermitIdFormat::Hex) => "hex-string id (Redisson 3.16)",
                     _ => "id of unknown format",
                 };
                 let expiry = match (permit.remaining, permit.expired) {
