@@ -460,12 +460,15 @@ async fn a_write_release_wakes_every_parked_reader() {
         .await
         .expect("write");
     let mut parked = Vec::new();
+    // Every reader keeps its hold until all three have one, so that no read release (whose
+    // message 0 wakes one waiter) can wake the next: only the write release's 1 wakes them all.
+    let all_hold = std::sync::Arc::new(tokio::sync::Barrier::new(3));
     for _ in 0..3 {
         let read = rw(&readers, name, Owner::new()).read_lock();
+        let all_hold = std::sync::Arc::clone(&all_hold);
         parked.push(tokio::spawn(async move {
             let guard = read.lock().await.expect("read");
-            // Keep the hold until every reader has one: readers share.
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            all_hold.wait().await;
             guard.unlock().await.expect("release");
         }));
     }
@@ -662,10 +665,18 @@ fn the_blocking_read_write_lock_is_reentrant_per_thread() {
     .join()
     .expect("thread");
     assert!(shared, "after the downgrade another thread reads");
-    assert!(matches!(
-        lock.write_lock().lock(),
-        Err(Error::UpgradeRefused { .. })
-    ));
+    // The upgrade is refused rather than waited for (on a thread bound to this one's owner, so
+    // that a regression fails this test instead of hanging it).
+    let (owner, upgrade) = (lock.read_lock().owner(), lock.clone());
+    let (sent, refused) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sent.send(upgrade.with_owner(owner).write_lock().lock().err());
+    });
+    let refused = refused.recv_timeout(Duration::from_secs(5));
+    assert!(
+        matches!(refused, Ok(Some(Error::UpgradeRefused { .. }))),
+        "{refused:?}"
+    );
     read.unlock().expect("read release");
     assert!(!lock.read_lock().is_locked().expect("is_locked"));
 }
