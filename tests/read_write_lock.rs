@@ -512,6 +512,102 @@ async fn a_read_release_wakes_a_waiting_writer() {
     guard.unlock().await.expect("release");
 }
 
+/// The messages on `redisson_rwlock:{name}` that `action` publishes, in order, as a raw
+/// subscriber sees them within 300 ms.
+async fn messages_of<F: std::future::Future<Output = ()>>(
+    server: &RedisServer,
+    name: &str,
+    action: F,
+) -> Vec<String> {
+    let subscriber = raw_client(&server.url()).await;
+    let mut received = subscriber.message_rx();
+    let channel = format!("redisson_rwlock:{{{name}}}");
+    subscriber
+        .subscribe(channel.as_str())
+        .await
+        .expect("SUBSCRIBE");
+    action.await;
+    let mut messages = Vec::new();
+    while let Ok(Ok(message)) =
+        tokio::time::timeout(Duration::from_millis(300), received.recv()).await
+    {
+        assert_eq!(&*message.channel, channel.as_str());
+        messages.push(message.value.as_string().expect("a text message"));
+    }
+    messages
+}
+
+#[tokio::test]
+async fn each_release_publishes_what_redisson_publishes() {
+    let server = RedisServer::start();
+    let client = connect(&server).await;
+    let name = "rw:messages";
+    let lock = rw(&client, name, Owner::new());
+
+    let read = lock.read_lock();
+    let sent = messages_of(&server, name, async {
+        let outer = read.lock().await.expect("read");
+        read.lock()
+            .await
+            .expect("re-enter")
+            .unlock()
+            .await
+            .expect("partial");
+        outer.unlock().await.expect("last");
+    })
+    .await;
+    assert_eq!(sent, ["0"], "only the last read release publishes, 0");
+
+    let write = lock.write_lock();
+    let sent = messages_of(&server, name, async {
+        let outer = write.lock().await.expect("write");
+        write
+            .lock()
+            .await
+            .expect("re-enter")
+            .unlock()
+            .await
+            .expect("partial");
+        outer.unlock().await.expect("last");
+    })
+    .await;
+    assert_eq!(sent, ["1"], "only the last write release publishes, 1");
+
+    let sent = messages_of(&server, name, async {
+        let writing = write.lock().await.expect("write");
+        let reading = read.lock().await.expect("read");
+        writing.unlock().await.expect("downgrade");
+        reading.unlock().await.expect("read release");
+    })
+    .await;
+    assert_eq!(
+        sent,
+        ["0"],
+        "the downgrade is silent; the last read release is not"
+    );
+
+    // Redisson >= 3.44: releasing a missing lock is refused, and still publishes.
+    let sent = messages_of(&server, name, async {
+        assert!(matches!(read.unlock().await, Err(Error::NotHeld { .. })));
+        assert!(matches!(write.unlock().await, Err(Error::NotHeld { .. })));
+    })
+    .await;
+    assert_eq!(sent, ["0", "1"]);
+
+    let sent = messages_of(&server, name, async {
+        read.lock().await.expect("read").detach();
+        assert!(read.force_unlock().await.expect("force"));
+        write.lock().await.expect("write").detach();
+        assert!(write.force_unlock().await.expect("force"));
+    })
+    .await;
+    assert_eq!(
+        sent,
+        ["0", "1"],
+        "force unlocks publish their side's message"
+    );
+}
+
 #[tokio::test]
 async fn holds_expire_with_their_lease() {
     let server = RedisServer::start();
