@@ -260,6 +260,9 @@ mod send_sync {
         send_sync_static::<LockGuard>();
         send_sync_static::<FencedLock>();
         send_sync_static::<FencedGuard>();
+        send_sync_static::<ReadWriteLock>();
+        send_sync_static::<ReadGuard>();
+        send_sync_static::<WriteGuard>();
         send_sync_static::<Owner>();
         send_sync_static::<Error>();
     }
@@ -278,6 +281,15 @@ mod send_sync {
         send(&guard.reenter());
         send(&guard.lost());
         send(&client.shutdown());
+        send(&guard.unlock());
+    }
+
+    #[allow(dead_code)] // only type-checked: the futures are never run
+    fn read_write_futures_are_send(read: ReadLock, write: WriteLock, guard: WriteGuard) {
+        send(&read.lock());
+        send(&read.is_locked());
+        send(&write.try_lock_for(std::time::Duration::from_secs(1), None));
+        send(&write.unlock());
         send(&guard.unlock());
     }
 

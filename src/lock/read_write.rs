@@ -857,33 +857,3 @@ macro_rules! side_api {
 
 side_api!(ReadLock, ReadGuard, "read_lock", "read");
 side_api!(WriteLock, WriteGuard, "write_lock", "write");
-
-/// Compile-time checks that the handles, guards and acquire futures cross tasks and threads.
-#[cfg(test)]
-mod send_sync {
-    use super::*;
-
-    fn send_sync_static<T: Send + Sync + 'static>() {}
-    fn send<T: Send>(_: &T) {}
-
-    #[test]
-    fn handles_and_guards_are_send_sync_static() {
-        send_sync_static::<ReadWriteLock>();
-        send_sync_static::<ReadLock>();
-        send_sync_static::<WriteLock>();
-        send_sync_static::<ReadGuard>();
-        send_sync_static::<WriteGuard>();
-    }
-
-    #[allow(dead_code)] // only type-checked: the futures are never run
-    fn futures_are_send(read: ReadLock, write: WriteLock, guard: ReadGuard) {
-        send(&read.lock());
-        send(&read.try_lock_for(Duration::from_secs(1), None));
-        send(&read.unlock());
-        send(&read.is_locked());
-        send(&write.lock());
-        send(&write.force_unlock());
-        send(&write.hold_count());
-        send(&guard.unlock());
-    }
-}
