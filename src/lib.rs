@@ -36,6 +36,9 @@
 //! * **The fenced lock** ([`Client::fenced_lock`] → [`FencedLock`]): Redisson's `RFencedLock`,
 //!   the reentrant lock's hash plus a fencing token per acquisition ([`FencedGuard::token`]),
 //!   strictly increasing, so that a resource can refuse writes of a holder whose lease ran out.
+//! * **The read-write lock** ([`Client::read_write_lock`] → [`ReadWriteLock`]): Redisson's
+//!   `RReadWriteLock`, many readers ([`ReadLock`]) or one writer ([`WriteLock`]), with the
+//!   writer's downgrade to reading, and the same keys and messages as Java's.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
@@ -178,6 +181,7 @@
 //! |---|---|---|
 //! | [`Error::NotHeld`] | releasing what this owner does not hold | fix the locking logic |
 //! | [`Error::LeaseLost`] | a guard's hold was lost before its release | the work may have overlapped; watch [`LockGuard::lost`] |
+//! | [`Error::UpgradeRefused`] | a read holder waits for the write lock of the same read-write lock | release the read holds first |
 //! | [`Error::WrongType`] | the key holds something else than a lock | fix the data or the name |
 //! | [`Error::InvalidArgument`] | a bad lease, wait, name, URL or setting, rejected before sending | fix the call |
 //! | [`Error::PermissionDenied`] | the ACL user lacks a right | grant the rule in `docs/reliability.md` |
