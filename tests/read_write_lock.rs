@@ -869,3 +869,62 @@ async fn readers_share_and_writers_exclude_across_processes() {
         }
     }
 }
+
+/// In a Redis Cluster (keys of every shape, over the masters): the per-hold timeout keys share
+/// the lock's slot, so the acquire, release and renewal scripts (which reach them without
+/// naming them in KEYS) run on the slot's node; a read release wakes a writer over the cluster's
+/// pub/sub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_cluster_read_holds_are_renewed_and_wake_writers() {
+    let cluster = support::cluster::RedisCluster::start(3, 0).await;
+    let raw = cluster.raw().await;
+    let watchdog = Duration::from_millis(600);
+    let mut config = ferrisson::Config::new(cluster.url());
+    config.watchdog_timeout = watchdog;
+    let readers = connect_with(config).await;
+    let writers = connect_with(ferrisson::Config::new(cluster.url())).await;
+    let names = [
+        "rw:c:1",
+        "rw:c:2",
+        "rw:c:3",
+        "rw:c:4",
+        "{order}:rw",
+        "user:{7}:rw",
+    ];
+    let owner = Owner::new();
+    let mut held = Vec::new();
+    for name in names {
+        let lock = rw(&readers, name, owner).read_lock();
+        let first = lock.lock().await.expect("read");
+        let second = lock.lock().await.expect("re-enter");
+        held.push((name, first, second));
+    }
+    tokio::time::sleep(watchdog * 4).await;
+    let field = read_field(&readers, owner);
+    for (name, ..) in &held {
+        let tag = if name.contains('{') {
+            (*name).to_owned()
+        } else {
+            format!("{{{name}}}")
+        };
+        for k in 1..=2 {
+            let key = format!("{tag}:{field}:rwlock_timeout:{k}");
+            let ttl = pttl(&raw, &key).await;
+            assert!(ttl > 0 && ttl <= 600, "{key} is renewed: pttl {ttl}");
+        }
+    }
+    for (name, first, second) in held {
+        let write = rw(&writers, name, Owner::new()).write_lock();
+        let waiter = tokio::spawn(async move { write.lock().await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished(), "{name}: the writer waits");
+        second.unlock().await.expect("partial");
+        first.unlock().await.expect("last");
+        let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the writer is woken")
+            .expect("task")
+            .expect("write");
+        guard.unlock().await.expect("release");
+    }
+}
