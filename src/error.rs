@@ -54,6 +54,17 @@ pub enum Error {
         name: String,
     },
 
+    /// A read-write lock's write side was asked to wait, without a bound, by an owner that holds
+    /// only read holds of it: the write lock waits for every read hold to go, so the owner would
+    /// wait for itself (Redisson's `lock()` hangs there). Release the read holds first.
+    #[error(
+        "the owner holds read holds of `{name}` and cannot wait for its write lock (no upgrade)"
+    )]
+    UpgradeRefused {
+        /// The lock's name.
+        name: String,
+    },
+
     /// An argument was rejected before anything was sent to Redis.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

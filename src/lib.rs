@@ -39,6 +39,9 @@
 //! * **The permit-expirable semaphore** ([`Client::permit_expirable_semaphore`] →
 //!   [`PermitExpirableSemaphore`]): Redisson's `RPermitExpirableSemaphore`, permits with ids and
 //!   leases of their own ([`Permit`]), in either Redisson generation's id format ([`PermitIdFormat`]).
+//! * **The read-write lock** ([`Client::read_write_lock`] → [`ReadWriteLock`]): Redisson's
+//!   `RReadWriteLock`, many readers ([`ReadLock`]) or one writer ([`WriteLock`]), with the
+//!   writer's downgrade to reading, and the same keys and messages as Java's.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
@@ -181,6 +184,7 @@
 //! |---|---|---|
 //! | [`Error::NotHeld`] | releasing what this owner does not hold | fix the locking logic |
 //! | [`Error::LeaseLost`] | a guard's hold was lost before its release | the work may have overlapped; watch [`LockGuard::lost`] |
+//! | [`Error::UpgradeRefused`] | a read holder waits for the write lock of the same read-write lock | release the read holds first |
 //! | [`Error::WrongType`] | the key holds something else than a lock | fix the data or the name |
 //! | [`Error::InvalidArgument`] | a bad lease, wait, name, URL or setting, rejected before sending | fix the call |
 //! | [`Error::PermissionDenied`] | the ACL user lacks a right | grant the rule in `docs/reliability.md` |
@@ -228,6 +232,7 @@ pub use inspect::{ExpirablePermit, Holder, LockInfo, LockKind, Primitive, Queued
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
 pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
+pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 pub use owner::Owner;
 pub use sync::{Permit, PermitExpirableSemaphore, PermitIdFormat};
 
@@ -264,6 +269,9 @@ mod send_sync {
         send_sync_static::<LockGuard>();
         send_sync_static::<FencedLock>();
         send_sync_static::<FencedGuard>();
+        send_sync_static::<ReadWriteLock>();
+        send_sync_static::<ReadGuard>();
+        send_sync_static::<WriteGuard>();
         send_sync_static::<Owner>();
         send_sync_static::<Error>();
         send_sync_static::<PermitExpirableSemaphore>();
@@ -294,6 +302,15 @@ mod send_sync {
         send(&semaphore.release("00"));
         send(&semaphore.available_permits());
         send(&permit.release());
+    }
+
+    #[allow(dead_code)] // only type-checked: the futures are never run
+    fn read_write_futures_are_send(read: ReadLock, write: WriteLock, guard: WriteGuard) {
+        send(&read.lock());
+        send(&read.is_locked());
+        send(&write.try_lock_for(std::time::Duration::from_secs(1), None));
+        send(&write.unlock());
+        send(&guard.unlock());
     }
 
     #[allow(dead_code)] // only type-checked: the futures are never run

@@ -348,3 +348,45 @@ async fn the_documented_rule_is_enough_behind_sentinel() {
 
     assert_nothing_denied_and_writes_synced(&master).await;
 }
+
+/// The documented rule covers the read-write lock too: its channel, `SET` for the read holds'
+/// timeout keys and `HKEYS` for a read release that looks at every reader's keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_least_privilege_user_can_use_the_read_write_lock() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    set_user(&raw, documented_rule("rw")).await;
+    let _: Value = raw
+        .custom(fred::cmd!("ACL"), vec!["LOG", "RESET"])
+        .await
+        .expect("ACL LOG RESET");
+    let client = ferrisson::Client::new(config_for(&server, "rw"))
+        .await
+        .expect("the least-privilege user connects");
+    let name = "acl:catalog";
+    let owner = client.read_write_lock(name).with_owner(Owner::new());
+    let other = client.read_write_lock(name).with_owner(Owner::new());
+
+    let write = owner.write_lock().lock().await.expect("write");
+    let read = owner.read_lock().lock().await.expect("downgrade");
+    let again = owner.read_lock().lock().await.expect("re-enter");
+    assert!(owner.write_lock().is_locked().await.expect("is_locked"));
+    assert!(owner.read_lock().is_locked().await.expect("is_locked"));
+    assert_eq!(owner.read_lock().hold_count().await.expect("count"), 2);
+    let waiter = tokio::spawn(async move {
+        let guard = other.write_lock().lock().await.expect("the other writer");
+        guard.unlock().await.expect("release");
+    });
+    tokio::time::sleep(Duration::from_millis(900)).await; // past the 600 ms lease: renewed
+    write.unlock().await.expect("write release");
+    again.unlock().await.expect("partial read release");
+    read.unlock().await.expect("last read release");
+    timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the writer is woken")
+        .expect("waiter task");
+    owner.read_lock().lock().await.expect("read").detach();
+    assert!(owner.read_lock().force_unlock().await.expect("force"));
+    client.shutdown().await;
+    assert_eq!(acl_denials(&raw).await, Vec::<String>::new(), "denied");
+}

@@ -32,6 +32,7 @@ fn layer_of_module(name: &str) -> Option<u8> {
         | "FencedLock" | "FencedGuard" => 4,
         "Primitive" | "QueuedWaiter" | "ExpirablePermit" | "PermitIdFormat" => 4,
         "PermitExpirableSemaphore" | "Permit" => 4,
+        "ReadWriteLock" | "ReadLock" | "WriteLock" | "ReadGuard" | "WriteGuard" => 4,
         _ => return None,
     })
 }

@@ -240,3 +240,35 @@ async fn a_batch_shares_one_wait_and_rolls_back_call_by_call() {
         assert_eq!(exists(&master, name).await, 0, "{name} was rolled back");
     }
 }
+
+/// The read-write lock's acquisitions are rolled back with their own side's release script: an
+/// unacknowledged read hold leaves neither the hash nor its timeout key, and an unacknowledged
+/// write hold leaves no hash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_acquisitions_no_replica_acknowledged_are_rolled_back() {
+    let pair = Replicated::start().await;
+    let client = pair.client(SyncedWrites::Always).await;
+    let master = raw_client(&pair.master.url()).await;
+    let name = "rw:partitioned";
+    let lock = client.read_write_lock(name).with_owner(Owner::new());
+    pair.link.set_mode(ProxyMode::Blackhole);
+
+    let read = lock.read_lock().try_lock().await;
+    let write = lock.write_lock().try_lock().await;
+    for (side, outcome) in [("read", read.map(|_| ())), ("write", write.map(|_| ()))] {
+        let err = outcome.expect_err("no replica acknowledges the acquisition");
+        assert!(
+            matches!(&err, Error::NotReplicated { name: n } if n == name),
+            "{side}: {err:?}"
+        );
+        assert_eq!(exists(&master, name).await, 0, "{side} rolled back");
+    }
+    let keys: Vec<String> = master
+        .custom(fred::cmd!("KEYS"), vec!["*rwlock_timeout*"])
+        .await
+        .expect("KEYS");
+    assert!(
+        keys.is_empty(),
+        "the read hold's timeout key is gone: {keys:?}"
+    );
+}

@@ -45,6 +45,9 @@ use crate::kit::{Acquisition, Attempt};
 use crate::lock::RemainingTtl;
 use crate::{Config, LockInfo, Owner};
 
+mod read_write;
+pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
+
 /// A blocking client: a [`crate::Client`] plus the runtime that serves it.
 ///
 /// Cheap to clone; clones share the connections and the runtime. When the last clone and the

@@ -3,8 +3,10 @@
 
 mod fenced;
 mod guard;
+mod read_write;
 mod reentrant;
 
 pub use fenced::{FencedGuard, FencedLock};
 pub use guard::LockGuard;
+pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 pub use reentrant::{Lock, RemainingTtl};

@@ -31,6 +31,7 @@ pub mod cluster;
 pub mod contenders;
 pub mod fault;
 pub mod node;
+pub mod processes;
 pub mod redis_state;
 pub mod sentinel;
 pub mod tls;

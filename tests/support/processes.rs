@@ -1,0 +1,49 @@
+//! Contenders in separate processes: the test binary re-executes one of its own tests with an
+//! environment variable that turns that test into a contender, and collects what each printed.
+
+use std::process::{Command, Stdio};
+
+/// Runs `count` copies of this test binary's test `test` (exactly, with its output shown) with
+/// `env` set to `value`, waits for all of them, and returns each one's report lines: the part
+/// after `marker` of every line that contains it (libtest prints `test NAME ... ` before the
+/// test's own output, on the same line). Panics, with its output, if a contender failed.
+pub async fn contenders(
+    test: &str,
+    env: &str,
+    value: &str,
+    count: usize,
+    marker: &str,
+) -> Vec<Vec<String>> {
+    let exe = std::env::current_exe().expect("test binary path");
+    let children: Vec<_> = (0..count)
+        .map(|_| {
+            Command::new(&exe)
+                .args([test, "--exact", "--nocapture", "--test-threads=1"])
+                .env(env, value)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn a contender process")
+        })
+        .collect();
+    let mut reports = Vec::with_capacity(count);
+    for child in children {
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("join")
+            .expect("the contender's output");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "contender failed: {}\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let lines = stdout
+            .lines()
+            .filter_map(|line| line.split_once(marker).map(|(_, report)| report.to_owned()))
+            .collect();
+        reports.push(lines);
+    }
+    reports
+}
