@@ -216,6 +216,7 @@ pub mod metrics;
 mod name;
 mod owner;
 mod shown;
+mod sync;
 mod transport;
 
 pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, TlsOptions, WhenUnavailable};
@@ -225,6 +226,7 @@ pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
 pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
 pub use owner::Owner;
+pub use sync::{CountDownLatch, Semaphore, SemaphorePermits};
 
 /// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,
 /// re-exported so that its types can be named without depending on fred, possibly in another

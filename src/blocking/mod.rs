@@ -31,6 +31,12 @@
 //! }
 //! ```
 
+mod latch;
+mod semaphore;
+
+pub use latch::CountDownLatch;
+pub use semaphore::{Semaphore, SemaphorePermits};
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;

@@ -38,7 +38,7 @@ pub(crate) async fn acquire_call<T>(
     read: impl FnOnce(Result<Value, fred::error::Error>, Instant) -> Result<TryOutcome<T>>,
 ) -> Result<TryOutcome<T>> {
     let registration = settled_call(client, key).await?;
-    let undo = Undo {
+    let undo = Undo::Release {
         release: Release {
             name: Arc::clone(&key.name),
             field: Arc::clone(&key.field),

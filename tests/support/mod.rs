@@ -30,6 +30,7 @@ pub mod fault;
 pub mod node;
 pub mod redis_state;
 pub mod sentinel;
+pub mod sync;
 pub mod tls;
 
 use std::ffi::OsString;

@@ -1,0 +1,125 @@
+//! Helpers for the tests of the semaphore and the count-down latch (string-integer primitives
+//! woken by pub/sub): a raw subscriber that reads a channel's payloads, the string value of a
+//! key, and contender processes that re-execute the test binary.
+//!
+//! ```ignore
+//! let mut messages = Messages::subscribe(&server, "redisson_sc:{s}").await;
+//! semaphore.release(1).await?;
+//! assert_eq!(messages.next().await, "1");
+//! messages.none().await;
+//! ```
+
+use std::time::Duration;
+
+use fred::prelude::*;
+use tokio::time::timeout;
+
+use super::redis_state::{poll_until, POLL_INTERVAL};
+use super::{raw_client, RedisServer};
+
+/// A raw client subscribed to one channel.
+pub struct Messages {
+    channel: String,
+    /// Kept: dropping it would end the subscription.
+    _subscriber: fred::clients::Client,
+    rx: tokio::sync::broadcast::Receiver<fred::types::Message>,
+}
+
+impl Messages {
+    /// Subscribes to `channel` (SUBSCRIBE, confirmed before this returns).
+    pub async fn subscribe(server: &RedisServer, channel: &str) -> Messages {
+        let subscriber = raw_client(&server.url()).await;
+        let rx = subscriber.message_rx();
+        subscriber.subscribe(channel).await.expect("raw SUBSCRIBE");
+        Messages {
+            channel: channel.to_owned(),
+            _subscriber: subscriber,
+            rx,
+        }
+    }
+
+    /// The next message's payload, within 5 s; panics on another channel's message.
+    pub async fn next(&mut self) -> String {
+        let message = timeout(Duration::from_secs(5), self.rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no message on {} within 5 s", self.channel))
+            .expect("message receiver");
+        assert_eq!(&*message.channel, self.channel.as_str());
+        message.value.convert().expect("a string payload")
+    }
+
+    /// Panics if a message arrives within 300 ms.
+    pub async fn none(&mut self) {
+        if let Ok(message) = timeout(Duration::from_millis(300), self.rx.recv()).await {
+            panic!("unexpected message {message:?}");
+        }
+    }
+}
+
+/// `GET key`.
+pub async fn get(raw: &fred::clients::Client, key: &str) -> Option<String> {
+    raw.get(key).await.expect("GET")
+}
+
+/// Waits until `key` reads `expected`, panicking with what it read after 5 s.
+pub async fn wait_value(raw: &fred::clients::Client, key: &str, expected: &str) {
+    let read = poll_until(
+        Duration::from_secs(5),
+        POLL_INTERVAL,
+        || get(raw, key),
+        |value| value.as_deref() == Some(expected),
+    )
+    .await;
+    if let Err(value) = read {
+        panic!("{key} reads {value:?}, expected {expected} within 5 s");
+    }
+}
+
+/// Runs `count` copies of this test binary's test `test` with `env` set to `url` (the test sees
+/// the variable and plays a contender), and returns each one's report lines: the text after
+/// `marker` on every line of its output. Panics if a contender fails.
+pub async fn run_contenders(
+    test: &str,
+    env: &str,
+    url: &str,
+    count: usize,
+    marker: &str,
+) -> Vec<Vec<String>> {
+    let exe = std::env::current_exe().expect("test binary path");
+    let children: Vec<_> = (0..count)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args([test, "--exact", "--nocapture", "--test-threads=1"])
+                .env(env, url)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn a contender process")
+        })
+        .collect();
+    let mut reports = Vec::new();
+    for child in children {
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("join")
+            .expect("the contender's output");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "contender failed: {}\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // libtest prints `test NAME ... ` before the test's own output, on the same line.
+        reports.push(
+            stdout
+                .lines()
+                .filter_map(|line| {
+                    line.split_once(marker)
+                        .map(|(_, report)| report.trim().to_owned())
+                })
+                .collect(),
+        );
+    }
+    reports
+}
