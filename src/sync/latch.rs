@@ -183,7 +183,8 @@ impl CountDownLatch {
     }
 
     /// Waits at most `timeout` for the count to reach 0; whether it did (Redisson's
-    /// `await(timeout)`). A zero timeout checks once.
+    /// `await(timeout)`). A zero timeout checks once. As in Java, the count is read once more
+    /// when the time is up, so a latch deleted meanwhile (which sends no `0`) counts as open.
     ///
     /// # Cancel safety
     /// Cancel safe, as [`wait`](CountDownLatch::wait).
@@ -247,7 +248,12 @@ impl CountDownLatch {
             span,
         )
         .await?;
-        Ok(opened.is_some())
+        if opened.is_some() {
+            return Ok(true);
+        }
+        // Out of time: one last look, as Java's `await(timeout)`, whose loop ends on the count
+        // (a latch deleted meanwhile, which sends no `0`, is open).
+        Ok(self.count().await? == 0)
     }
 
     fn check(&self) -> Result<()> {
