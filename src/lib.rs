@@ -36,6 +36,10 @@
 //! * **The fenced lock** ([`Client::fenced_lock`] → [`FencedLock`]): Redisson's `RFencedLock`,
 //!   the reentrant lock's hash plus a fencing token per acquisition ([`FencedGuard::token`]),
 //!   strictly increasing, so that a resource can refuse writes of a holder whose lease ran out.
+//! * **The semaphore** ([`Client::semaphore`] → [`Semaphore`]): Redisson's `RSemaphore`; permits
+//!   taken with [`Semaphore::acquire`] come back when their [`SemaphorePermits`] guard drops.
+//! * **The count-down latch** ([`Client::count_down_latch`] → [`CountDownLatch`]): Redisson's
+//!   `RCountDownLatch`; [`CountDownLatch::wait`] returns once the count reaches 0.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
