@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use ferrisson::{Error, WokenBy};
 use fred::prelude::*;
-use support::redis_state::{numsub, poll_until, pttl, wait_numsub, POLL_INTERVAL};
+use support::redis_state::{
+    command_calls, numsub, poll_until, pttl, reset_stats, wait_numsub, POLL_INTERVAL,
+};
 use support::sync::{get, run_contenders, wait_value, Messages};
 use support::{connect, raw_client, RedisServer};
 use tokio::time::timeout;
@@ -553,8 +555,7 @@ fn the_blocking_semaphore_shares_permits_between_threads() {
 }
 
 #[tokio::test]
-async fn an_uncontended_acquire_does_not_subscribe() {
-    // An uncontended acquire never subscribes (the uncontended path is one script call).
+async fn an_uncontended_acquire_is_one_script_call_and_never_subscribes() {
     let Fixture {
         server: _server,
         raw,
@@ -562,12 +563,10 @@ async fn an_uncontended_acquire_does_not_subscribe() {
         ..
     } = start("sem:quiet").await;
     semaphore.try_set_permits(1).await.expect("set");
-    semaphore
-        .acquire(1)
-        .await
-        .expect("acquire")
-        .release()
-        .await
-        .expect("release");
+    reset_stats(&raw).await;
+    let permits = semaphore.acquire(1).await.expect("acquire");
+    assert_eq!(command_calls(&raw, "evalsha").await, 1, "one script call");
+    permits.release().await.expect("release");
+    assert_eq!(command_calls(&raw, "subscribe").await, 0);
     assert_eq!(numsub(&raw, &channel("sem:quiet")).await, 0);
 }

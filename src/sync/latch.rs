@@ -155,6 +155,9 @@ impl CountDownLatch {
     /// The remaining count (`GET`; Redisson's `getCount()`): 0 when the latch does not exist.
     /// A negative value (only ever written by someone else) reads as 0: the latch is open.
     ///
+    /// # Cancel safety
+    /// Cancel safe: a read.
+    ///
     /// ```no_run
     /// # async fn demo(latch: ferrisson::CountDownLatch) -> ferrisson::Result<()> {
     /// println!("{} parts to go", latch.count().await?);

@@ -351,6 +351,9 @@ impl Semaphore {
     /// does not exist, negative after [`add_permits`](Semaphore::add_permits) took more than
     /// there were.
     ///
+    /// # Cancel safety
+    /// Cancel safe: a read.
+    ///
     /// ```no_run
     /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
     /// println!("{} permits free", semaphore.available_permits().await?);
