@@ -11,7 +11,9 @@ use std::time::Duration;
 use ferrisson::Error;
 use fred::prelude::*;
 use support::redis_state::wait_numsub;
-use support::sync::{get, run_contenders, Messages};
+use support::sync::{
+    assert_left_alone, assert_wrong_type, get, plant_wrong_types, run_contenders, Messages,
+};
 use support::{connect, raw_client, RedisServer};
 use tokio::time::timeout;
 
@@ -233,17 +235,10 @@ async fn keys_of_another_type_are_wrong_type_and_left_alone() {
     let server = RedisServer::start();
     let client = connect(&server).await;
     let raw = raw_client(&server.url()).await;
-    let _: () = raw.hset("latch:hash", ("f", "1")).await.expect("HSET");
-    let _: () = raw
-        .set("latch:text", "many", None, None, false)
-        .await
-        .expect("SET");
-    for name in ["latch:hash", "latch:text"] {
+    let keys = plant_wrong_types(&raw, "latch").await;
+    for name in &keys {
         let latch = client.count_down_latch(name);
-        let wrong = |result: Result<(), Error>, what: &str| match result {
-            Err(Error::WrongType { name: key }) => assert_eq!(key, name, "{what}"),
-            other => panic!("{what} on {name}: {other:?}"),
-        };
+        let wrong = |result, what| assert_wrong_type(result, name, what);
         wrong(latch.try_set_count(1).await.map(drop), "try_set_count");
         wrong(latch.count_down().await, "count_down");
         wrong(latch.count().await.map(drop), "count");
@@ -251,14 +246,7 @@ async fn keys_of_another_type_are_wrong_type_and_left_alone() {
         wrong(latch.wait_for(Duration::ZERO).await.map(drop), "wait_for");
         wrong(latch.delete().await.map(drop), "delete");
     }
-    let fields: std::collections::HashMap<String, String> =
-        raw.hgetall("latch:hash").await.expect("HGETALL");
-    assert_eq!(
-        fields.get("f").map(String::as_str),
-        Some("1"),
-        "the hash is untouched"
-    );
-    assert_eq!(get(&raw, "latch:text").await.as_deref(), Some("many"));
+    assert_left_alone(&raw, &keys).await;
 
     assert!(matches!(
         client.count_down_latch("").count().await,

@@ -16,7 +16,10 @@ use fred::prelude::*;
 use support::redis_state::{
     command_calls, numsub, poll_until, pttl, reset_stats, wait_numsub, POLL_INTERVAL,
 };
-use support::sync::{get, run_contenders, wait_value, Messages};
+use support::sync::{
+    assert_left_alone, assert_wrong_type, get, plant_wrong_types, run_contenders, wait_value,
+    Messages,
+};
 use support::{connect, raw_client, RedisServer};
 use tokio::time::timeout;
 
@@ -447,17 +450,10 @@ async fn keys_of_another_type_are_wrong_type_and_left_alone() {
     let server = RedisServer::start();
     let client = connect(&server).await;
     let raw = raw_client(&server.url()).await;
-    let _: () = raw.hset("sem:hash", ("f", "1")).await.expect("HSET");
-    let _: () = raw
-        .set("sem:text", "many", None, None, false)
-        .await
-        .expect("SET");
-    for name in ["sem:hash", "sem:text"] {
+    let keys = plant_wrong_types(&raw, "sem").await;
+    for name in &keys {
         let semaphore = client.semaphore(name);
-        let wrong = |result: Result<(), Error>, what: &str| match result {
-            Err(Error::WrongType { name: key }) => assert_eq!(key, name, "{what}"),
-            other => panic!("{what} on {name}: {other:?}"),
-        };
+        let wrong = |result, what| assert_wrong_type(result, name, what);
         wrong(semaphore.try_acquire(1).await.map(drop), "try_acquire");
         wrong(semaphore.acquire(1).await.map(drop), "acquire");
         wrong(semaphore.release(1).await, "release");
@@ -473,14 +469,7 @@ async fn keys_of_another_type_are_wrong_type_and_left_alone() {
         );
         wrong(semaphore.delete().await.map(drop), "delete");
     }
-    let fields: std::collections::HashMap<String, String> =
-        raw.hgetall("sem:hash").await.expect("HGETALL");
-    assert_eq!(
-        fields.get("f").map(String::as_str),
-        Some("1"),
-        "the hash is untouched"
-    );
-    assert_eq!(get(&raw, "sem:text").await.as_deref(), Some("many"));
+    assert_left_alone(&raw, &keys).await;
 }
 
 #[tokio::test]

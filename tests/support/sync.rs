@@ -123,3 +123,35 @@ pub async fn run_contenders(
     }
     reports
 }
+
+/// Writes two keys a string-integer primitive must refuse: `<prefix>:hash` (a hash) and
+/// `<prefix>:text` (a string that is no integer); returns their names.
+pub async fn plant_wrong_types(raw: &fred::clients::Client, prefix: &str) -> [String; 2] {
+    let [hash, text] = [format!("{prefix}:hash"), format!("{prefix}:text")];
+    let _: () = raw.hset(&hash, ("f", "1")).await.expect("HSET");
+    let _: () = raw
+        .set(&text, "many", None, None, false)
+        .await
+        .expect("SET");
+    [hash, text]
+}
+
+/// Asserts that `result` (of `what` on `name`) is `Error::WrongType` naming `name`.
+pub fn assert_wrong_type(result: Result<(), ferrisson::Error>, name: &str, what: &str) {
+    match result {
+        Err(ferrisson::Error::WrongType { name: key }) => assert_eq!(key, name, "{what}"),
+        other => panic!("{what} on {name}: {other:?}"),
+    }
+}
+
+/// Asserts that the keys of [`plant_wrong_types`] are unchanged.
+pub async fn assert_left_alone(raw: &fred::clients::Client, [hash, text]: &[String; 2]) {
+    let fields: std::collections::HashMap<String, String> =
+        raw.hgetall(hash).await.expect("HGETALL");
+    assert_eq!(
+        fields.get("f").map(String::as_str),
+        Some("1"),
+        "the hash is untouched"
+    );
+    assert_eq!(get(raw, text).await.as_deref(), Some("many"));
+}
