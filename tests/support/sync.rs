@@ -14,7 +14,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use tokio::time::timeout;
 
-use super::redis_state::{poll_until, POLL_INTERVAL};
+use super::redis_state::{numsub, poll_until, wait_numsub, POLL_INTERVAL};
 use super::{raw_client, RedisServer};
 
 /// A raw client subscribed to one channel.
@@ -26,11 +26,15 @@ pub struct Messages {
 }
 
 impl Messages {
-    /// Subscribes to `channel` (SUBSCRIBE, confirmed before this returns).
+    /// Subscribes to `channel`, and returns once the server counts the subscription (fred's
+    /// `subscribe` may resolve before that, and a message published meanwhile would be lost).
     pub async fn subscribe(server: &RedisServer, channel: &str) -> Messages {
         let subscriber = raw_client(&server.url()).await;
+        let observer = raw_client(&server.url()).await;
+        let before = numsub(&observer, channel).await;
         let rx = subscriber.message_rx();
         subscriber.subscribe(channel).await.expect("raw SUBSCRIBE");
+        wait_numsub(&observer, channel, before + 1, Duration::from_secs(5)).await;
         Messages {
             channel: channel.to_owned(),
             _subscriber: subscriber,
