@@ -42,6 +42,10 @@
 //! * **The read-write lock** ([`Client::read_write_lock`] → [`ReadWriteLock`]): Redisson's
 //!   `RReadWriteLock`, many readers ([`ReadLock`]) or one writer ([`WriteLock`]), with the
 //!   writer's downgrade to reading, and the same keys and messages as Java's.
+//! * **The semaphore** ([`Client::semaphore`] → [`Semaphore`]): Redisson's `RSemaphore`; permits
+//!   taken with [`Semaphore::acquire`] come back when their [`SemaphorePermits`] guard drops.
+//! * **The count-down latch** ([`Client::count_down_latch`] → [`CountDownLatch`]): Redisson's
+//!   `RCountDownLatch`; [`CountDownLatch::wait`] returns once the count reaches 0.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
@@ -234,7 +238,9 @@ pub use kit::{Acquisition, Attempt, WokenBy};
 pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
 pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 pub use owner::Owner;
-pub use sync::{Permit, PermitExpirableSemaphore, PermitIdFormat};
+pub use sync::{
+    CountDownLatch, Permit, PermitExpirableSemaphore, PermitIdFormat, Semaphore, SemaphorePermits,
+};
 
 /// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,
 /// re-exported so that its types can be named without depending on fred, possibly in another

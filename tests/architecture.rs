@@ -33,6 +33,7 @@ fn layer_of_module(name: &str) -> Option<u8> {
         "Primitive" | "QueuedWaiter" | "ExpirablePermit" | "PermitIdFormat" => 4,
         "PermitExpirableSemaphore" | "Permit" => 4,
         "ReadWriteLock" | "ReadLock" | "WriteLock" | "ReadGuard" | "WriteGuard" => 4,
+        "Semaphore" | "SemaphorePermits" | "CountDownLatch" => 4,
         _ => return None,
     })
 }

@@ -272,3 +272,35 @@ async fn read_write_acquisitions_no_replica_acknowledged_are_rolled_back() {
         "the read hold's timeout key is gone: {keys:?}"
     );
 }
+
+/// A semaphore's acquire is synced as Redisson 3.21+'s: permits taken without a replica's
+/// acknowledgement are given back on the master (a release) and the acquire fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_acquisition_no_replica_acknowledged_gives_its_permits_back() {
+    let pair = Replicated::start().await;
+    let client = pair.client(SyncedWrites::Always).await;
+    let master = raw_client(&pair.master.url()).await;
+    let semaphore = client.semaphore("sem:partitioned");
+    semaphore.try_set_permits(2).await.expect("set");
+    let permits = semaphore
+        .acquire(1)
+        .await
+        .expect("acknowledged while the link is up");
+    permits.release().await.expect("release");
+    pair.link.set_mode(ProxyMode::Blackhole);
+
+    let err = semaphore
+        .try_acquire(1)
+        .await
+        .expect_err("no replica acknowledges the acquisition");
+    assert!(
+        matches!(&err, Error::NotReplicated { name } if name == "sem:partitioned"),
+        "{err:?}"
+    );
+    let available: Option<String> = master.get("sem:partitioned").await.expect("GET");
+    assert_eq!(
+        available.as_deref(),
+        Some("2"),
+        "the permits were given back on the master"
+    );
+}

@@ -32,7 +32,12 @@
 //! ```
 
 mod inspect;
+mod latch;
 mod permit_semaphore;
+mod semaphore;
+
+pub use latch::CountDownLatch;
+pub use semaphore::{Semaphore, SemaphorePermits};
 
 use std::future::Future;
 use std::sync::Arc;

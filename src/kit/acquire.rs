@@ -9,7 +9,7 @@ use std::sync::Arc;
 use fred::prelude::Value;
 use tokio::time::Instant;
 
-use super::in_flight::{InFlight, Undo, UndoBy};
+use super::in_flight::{InFlight, Undo};
 use super::janitor::Release;
 use super::wait::TryOutcome;
 use crate::config::WhenUnavailable;
@@ -38,14 +38,14 @@ pub(crate) async fn acquire_call<T>(
     read: impl FnOnce(Result<Value, fred::error::Error>, Instant) -> Result<TryOutcome<T>>,
 ) -> Result<TryOutcome<T>> {
     let registration = settled_call(client, key).await?;
-    let undo = Undo {
-        acquired,
-        by: UndoBy::Release(Release {
+    let undo = Undo::Release {
+        release: Release {
             name: Arc::clone(&key.name),
             field: Arc::clone(&key.field),
             lease_ms,
             script: release_by,
-        }),
+        },
+        acquired,
     };
     let doubts = Arc::clone(&client.leases.doubts);
     let doubtful = key.clone();

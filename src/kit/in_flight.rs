@@ -16,21 +16,21 @@ use futures::future::BoxFuture;
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::lease::doubt::Call;
 
-/// What to do if an acquire's caller is gone when its reply arrives, when `acquired` reads the
-/// reply as an acquisition (each primitive's script replies its own way).
-pub(crate) struct Undo {
-    pub(crate) acquired: fn(&Value) -> bool,
-    pub(crate) by: UndoBy,
+/// What to do if an acquire's caller is gone when its reply arrives.
+pub(crate) enum Undo {
+    /// A hold of a hash-based lock: release `release` when `acquired` reads the reply as an
+    /// acquisition (each primitive's script replies its own way).
+    Release {
+        release: Release,
+        acquired: fn(&Value) -> bool,
+    },
+    /// Anything else a primitive takes (a semaphore's permits): given the reply, the future
+    /// that gives it back, or `None` when the script took nothing.
+    Run(GiveBack),
 }
 
-/// How an [`Undo`] gives back what the acquire took.
-pub(crate) enum UndoBy {
-    /// Release one hold of a hash-based lock, through the kit's release path.
-    Release(Release),
-    /// Run this future (built beforehand, not started): for primitives without holder fields,
-    /// such as the permit-expirable semaphore, whose undo returns the permit by its id.
-    Run(BoxFuture<'static, ()>),
-}
+/// [`Undo::Run`]'s function: from the reply, the future that gives back what the script took.
+pub(crate) type GiveBack = Box<dyn FnOnce(&Value) -> Option<BoxFuture<'static, ()>> + Send>;
 
 pub(crate) struct InFlight {
     reply: Option<BoxFuture<'static, Result<Value, fred::error::Error>>>,

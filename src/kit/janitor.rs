@@ -14,7 +14,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::kit::handoff::Handoffs;
-use crate::kit::in_flight::{Undo, UndoBy};
+use crate::kit::in_flight::Undo;
 use crate::lease::doubt::{Call, Doubts};
 use crate::transport::Redis;
 
@@ -25,7 +25,9 @@ pub(crate) enum Job {
     /// released (`None` for a hold the table never counted: a hand-off whose waiter left).
     Release(Release, Option<Call>),
     /// A script whose caller was dropped while it was in flight: wait for its reply, then, if it
-    /// acquired the lock, release that hold.
+    /// acquired the lock, release that hold (or run the primitive's own undo). Also any other
+    /// future that must finish without its caller (a dropped semaphore guard's release), with
+    /// no undo.
     Settle {
         reply: BoxFuture<'static, Result<Value, fred::error::Error>>,
         undo: Option<Undo>,
@@ -110,16 +112,17 @@ async fn run(
                         // A reply lost to the connection puts the field in doubt (the reply
                         // future does that itself); the reconciler then settles it.
                         let reply = reply.await;
-                        if let (Ok(reply), Some(undo)) = (&reply, undo) {
-                            if (undo.acquired)(reply) {
-                                match undo.by {
-                                    UndoBy::Release(release) => {
-                                        tracing::debug!(lock = %release.name, "releasing a lock whose acquire was cancelled");
-                                        release_hold(releaser, release).await;
-                                    }
-                                    UndoBy::Run(undo) => undo.await,
+                        match (&reply, undo) {
+                            (Ok(reply), Some(Undo::Release { release, acquired })) if acquired(reply) => {
+                                tracing::debug!(lock = %release.name, "releasing a lock whose acquire was cancelled");
+                                release_hold(releaser, release).await;
+                            }
+                            (Ok(reply), Some(Undo::Run(undo))) => {
+                                if let Some(give_back) = undo(reply) {
+                                    give_back.await;
                                 }
                             }
+                            _ => {}
                         }
                         drop(call);
                     }));

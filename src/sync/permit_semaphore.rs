@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::config::lease_millis;
 use crate::error::{Error, Result};
-use crate::kit::in_flight::{Undo, UndoBy};
+use crate::kit::in_flight::Undo;
 use crate::kit::janitor::{Job, Release};
 use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
@@ -502,14 +502,13 @@ impl PermitExpirableSemaphore {
             let call = redis.run_acquire_encoded(&ACQUIRE, &encoded, taken, rollback);
             Box::pin(call).await
         };
-        let undo = Undo {
-            acquired: taken,
-            by: UndoBy::Run(Box::pin(give_back(
-                Arc::clone(&self.client.redis),
-                release,
-                "a permit whose acquire was cancelled",
-            ))),
-        };
+        let redis = Arc::clone(&self.client.redis);
+        let undo = Undo::Run(Box::new(move |reply: &Value| {
+            taken(reply).then(|| {
+                let give_back = give_back(redis, release, "a permit whose acquire was cancelled");
+                Box::pin(give_back) as futures::future::BoxFuture<'static, ()>
+            })
+        }));
         let sent_at = Instant::now();
         let reply = InFlight::new(send, Some(undo), None, self.client.janitor.clone())
             .await

@@ -1,0 +1,284 @@
+//! The blocking twin of [`crate::Semaphore`]: every call blocks the calling thread.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{AsyncGuard, Client, Held, Inner};
+use crate::error::Result;
+use crate::kit::{Acquisition, Attempt};
+
+impl Client {
+    /// A handle to the semaphore `name` (Redisson's `getSemaphore`). Sends nothing.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) {
+    /// let semaphore = client.semaphore("uploads");
+    /// # }
+    /// ```
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore {
+            client: Arc::clone(&self.inner),
+            semaphore: self.inner.client.semaphore(name),
+        }
+    }
+}
+
+/// A blocking handle to a semaphore; see [`crate::Semaphore`] for the semantics of each method.
+/// A semaphore has no owners: permits taken on one thread may be released on any other.
+///
+/// ```no_run
+/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
+/// let semaphore = client.semaphore("uploads");
+/// semaphore.try_set_permits(3)?;
+/// let permits = semaphore.acquire(1)?;
+/// permits.release()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    client: Arc<Inner>,
+    semaphore: crate::Semaphore,
+}
+
+impl Semaphore {
+    fn guard(&self, permits: crate::SemaphorePermits) -> SemaphorePermits {
+        SemaphorePermits {
+            held: Held::new(permits, &self.client),
+        }
+    }
+
+    /// The semaphore's name (its Redis key).
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) {
+    /// assert_eq!(client.semaphore("a").name(), "a");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.semaphore.name()
+    }
+
+    /// Blocks until `permits` permits are taken (see [`crate::Semaphore::acquire`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// let permits = semaphore.acquire(2)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire(&self, permits: u64) -> Result<SemaphorePermits> {
+        self.client
+            .block_on(self.semaphore.acquire(permits))?
+            .map(|permits| self.guard(permits))
+    }
+
+    /// Takes `permits` permits if they are available now (see
+    /// [`crate::Semaphore::try_acquire`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// if let Some(permits) = semaphore.try_acquire(1)?.acquired() {
+    ///     permits.release()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire(&self, permits: u64) -> Result<Attempt<SemaphorePermits>> {
+        self.client
+            .block_on(self.semaphore.try_acquire(permits))?
+            .map(|attempt| attempt.map(|permits| self.guard(permits)))
+    }
+
+    /// Takes `permits` permits, waiting at most `wait` (see
+    /// [`crate::Semaphore::try_acquire_for`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// let attempt = semaphore.try_acquire_for(1, std::time::Duration::from_millis(500))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_for(
+        &self,
+        permits: u64,
+        wait: Duration,
+    ) -> Result<Attempt<SemaphorePermits>> {
+        self.client
+            .block_on(self.semaphore.try_acquire_for(permits, wait))?
+            .map(|attempt| attempt.map(|permits| self.guard(permits)))
+    }
+
+    /// Adds `permits` permits, whoever took them (see [`crate::Semaphore::release`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// semaphore.release(1)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn release(&self, permits: u64) -> Result<()> {
+        self.client.block_on(self.semaphore.release(permits))?
+    }
+
+    /// Sets the permits if the semaphore does not exist (see
+    /// [`crate::Semaphore::try_set_permits`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// semaphore.try_set_permits(3)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
+        self.client
+            .block_on(self.semaphore.try_set_permits(permits))?
+    }
+
+    /// Sets the permits with a time to live if the semaphore does not exist (see
+    /// [`crate::Semaphore::try_set_permits_with_ttl`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// semaphore.try_set_permits_with_ttl(3, std::time::Duration::from_secs(60))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_set_permits_with_ttl(&self, permits: u64, ttl: Duration) -> Result<bool> {
+        self.client
+            .block_on(self.semaphore.try_set_permits_with_ttl(permits, ttl))?
+    }
+
+    /// Adds `delta` permits, or removes them when negative (see
+    /// [`crate::Semaphore::add_permits`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// semaphore.add_permits(-1)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn add_permits(&self, delta: i64) -> Result<()> {
+        self.client.block_on(self.semaphore.add_permits(delta))?
+    }
+
+    /// Takes every available permit; how many there were (see
+    /// [`crate::Semaphore::drain_permits`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// let taken = semaphore.drain_permits()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn drain_permits(&self) -> Result<i64> {
+        self.client.block_on(self.semaphore.drain_permits())?
+    }
+
+    /// The permits available now (see [`crate::Semaphore::available_permits`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// println!("{}", semaphore.available_permits()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn available_permits(&self) -> Result<i64> {
+        self.client.block_on(self.semaphore.available_permits())?
+    }
+
+    /// Deletes the semaphore; whether it existed (see [`crate::Semaphore::delete`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// semaphore.delete()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        self.client.block_on(self.semaphore.delete())?
+    }
+}
+
+/// Permits taken through the blocking API, given back when dropped (in the background, without
+/// blocking); see [`crate::SemaphorePermits`].
+///
+/// ```no_run
+/// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+/// let permits = semaphore.acquire(1)?;
+/// std::thread::spawn(move || permits.release()).join().expect("thread")?; // any thread
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard gives the permits back at once"]
+pub struct SemaphorePermits {
+    held: Held<crate::SemaphorePermits>,
+}
+
+impl SemaphorePermits {
+    /// How many permits this guard holds (0 once released or forgotten).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// assert_eq!(semaphore.acquire(2)?.permits(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn permits(&self) -> u64 {
+        self.held
+            .guard
+            .as_ref()
+            .map_or(0, crate::SemaphorePermits::permits)
+    }
+
+    /// Gives the permits back now (see [`crate::SemaphorePermits::release`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// semaphore.acquire(1)?.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn release(self) -> Result<()> {
+        self.held.unlock()
+    }
+
+    /// Keeps the permits taken, for a later [`Semaphore::release`] by anyone (see
+    /// [`crate::SemaphorePermits::forget`]).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// semaphore.acquire(1)?.forget();
+    /// semaphore.release(1)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn forget(self) {
+        self.held.detach();
+    }
+
+    /// How the acquisition went (wait time, what woke it).
+    ///
+    /// ```no_run
+    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
+    /// println!("{:?}", semaphore.acquire(1)?.acquisition());
+    /// # Ok(()) }
+    /// ```
+    pub fn acquisition(&self) -> Option<&Acquisition> {
+        self.held.guard.as_ref().map(|guard| guard.acquisition())
+    }
+}
+
+impl AsyncGuard for crate::SemaphorePermits {
+    fn release(self) -> impl std::future::Future<Output = Result<()>> {
+        crate::SemaphorePermits::release(self)
+    }
+    fn detach(self) {
+        self.forget();
+    }
+    /// Permits have no lease to lose.
+    fn is_lost(&self) -> bool {
+        false
+    }
+}
+
+impl std::fmt::Debug for SemaphorePermits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::SemaphorePermits")
+            .field("permits", &self.held.guard)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::Semaphore")
+            .field("name", &self.name())
+            .finish()
+    }
+}
