@@ -213,6 +213,7 @@ mod kit;
 mod lease;
 mod lock;
 pub mod metrics;
+mod multi;
 mod name;
 mod owner;
 mod shown;
@@ -224,6 +225,7 @@ pub use inspect::{Holder, LockInfo, LockKind};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
 pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
+pub use multi::{MultiGuard, MultiLock, RedLock};
 pub use owner::Owner;
 
 /// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,

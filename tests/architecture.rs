@@ -30,6 +30,7 @@ fn layer_of_module(name: &str) -> Option<u8> {
         "Client" | "Acquisition" | "Attempt" | "WokenBy" => 3,
         "Lock" | "LockGuard" | "RemainingTtl" | "Holder" | "LockInfo" | "LockKind"
         | "FencedLock" | "FencedGuard" => 4,
+        "MultiLock" | "MultiGuard" | "RedLock" => 4,
         _ => return None,
     })
 }

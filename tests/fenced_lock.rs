@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use ferrisson::{Error, FencedGuard, Owner};
 use fred::prelude::*;
+use support::processes::{micros_since_epoch, run_contenders};
 use support::redis_state::{exists, hgetall, pttl, wait_key_gone};
 use support::{connect, raw_client, RedisServer};
 
@@ -396,13 +397,6 @@ const CHILD_URL: &str = "FERRISSON_FENCED_CHILD_URL";
 const CROSS_PROCESS: &str =
     "contenders_in_separate_processes_take_increasing_tokens_and_never_overlap";
 
-fn micros_since_epoch() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("a clock after 1970")
-        .as_micros()
-}
-
 /// Three processes take one fenced lock 20 times each. Sorted by token, the holds follow each
 /// other without overlap (each starts after the previous one's release was sent): the token
 /// order is the acquisition order, across processes, and no two tokens are equal.
@@ -427,42 +421,13 @@ async fn contenders_in_separate_processes_take_increasing_tokens_and_never_overl
         return;
     }
     let server = RedisServer::start();
-    let exe = std::env::current_exe().expect("test binary path");
-    let children: Vec<_> = (0..3)
-        .map(|_| {
-            std::process::Command::new(&exe)
-                .args([CROSS_PROCESS, "--exact", "--nocapture", "--test-threads=1"])
-                .env(CHILD_URL, server.url())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn a contender process")
-        })
-        .collect();
     let mut holds = Vec::new();
-    for child in children {
-        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .expect("join")
-            .expect("the contender's output");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "contender failed: {}\n{stdout}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        // libtest prints `test NAME ... ` before the test's own output, on the same line.
-        let reports = stdout
-            .lines()
-            .filter_map(|line| line.split_once("HOLD ").map(|(_, report)| report));
-        for line in reports {
-            let numbers: Vec<u128> = line
-                .split(' ')
-                .map(|n| n.parse().expect("a number"))
-                .collect();
-            holds.push((numbers[2], numbers[0], numbers[1]));
-        }
+    for line in run_contenders(CROSS_PROCESS, CHILD_URL, &server.url(), 3).await {
+        let numbers: Vec<u128> = line
+            .split(' ')
+            .map(|n| n.parse().expect("a number"))
+            .collect();
+        holds.push((numbers[2], numbers[0], numbers[1]));
     }
     assert_eq!(holds.len(), 60, "every contender reported its 20 holds");
     holds.sort_unstable();

@@ -31,6 +31,10 @@
 //! }
 //! ```
 
+mod multi;
+
+pub use multi::{MultiGuard, MultiLock, RedLock};
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;

@@ -28,8 +28,10 @@
 pub mod cluster;
 pub mod fault;
 pub mod node;
+pub mod processes;
 pub mod redis_state;
 pub mod sentinel;
+pub mod servers;
 pub mod tls;
 
 use std::ffi::OsString;
