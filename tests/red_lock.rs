@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use ferrisson::{Error, Owner, RedLock};
 use fred::prelude::*;
-use support::processes::{micros_since_epoch, run_contenders};
+use support::processes::{micros_since_epoch, run_contenders, CONTENDER_INDEX};
+use support::redis_state::{command_calls, reset_stats};
 use support::servers::Servers;
 
 const LONG: Duration = Duration::from_secs(5);
@@ -167,6 +168,23 @@ async fn a_wrong_type_key_counts_as_a_failed_server_and_is_reported_without_a_ma
         .expect_err("no majority");
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
     assert!(!s.exists(0, name).await, "the one lock taken was released");
+
+    // A round that fails on a wrong type is the last, even when another lock was only busy
+    // (which alone would start another round): lock 0 is taken and released once.
+    let _: i64 = s.raws[2].del(name).await.expect("DEL");
+    let _holder = support::hold_with_lease(&s.clients[2], name, LONG).await;
+    reset_stats(&s.raws[0]).await;
+    let err = red
+        .try_lock_for(Duration::from_millis(900), None)
+        .await
+        .expect_err("no majority");
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    let scripts =
+        command_calls(&s.raws[0], "evalsha").await + command_calls(&s.raws[0], "eval").await;
+    assert_eq!(
+        scripts, 2,
+        "one acquire and one release of lock 0: a single round"
+    );
 }
 
 /// Locks 1 and 2 are held by another owner for 1.5 s; with a 2 s wait each lock gets a third of
@@ -288,8 +306,8 @@ fn the_blocking_redlock_is_held_per_thread() {
 const CHILD_URLS: &str = "FERRISSON_REDLOCK_CHILD_URLS";
 const CROSS_PROCESS: &str = "contenders_in_separate_processes_never_hold_the_redlock_at_once";
 
-/// Three processes, each with its own clients of the same three servers, take the RedLock 10
-/// times each. Sorted by start, the holds never overlap.
+/// Three processes, each with its own clients of the same three servers and each taking them in
+/// another order, take the RedLock 10 times each. Sorted by start, the holds never overlap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contenders_in_separate_processes_never_hold_the_redlock_at_once() {
     let name = "red:processes";
@@ -302,11 +320,21 @@ async fn contenders_in_separate_processes_never_hold_the_redlock_at_once() {
                 .expect("child connects");
             locks.push(client.lock(name));
         }
+        // Each contender starts from another server, so that two of them can each hold some
+        // of the servers at once: only the majority rule keeps them apart.
+        let first: usize = std::env::var(CONTENDER_INDEX)
+            .expect("the contender's number")
+            .parse()
+            .expect("a number");
+        let shift = first % locks.len();
+        locks.rotate_left(shift);
         let red = RedLock::new(locks).expect("locks");
         for _ in 0..10 {
-            let guard = red.lock().await.expect("child locks");
+            // A short lease: short rounds (random waits in [250 ms, 500 ms)).
+            let lease = Duration::from_millis(500);
+            let guard = red.lock_with_lease(lease).await.expect("child locks");
             let start = micros_since_epoch();
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
             let end = micros_since_epoch();
             println!("HOLD {start} {end}");
             guard.unlock().await.expect("child unlocks");
@@ -329,4 +357,39 @@ async fn contenders_in_separate_processes_never_hold_the_redlock_at_once() {
         let ((_, end_a), (start_b, _)) = (pair[0], pair[1]);
         assert!(start_b >= end_a, "two holds overlap: {holds:?}");
     }
+}
+
+/// A RedLock guard survives the loss of a minority of its locks and is lost with the majority.
+#[tokio::test]
+async fn the_guard_is_lost_once_fewer_than_a_majority_remain() {
+    let s = Servers::start(3).await;
+    let name = "red:lost";
+    let red = RedLock::new(s.locks(name)).expect("locks");
+    let guard = red.lock().await.expect("lock");
+    let lost = guard.lost();
+    let force = |i: usize| {
+        let lock = s.clients[i].lock(name);
+        async move { lock.force_unlock().await }
+    };
+    assert!(force(0).await.expect("force"));
+    let part_lost = async {
+        while !guard.parts()[0].is_lost() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(LONG, part_lost)
+        .await
+        .expect("lock 0 is lost");
+    assert!(!guard.is_lost(), "two of three remain");
+    assert!(force(1).await.expect("force"));
+    tokio::time::timeout(LONG, lost)
+        .await
+        .expect("lost() fires once two of three are lost");
+    assert!(guard.is_lost());
+    let err = guard
+        .unlock()
+        .await
+        .expect_err("only one lock was released");
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
+    assert!(s.holding(0..3, name).await.is_empty());
 }

@@ -205,11 +205,6 @@ impl Parts {
                 Ok(Attempt::Acquired(guard)) => held.push(guard),
                 failed => {
                     failures.note(lock.name(), failed);
-                    if kind == Kind::All && failures.permanent.is_some() {
-                        // This part cannot be taken at all: no round would succeed.
-                        release_all(held).await;
-                        return failures.verdict();
-                    }
                     if n - held.len() == limit {
                         break; // a RedLock's quorum: the rest may fail
                     }

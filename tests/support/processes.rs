@@ -1,16 +1,20 @@
 //! Contenders in separate processes: the test binary re-executed to run one test alone, told by
 //! an environment variable that it is a contender, reporting on its standard output.
 
+/// The environment variable that tells each contender its number (0, 1, ...).
+pub const CONTENDER_INDEX: &str = "FERRISSON_CONTENDER_INDEX";
+
 /// Runs `count` processes of this test binary, each running only the test `test` with
-/// `var=value` in its environment, and returns every report line they printed (what follows
+/// `var=value` and its number in [`CONTENDER_INDEX`] in its environment, and returns every report line they printed (what follows
 /// `HOLD ` on a line). Panics if a process fails.
 pub async fn run_contenders(test: &str, var: &str, value: &str, count: usize) -> Vec<String> {
     let exe = std::env::current_exe().expect("test binary path");
     let children: Vec<_> = (0..count)
-        .map(|_| {
+        .map(|index| {
             std::process::Command::new(&exe)
                 .args([test, "--exact", "--nocapture", "--test-threads=1"])
                 .env(var, value)
+                .env(CONTENDER_INDEX, index.to_string())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
