@@ -36,6 +36,12 @@
 //! * **The fenced lock** ([`Client::fenced_lock`] → [`FencedLock`]): Redisson's `RFencedLock`,
 //!   the reentrant lock's hash plus a fencing token per acquisition ([`FencedGuard::token`]),
 //!   strictly increasing, so that a resource can refuse writes of a holder whose lease ran out.
+//! * **MultiLock and RedLock** ([`MultiLock`], [`RedLock`] → [`MultiGuard`]): Redisson's
+//!   client-side compositions of reentrant locks, possibly on independent servers: all of them,
+//!   or a majority with Redlock's [`validity`](MultiGuard::validity). Redisson deprecates its
+//!   RedLock from 3.25 (synced writes to replicas cover failovers, and Redlock leans on clock
+//!   assumptions); it remains the way to lock across independent masters that stays available
+//!   while a minority of them is down.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
@@ -263,6 +269,9 @@ mod send_sync {
         send_sync_static::<FencedGuard>();
         send_sync_static::<Owner>();
         send_sync_static::<Error>();
+        send_sync_static::<MultiLock>();
+        send_sync_static::<RedLock>();
+        send_sync_static::<MultiGuard>();
     }
 
     #[allow(dead_code)] // only type-checked: the futures are never run
@@ -279,6 +288,15 @@ mod send_sync {
         send(&guard.reenter());
         send(&guard.lost());
         send(&client.shutdown());
+        send(&guard.unlock());
+    }
+
+    #[allow(dead_code)] // only type-checked: the futures are never run
+    fn multi_futures_are_send(multi: MultiLock, red: RedLock, guard: MultiGuard) {
+        send(&multi.lock());
+        send(&red.try_lock_for(std::time::Duration::from_secs(1), None));
+        send(&red.is_held_by_current_owner());
+        send(&guard.lost());
         send(&guard.unlock());
     }
 
