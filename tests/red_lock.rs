@@ -130,7 +130,7 @@ async fn a_paused_server_is_outvoted_within_the_wait_and_keeps_nothing_after_it_
         .expect("held by the majority");
     assert!(
         took < LONG,
-        "within the wait's budget, not a timeout: {took:?}"
+        "within the wait's budget, not the 10 s response timeout: {took:?}"
     );
     assert_eq!(guard.parts().len(), 2);
     assert_eq!(s.holding([1, 2], name).await, vec![1, 2]);
@@ -187,14 +187,14 @@ async fn a_wrong_type_key_counts_as_a_failed_server_and_is_reported_without_a_ma
     );
 }
 
-/// Locks 1 and 2 are held by another owner for 1.5 s; with a 2 s wait each lock gets a third of
-/// it, so the first round fails on both (at about 0.67 s and 1.33 s), releases lock 0, and the
-/// second round, from lock 0, takes all three once the holds expire.
+/// Locks 1 and 2 are held by another owner for 2 s; with a 2.4 s wait each lock gets a third
+/// of it (0.8 s), so the first round fails on both (at about 0.8 s and 1.6 s), releases lock 0,
+/// and the second round, from lock 0, takes all three once the holds expire.
 #[tokio::test]
 async fn a_failed_round_is_released_and_the_next_starts_from_the_first_lock() {
     let s = Servers::start(3).await;
     let name = "red:rounds";
-    let lease = Duration::from_millis(1500);
+    let lease = Duration::from_millis(2000);
     let _held: Vec<_> = futures::future::join_all(
         [1, 2].map(|i| support::hold_with_lease(&s.clients[i], name, lease)),
     )
@@ -202,13 +202,13 @@ async fn a_failed_round_is_released_and_the_next_starts_from_the_first_lock() {
     let red = RedLock::new(s.locks(name)).expect("locks");
     let started = std::time::Instant::now();
     let guard = red
-        .try_lock_for(Duration::from_secs(2), None)
+        .try_lock_for(Duration::from_millis(2400), None)
         .await
         .expect("try_lock_for")
         .acquired()
         .expect("the second round acquires");
     assert!(
-        started.elapsed() >= Duration::from_millis(1300),
+        started.elapsed() >= Duration::from_millis(1800),
         "{:?}",
         started.elapsed()
     );
