@@ -46,6 +46,12 @@
 //!   taken with [`Semaphore::acquire`] come back when their [`SemaphorePermits`] guard drops.
 //! * **The count-down latch** ([`Client::count_down_latch`] → [`CountDownLatch`]): Redisson's
 //!   `RCountDownLatch`; [`CountDownLatch::wait`] returns once the count reaches 0.
+//! * **MultiLock and RedLock** ([`MultiLock`], [`RedLock`] → [`MultiGuard`]): Redisson's
+//!   client-side compositions of reentrant locks, possibly on independent servers: all of them,
+//!   or a majority with Redlock's [`validity`](MultiGuard::validity). Redisson deprecates its
+//!   RedLock from 3.25 (synced writes to replicas cover failovers, and Redlock leans on clock
+//!   assumptions); it remains the way to lock across independent masters that stays available
+//!   while a minority of them is down.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
@@ -224,6 +230,7 @@ mod kit;
 mod lease;
 mod lock;
 pub mod metrics;
+mod multi;
 mod name;
 mod owner;
 mod shown;
@@ -237,6 +244,7 @@ pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
 pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
 pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
+pub use multi::{MultiGuard, MultiLock, RedLock};
 pub use owner::Owner;
 pub use sync::{
     CountDownLatch, Permit, PermitExpirableSemaphore, PermitIdFormat, Semaphore, SemaphorePermits,
@@ -282,6 +290,9 @@ mod send_sync {
         send_sync_static::<Error>();
         send_sync_static::<PermitExpirableSemaphore>();
         send_sync_static::<Permit>();
+        send_sync_static::<MultiLock>();
+        send_sync_static::<RedLock>();
+        send_sync_static::<MultiGuard>();
     }
 
     #[allow(dead_code)] // only type-checked: the futures are never run
@@ -316,6 +327,15 @@ mod send_sync {
         send(&read.is_locked());
         send(&write.try_lock_for(std::time::Duration::from_secs(1), None));
         send(&write.unlock());
+        send(&guard.unlock());
+    }
+
+    #[allow(dead_code)] // only type-checked: the futures are never run
+    fn multi_futures_are_send(multi: MultiLock, red: RedLock, guard: MultiGuard) {
+        send(&multi.lock());
+        send(&red.try_lock_for(std::time::Duration::from_secs(1), None));
+        send(&red.is_held_by_current_owner());
+        send(&guard.lost());
         send(&guard.unlock());
     }
 

@@ -34,6 +34,7 @@ fn layer_of_module(name: &str) -> Option<u8> {
         "PermitExpirableSemaphore" | "Permit" => 4,
         "ReadWriteLock" | "ReadLock" | "WriteLock" | "ReadGuard" | "WriteGuard" => 4,
         "Semaphore" | "SemaphorePermits" | "CountDownLatch" => 4,
+        "MultiLock" | "MultiGuard" | "RedLock" => 4,
         _ => return None,
     })
 }

@@ -38,6 +38,9 @@ mod semaphore;
 
 pub use latch::CountDownLatch;
 pub use semaphore::{Semaphore, SemaphorePermits};
+mod multi;
+
+pub use multi::{MultiGuard, MultiLock, RedLock};
 
 use std::future::Future;
 use std::sync::Arc;

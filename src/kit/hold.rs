@@ -135,6 +135,20 @@ impl Hold {
             || self.lease_ends.is_some_and(|end| Instant::now() >= end)
     }
 
+    /// Records that the hold's fixed lease was set again on the server, to `lease_ms` by a
+    /// command sent at `sent_at`, so that `is_lost`, `lost` and a partial release's re-arm use
+    /// the new end. Generic: for any primitive that resets the TTL of holds it took (the
+    /// MultiLock's "lease recalculation", say). A watchdog hold is left as it is: the watchdog
+    /// keeps renewing it.
+    pub(crate) fn relet(&mut self, lease_ms: u64, sent_at: Instant) {
+        if self.ticket.lease == Lease::Watchdog {
+            return;
+        }
+        self.lease_ends = sent_at.checked_add(Duration::from_millis(lease_ms));
+        self.ticket.lease = Lease::Fixed(lease_ms);
+        self.client.leases.relet(&self.ticket, lease_ms);
+    }
+
     pub(crate) fn acquisition(&self) -> &Acquisition {
         &self.acquisition
     }

@@ -170,6 +170,17 @@ impl LeaseTable {
         (ticket, reentered)
     }
 
+    /// The fixed lease of `ticket`'s holds was set again to `lease_ms` (see `Hold::relet`): a
+    /// partial release re-arms that lease from now on.
+    pub(crate) fn relet(&self, ticket: &Ticket, lease_ms: u64) {
+        let mut entries = self.entries.lock();
+        if let Some(entry) = entries.get_mut(&ticket.key) {
+            if entry.generation == ticket.generation && entry.watchdog_holds == 0 {
+                entry.last_lease_ms = lease_ms;
+            }
+        }
+    }
+
     /// Whether this client has a hold of `key` whose lease is not known lost.
     pub(crate) fn holds(&self, key: &HoldKey) -> bool {
         self.entries

@@ -242,4 +242,9 @@ impl LockGuard {
     pub(crate) fn set_acquisition(&mut self, acquisition: Acquisition) {
         self.hold.set_acquisition(acquisition);
     }
+
+    /// The hold's fixed lease was set again on the server (see `Hold::relet`).
+    pub(crate) fn relet(&mut self, lease_ms: u64, sent_at: tokio::time::Instant) {
+        self.hold.relet(lease_ms, sent_at);
+    }
 }

@@ -34,6 +34,7 @@ pub mod node;
 pub mod processes;
 pub mod redis_state;
 pub mod sentinel;
+pub mod servers;
 pub mod sync;
 pub mod tls;
 

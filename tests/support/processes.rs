@@ -3,8 +3,11 @@
 
 use std::process::{Command, Stdio};
 
+/// The environment variable that tells each contender its number (0, 1, ...).
+pub const CONTENDER_INDEX: &str = "FERRISSON_CONTENDER_INDEX";
+
 /// Runs `count` copies of this test binary's test `test` (exactly, with its output shown) with
-/// `env` set to `value`, waits for all of them, and returns each one's report lines: the part
+/// `env` set to `value` and its number in [`CONTENDER_INDEX`], waits for all of them, and returns each one's report lines: the part
 /// after `marker` of every line that contains it (libtest prints `test NAME ... ` before the
 /// test's own output, on the same line). Panics, with its output, if a contender failed.
 pub async fn contenders(
@@ -16,10 +19,11 @@ pub async fn contenders(
 ) -> Vec<Vec<String>> {
     let exe = std::env::current_exe().expect("test binary path");
     let children: Vec<_> = (0..count)
-        .map(|_| {
+        .map(|index| {
             Command::new(&exe)
                 .args([test, "--exact", "--nocapture", "--test-threads=1"])
                 .env(env, value)
+                .env(CONTENDER_INDEX, index.to_string())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

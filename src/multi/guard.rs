@@ -1,0 +1,200 @@
+//! The guard of a MultiLock or RedLock: the guards of the parts it holds.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+
+use crate::error::Result;
+use crate::lock::LockGuard;
+
+/// A held [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock): the guards of the
+/// parts it took, released together.
+///
+/// * [`unlock`](MultiGuard::unlock) releases every part in parallel and reports the outcome;
+/// * dropping the guard drops the parts' guards, each released in the background by its own
+///   client;
+/// * [`is_lost`](MultiGuard::is_lost) and [`lost`](MultiGuard::lost) tell when the lock can no
+///   longer be counted on: a MultiLock as soon as one part is lost, a RedLock once fewer than a
+///   majority of all its locks (`n/2 + 1`) remain, or once its [`validity`](MultiGuard::validity)
+///   is spent.
+///
+/// ```no_run
+/// # async fn demo(a: ferrisson::Client, b: ferrisson::Client, c: ferrisson::Client) -> ferrisson::Result<()> {
+/// let red = ferrisson::RedLock::new([a.lock("job"), b.lock("job"), c.lock("job")])?;
+/// let guard = red.lock().await?;
+/// tokio::select! {
+///     _ = guard.lost() => eprintln!("lost the majority; stopping"),
+///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+/// }
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+#[clippy::has_significant_drop]
+pub struct MultiGuard {
+    parts: Vec<LockGuard>,
+    /// How many parts must stay held for the lock to count as held.
+    quorum: usize,
+    /// When the acquisition started: validity is measured from there.
+    started: Instant,
+    /// The lease asked for (`None`: the watchdog's).
+    lease: Option<Duration>,
+}
+
+impl MultiGuard {
+    pub(super) fn new(
+        parts: Vec<LockGuard>,
+        quorum: usize,
+        started: Instant,
+        lease: Option<Duration>,
+    ) -> MultiGuard {
+        MultiGuard {
+            parts,
+            quorum,
+            started,
+            lease,
+        }
+    }
+
+    /// The guards of the parts held, in the order the locks were given (a RedLock may hold
+    /// fewer than all).
+    ///
+    /// ```no_run
+    /// # async fn demo(red: ferrisson::RedLock) -> ferrisson::Result<()> {
+    /// let guard = red.lock().await?;
+    /// println!("held on {} of {} servers", guard.parts().len(), red.locks().len());
+    /// # Ok(()) }
+    /// ```
+    pub fn parts(&self) -> &[LockGuard] {
+        &self.parts
+    }
+
+    /// Releases every part now, in parallel. `Ok` when at least as many parts were released as
+    /// the lock needs held (all for a MultiLock, a majority for a RedLock); otherwise the first
+    /// part's error (such as [`Error::LeaseLost`](crate::Error::LeaseLost)): the work the guard
+    /// protected may have overlapped another holder's. Every part is released either way.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: each part's release, once sent, is finished by its client in the background;
+    /// a part not yet sent is released by its dropped guard.
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let guard = multi.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
+        let quorum = self.quorum;
+        let releases: Vec<_> = self.parts.into_iter().map(LockGuard::unlock).collect();
+        async move {
+            let results = futures::future::join_all(releases).await;
+            let released = results.iter().filter(|result| result.is_ok()).count();
+            match results.into_iter().find_map(Result::err) {
+                Some(err) if released < quorum => Err(err),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    /// The time the lock can still be counted on, Redlock's validity: the lease, minus the time
+    /// since the acquisition started, minus the clock drift allowance (1 % of the lease plus
+    /// 2 ms); zero once spent. `None` with the watchdog lease, which is renewed while held.
+    ///
+    /// ```no_run
+    /// # async fn demo(red: ferrisson::RedLock) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let guard = red.lock_with_lease(Duration::from_secs(10)).await?;
+    /// if let Some(left) = guard.validity() {
+    ///     assert!(left < Duration::from_secs(10));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn validity(&self) -> Option<Duration> {
+        let lease = self.lease?;
+        Some(
+            lease
+                .saturating_sub(self.started.elapsed())
+                .saturating_sub(drift(lease)),
+        )
+    }
+
+    /// Whether the lock can no longer be counted on: fewer parts than needed remain unlost (see
+    /// [`LockGuard::is_lost`]), or the [`validity`](MultiGuard::validity) is spent. Read from
+    /// the clock, so a holder that was paused knows at once when it resumes.
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let guard = multi.lock().await?;
+    /// assert!(!guard.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        let live = self.parts.iter().filter(|part| !part.is_lost()).count();
+        live < self.quorum || self.validity() == Some(Duration::ZERO)
+    }
+
+    /// Resolves when the lock can no longer be counted on (as [`is_lost`](MultiGuard::is_lost)):
+    /// when more parts are lost than the lock tolerates, or its validity ends. Independent of
+    /// the guard (`'static`), so it can be moved into the task doing the protected work.
+    ///
+    /// # Cancel safety
+    /// Cancel safe; it only observes.
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let guard = multi.lock().await?;
+    /// let lost = guard.lost();
+    /// tokio::spawn(async move {
+    ///     lost.await;
+    ///     eprintln!("lost a part; abandoning the work");
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut losses: FuturesUnordered<_> = self.parts.iter().map(LockGuard::lost).collect();
+        let tolerated = self.parts.len().saturating_sub(self.quorum);
+        let ends = self
+            .lease
+            .and_then(|lease| self.started.checked_add(lease.saturating_sub(drift(lease))));
+        async move {
+            let too_many = async {
+                let mut lost = 0;
+                while losses.next().await.is_some() {
+                    lost += 1;
+                    if lost > tolerated {
+                        return;
+                    }
+                }
+                std::future::pending::<()>().await;
+            };
+            match ends {
+                Some(ends) => {
+                    tokio::select! {
+                        () = too_many => {}
+                        () = tokio::time::sleep_until(ends) => {}
+                    }
+                }
+                None => too_many.await,
+            }
+        }
+    }
+}
+
+/// Redlock's clock drift allowance for a lease: 1 % of it plus 2 ms.
+fn drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+impl std::fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiGuard")
+            .field("parts", &self.parts)
+            .field("quorum", &self.quorum)
+            .field("validity", &self.validity())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
