@@ -223,7 +223,7 @@ pub use error::{Error, Result};
 pub use inspect::{Holder, LockInfo, LockKind};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
-pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
+pub use lock::{FairGuard, FairLock, FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
 pub use owner::Owner;
 
 /// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,

@@ -29,7 +29,7 @@ fn layer_of_module(name: &str) -> Option<u8> {
         | "TlsOptions" | "Error" | "Result" | "Owner" => 0,
         "Client" | "Acquisition" | "Attempt" | "WokenBy" => 3,
         "Lock" | "LockGuard" | "RemainingTtl" | "Holder" | "LockInfo" | "LockKind"
-        | "FencedLock" | "FencedGuard" => 4,
+        | "FencedLock" | "FencedGuard" | "FairLock" | "FairGuard" => 4,
         _ => return None,
     })
 }

@@ -31,6 +31,10 @@
 //! }
 //! ```
 
+mod fair;
+
+pub use fair::{FairGuard, FairLock};
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
