@@ -10,7 +10,9 @@ use std::time::{Duration, SystemTime};
 
 use ferrisson::{Error, FairGuard, FairLock, Owner};
 use fred::{cmd, prelude::*};
-use support::redis_state::{exists, hgetall, poll_until, pttl, wait_key_gone, POLL_INTERVAL};
+use support::redis_state::{
+    command_calls, exists, hgetall, poll_until, pttl, reset_stats, wait_key_gone, POLL_INTERVAL,
+};
 use support::{connect, raw_client, timed_config, RedisServer};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
@@ -501,6 +503,49 @@ async fn a_pruned_live_waiter_queues_again_on_its_next_attempt_and_gets_the_lock
     reentry.unlock().await.expect("partial release");
     guard.unlock().await.expect("last release tells the head");
     let taken = joined(waiter, Duration::from_secs(5), "W1").await;
+    taken.unlock().await.expect("release");
+}
+
+/// The lock is free but a silent waiter (a crashed one, say) is at the head until its deadline:
+/// the waiter behind re-polls with a growing pause rather than at once (as Redisson does), and
+/// gets the lock once the head is pruned.
+#[tokio::test]
+async fn a_waiter_behind_a_silent_head_polls_sparingly_until_the_head_is_pruned() {
+    let (_server, raw, client) = start().await;
+    let name = "fair:silent-head";
+    let holder = client.fair_lock(name).with_owner(Owner::new());
+    let guard = holder
+        .lock_with_lease(Duration::from_millis(300))
+        .await
+        .expect("lock");
+    let waiter = lock_queued(&raw, &client, name, Owner::new()).await;
+    // A silent head with a deadline 3 s away (a waiter of another client that stopped).
+    let silent = "00000000-0000-0000-0000-000000000000:1";
+    let _: i64 = raw
+        .zadd(
+            timeout_key(name),
+            None,
+            None,
+            false,
+            false,
+            (now_ms() + 3_000.0, silent),
+        )
+        .await
+        .expect("ZADD");
+    let _: i64 = raw.lpush(queue_key(name), silent).await.expect("LPUSH");
+    reset_stats(&raw).await;
+    guard.detach(); // the lease runs out: nobody is told
+
+    let taken = joined(waiter, Duration::from_secs(10), "the waiter behind").await;
+    let attempts = command_calls(&raw, "evalsha").await;
+    assert!(
+        attempts < 60,
+        "{attempts} attempts while waiting about 3 s for the silent head's deadline"
+    );
+    assert!(
+        queue(&raw, name).await.is_empty(),
+        "the silent head was pruned"
+    );
     taken.unlock().await.expect("release");
 }
 
