@@ -549,6 +549,66 @@ async fn a_waiter_behind_a_silent_head_polls_sparingly_until_the_head_is_pruned(
     taken.unlock().await.expect("release");
 }
 
+/// A wait that runs out while its attempt is stalled on the server (`CLIENT PAUSE WRITE`)
+/// returns at its bound, and leaves the queue only after that attempt ran: the give-up is not
+/// even sent before (it would run first on another connection and the attempt would queue the
+/// waiter again for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_runs_out_during_a_stalled_attempt_leaves_the_queue_after_it() {
+    let (server, raw, holder) = start().await;
+    let name = "fair:stalled";
+    let _guard = holder
+        .fair_lock(name)
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .expect("lock");
+    let config = ferrisson::Config::builder(server.url())
+        .pool_size(4)
+        .build()
+        .expect("config");
+    let client = ferrisson::Client::new(config).await.expect("connect");
+    let _: Value = raw
+        .custom(cmd!("CLIENT"), vec!["PAUSE", "3000", "WRITE"])
+        .await
+        .expect("CLIENT PAUSE");
+    let lock = client.fair_lock(name);
+    let waited = lock.try_lock_for(Duration::from_millis(300), None);
+    let outcome = timeout(Duration::from_secs(2), waited)
+        .await
+        .expect("try_lock_for keeps its bound while the server stalls");
+    assert!(matches!(outcome, Err(Error::Timeout(_))), "{outcome:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let info: String = raw
+        .info(Some(fred::types::InfoKind::Clients))
+        .await
+        .expect("INFO clients");
+    assert!(
+        info.lines().any(|line| line.trim() == "blocked_clients:1"),
+        "only the stalled attempt waits on the server, not yet the give-up:\n{info}"
+    );
+    // Once the pause ends the attempt queues the waiter, then the give-up removes it.
+    let resumed = poll_until(
+        Duration::from_secs(10),
+        POLL_INTERVAL,
+        || raw.info::<String>(Some(fred::types::InfoKind::Clients)),
+        |info| {
+            info.as_ref()
+                .is_ok_and(|info| info.contains("blocked_clients:0"))
+        },
+    )
+    .await;
+    assert!(resumed.is_ok(), "the pause ends: {resumed:?}");
+    let emptied = poll_until(
+        Duration::from_secs(10),
+        POLL_INTERVAL,
+        || queue(&raw, name),
+        Vec::is_empty,
+    )
+    .await;
+    assert!(emptied.is_ok(), "still queued: {emptied:?}");
+    assert_eq!(timeout_members(&raw, name).await, 0);
+}
+
 #[tokio::test]
 async fn keys_of_another_type_are_wrong_type_naming_the_key() {
     let (_server, raw, client) = start().await;

@@ -107,9 +107,10 @@ const MAX_PAUSE_MS: u64 = 1_000;
 /// at most one retry a second per waiter until it is pruned.
 ///
 /// A waiter that stops waiting (its wait ran out, an error, or its future was dropped) leaves
-/// the queue (Redisson's `acquireFailed`), so it does not hold up the waiters behind it; for a
-/// dropped future the client's background task does it, once the waiter's last attempt has
-/// answered.
+/// the queue (Redisson's `acquireFailed`), so it does not hold up the waiters behind it. It
+/// does so once its last attempt has answered (an attempt still in flight could queue it
+/// again): before returning, or, for a dropped future or a wait that ran out during a slow
+/// attempt, in the client's background task.
 ///
 /// # Cancel safety
 /// Every acquire method is cancel safe: a dropped acquire never leaves the lock held nor its
@@ -694,45 +695,43 @@ fn unreachable_handoff() -> FairGuard {
     unreachable!("a fair lock's waiter is never handed the lock")
 }
 
-/// The give-up (`FAIR_GIVE_UP`) a waiter owes unless it acquires: run now with
-/// [`GiveUp::run`], or, if dropped armed, by the janitor.
+/// The give-up (`FAIR_GIVE_UP`) a waiter owes unless it acquires: run with [`GiveUp::run`],
+/// or, if dropped armed, by the janitor. Either way it is sent only once every attempt of the
+/// waiter has answered (`settled`), or an attempt still in flight could queue the waiter
+/// again after it left.
 struct GiveUp {
-    job: Option<BoxFuture<'static, std::result::Result<Value, fred::error::Error>>>,
+    /// `None` once disarmed or run.
+    job: Option<GiveUpJob>,
     janitor: Janitor,
 }
 
+struct GiveUpJob {
+    redis: Arc<crate::transport::Redis>,
+    lock: String,
+    keys: [String; 2],
+    args: [String; 2],
+    /// Closed when the last attempt's sender is dropped (nothing is ever sent on it).
+    settled: mpsc::Receiver<Infallible>,
+}
+
 impl GiveUp {
-    /// The give-up of `field` queued with wait time `wait_ms`; it runs once `settled` reports
-    /// that no attempt is in flight any more.
+    /// The give-up of `field` queued with wait time `wait_ms`.
     fn new(
         client: &ClientInner,
         name: &str,
         field: &str,
         wait_ms: u64,
-        mut settled: mpsc::Receiver<Infallible>,
+        settled: mpsc::Receiver<Infallible>,
     ) -> GiveUp {
-        let redis = Arc::clone(&client.redis);
-        let keys = [name::fair_queue_key(name), name::fair_timeout_key(name)];
-        let args = [field.to_owned(), wait_ms.to_string()];
-        let lock = name.to_owned();
-        let job = async move {
-            // Nothing is ever sent: this ends when every sender is gone.
-            let _ = settled.recv().await;
-            let reply = FAIR_GIVE_UP
-                .run(&redis.pool, &redis.write_options, &keys, &args)
-                .await;
-            match &reply {
-                Ok(_) => tracing::debug!(lock = %lock, "left the fair lock's queue"),
-                Err(err) => tracing::warn!(
-                    lock = %lock,
-                    error = %err,
-                    "could not leave the fair lock's queue; the waiter's place lasts until its deadline"
-                ),
-            }
-            reply
+        let job = GiveUpJob {
+            redis: Arc::clone(&client.redis),
+            lock: name.to_owned(),
+            keys: [name::fair_queue_key(name), name::fair_timeout_key(name)],
+            args: [field.to_owned(), wait_ms.to_string()],
+            settled,
         };
         GiveUp {
-            job: Some(Box::pin(job)),
+            job: Some(job),
             janitor: client.janitor.clone(),
         }
     }
@@ -742,10 +741,51 @@ impl GiveUp {
         self.job = None;
     }
 
-    /// Leaves the queue now. Cancel safe: once started, the janitor finishes it.
+    /// Leaves the queue now; or, while an attempt is still in flight (the wait ran out during
+    /// a slow call), in the background once it answered, so that the caller's bound holds.
+    /// Cancel safe: once started, the janitor finishes it.
     async fn run(mut self) {
-        if let Some(job) = self.job.take() {
-            let _ = InFlight::new(job, None, None, self.janitor.clone()).await;
+        let Some(mut job) = self.job.take() else {
+            return;
+        };
+        if job.settled.try_recv() != Err(mpsc::error::TryRecvError::Disconnected) {
+            self.janitor.submit(job.settle());
+            return;
+        }
+        let _ = InFlight::new(job.send(), None, None, self.janitor.clone()).await;
+    }
+}
+
+impl GiveUpJob {
+    /// Waits for the waiter's attempts to answer, then leaves the queue.
+    async fn send(mut self) -> std::result::Result<Value, fred::error::Error> {
+        let _ = self.settled.recv().await;
+        let reply = FAIR_GIVE_UP
+            .run(
+                &self.redis.pool,
+                &self.redis.write_options,
+                &self.keys,
+                &self.args,
+            )
+            .await;
+        match &reply {
+            Ok(_) => tracing::debug!(lock = %self.lock, "left the fair lock's queue"),
+            Err(err) => tracing::warn!(
+                lock = %self.lock,
+                error = %err,
+                "could not leave the fair lock's queue; the waiter's place lasts until its deadline"
+            ),
+        }
+        reply
+    }
+
+    /// The give-up as the janitor's job.
+    fn settle(self) -> Job {
+        let reply: BoxFuture<'static, _> = Box::pin(self.send());
+        Job::Settle {
+            reply,
+            undo: None,
+            call: None,
         }
     }
 }
@@ -753,11 +793,7 @@ impl GiveUp {
 impl Drop for GiveUp {
     fn drop(&mut self) {
         if let Some(job) = self.job.take() {
-            self.janitor.submit(Job::Settle {
-                reply: job,
-                undo: None,
-                call: None,
-            });
+            self.janitor.submit(job.settle());
         }
     }
 }
