@@ -36,6 +36,9 @@
 //! * **The fenced lock** ([`Client::fenced_lock`] → [`FencedLock`]): Redisson's `RFencedLock`,
 //!   the reentrant lock's hash plus a fencing token per acquisition ([`FencedGuard::token`]),
 //!   strictly increasing, so that a resource can refuse writes of a holder whose lease ran out.
+//! * **The fair lock** ([`Client::fair_lock`] → [`FairLock`]): Redisson's `RFairLock`, waiters
+//!   of every client queued in Redis and served in arrival order; one that stops waiting leaves
+//!   the queue, and a crashed one is dropped from it at its deadline.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
