@@ -175,6 +175,31 @@ async fn the_owner_re_enters_and_the_last_release_frees_the_lock() {
     ));
 }
 
+/// Without a lease the watchdog renews the hold as the reentrant lock's (same hash, same
+/// renewal), past several watchdog timeouts, until the release.
+#[tokio::test]
+async fn the_watchdog_renews_a_fair_hold_until_it_is_released() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let config = timed_config(server.url(), Duration::from_secs(1), Duration::from_secs(2));
+    let client = ferrisson::Client::new(config).await.expect("connect");
+    let name = "fair:watchdog";
+    let guard = client.fair_lock(name).lock().await.expect("lock");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let left = pttl(&raw, name).await;
+    assert!(
+        left > 0 && left <= 1_000,
+        "renewed to the 1 s watchdog timeout: {left}"
+    );
+    assert!(!guard.is_lost());
+    assert!(
+        client.lock(name).is_locked().await.expect("is_locked"),
+        "the reentrant lock sees it"
+    );
+    guard.unlock().await.expect("release");
+    assert_eq!(exists(&raw, name).await, 0);
+}
+
 #[tokio::test]
 async fn the_redis_layout_is_java_redissons() {
     let (_server, raw, client) = start().await;
