@@ -173,6 +173,10 @@ async fn the_owner_re_enters_and_the_last_release_frees_the_lock() {
         a.fair_lock(name).with_wait_timeout(Duration::ZERO),
         Err(Error::InvalidArgument(_))
     ));
+    assert!(matches!(
+        a.fair_lock("").lock().await,
+        Err(Error::InvalidArgument(_))
+    ));
 }
 
 /// Without a lease the watchdog renews the hold as the reentrant lock's (same hash, same
