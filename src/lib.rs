@@ -36,6 +36,9 @@
 //! * **The fenced lock** ([`Client::fenced_lock`] → [`FencedLock`]): Redisson's `RFencedLock`,
 //!   the reentrant lock's hash plus a fencing token per acquisition ([`FencedGuard::token`]),
 //!   strictly increasing, so that a resource can refuse writes of a holder whose lease ran out.
+//! * **The fair lock** ([`Client::fair_lock`] → [`FairLock`]): Redisson's `RFairLock`, waiters
+//!   of every client queued in Redis and served in arrival order; one that stops waiting leaves
+//!   the queue, and a crashed one is dropped from it at its deadline.
 //! * **The permit-expirable semaphore** ([`Client::permit_expirable_semaphore`] →
 //!   [`PermitExpirableSemaphore`]): Redisson's `RPermitExpirableSemaphore`, permits with ids and
 //!   leases of their own ([`Permit`]), in either Redisson generation's id format ([`PermitIdFormat`]).
@@ -242,7 +245,7 @@ pub use error::{Error, Result};
 pub use inspect::{ExpirablePermit, Holder, LockInfo, LockKind, Primitive, QueuedWaiter};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
-pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
+pub use lock::{FairGuard, FairLock, FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
 pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 pub use multi::{MultiGuard, MultiLock, RedLock};
 pub use owner::Owner;

@@ -29,7 +29,7 @@ fn layer_of_module(name: &str) -> Option<u8> {
         | "TlsOptions" | "Error" | "Result" | "Owner" => 0,
         "Client" | "Acquisition" | "Attempt" | "WokenBy" => 3,
         "Lock" | "LockGuard" | "RemainingTtl" | "Holder" | "LockInfo" | "LockKind"
-        | "FencedLock" | "FencedGuard" => 4,
+        | "FencedLock" | "FencedGuard" | "FairLock" | "FairGuard" => 4,
         "Primitive" | "QueuedWaiter" | "ExpirablePermit" | "PermitIdFormat" => 4,
         "PermitExpirableSemaphore" | "Permit" => 4,
         "ReadWriteLock" | "ReadLock" | "WriteLock" | "ReadGuard" | "WriteGuard" => 4,

@@ -41,6 +41,9 @@ pub use semaphore::{Semaphore, SemaphorePermits};
 mod multi;
 
 pub use multi::{MultiGuard, MultiLock, RedLock};
+mod fair;
+
+pub use fair::{FairGuard, FairLock};
 
 use std::future::Future;
 use std::sync::Arc;

@@ -19,7 +19,7 @@ use crate::kit::{Attempt, Client};
 use crate::lease::watchdog::{HoldKey, Lease};
 use crate::name;
 use crate::owner::{holder_field, Owner};
-use crate::transport::script::{self, LockCall};
+use crate::transport::script::{self, LockCall, ReleaseScript};
 
 /// A reentrant distributed lock, on the same Redis keys as Java Redisson's `RLock`.
 ///
@@ -264,6 +264,12 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(&self) -> Result<()> {
+        self.unlock_by(None).await
+    }
+
+    /// Releases one hold of this handle's owner with `by` (`None`: `RELEASE`), the release
+    /// script of the primitive on this hash: [`Error::NotHeld`] when the script replies nil.
+    pub(crate) async fn unlock_by(&self, by: Option<&'static ReleaseScript>) -> Result<()> {
         let client = self.client();
         client.ensure_open()?;
         self.check_name()?;
@@ -278,7 +284,7 @@ impl Lock {
             name: self.name_arc(),
             field,
             lease_ms,
-            script: None,
+            script: by,
         };
         let reply = send_release(client, &release, call).await?;
         match reply {
