@@ -36,6 +36,12 @@
 //! * **The fenced lock** ([`Client::fenced_lock`] → [`FencedLock`]): Redisson's `RFencedLock`,
 //!   the reentrant lock's hash plus a fencing token per acquisition ([`FencedGuard::token`]),
 //!   strictly increasing, so that a resource can refuse writes of a holder whose lease ran out.
+//! * **The spin lock** ([`Client::spin_lock`] → [`SpinLock`]): Redisson's `RSpinLock`, the
+//!   reentrant lock's hash taken by polling with a [`BackOff`] (no pub/sub); its releases
+//!   publish nothing, so pub/sub waiters on the same name wake only at their TTL bound.
+//! * **The non-reentrant lock** ([`Client::non_reentrant_lock`] → [`NonReentrantLock`]):
+//!   Redisson 4.5's `RNonReentrantLock`; a second acquire by its holder is
+//!   [`Error::AlreadyHeld`], never a second hold or a deadlock.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
@@ -177,6 +183,7 @@
 //! | Variant | Meaning | What to do |
 //! |---|---|---|
 //! | [`Error::NotHeld`] | releasing what this owner does not hold | fix the locking logic |
+//! | [`Error::AlreadyHeld`] | the holder of a non-reentrant lock asked for it again | fix the locking logic (or use [`Lock`]) |
 //! | [`Error::LeaseLost`] | a guard's hold was lost before its release | the work may have overlapped; watch [`LockGuard::lost`] |
 //! | [`Error::WrongType`] | the key holds something else than a lock | fix the data or the name |
 //! | [`Error::InvalidArgument`] | a bad lease, wait, name, URL or setting, rejected before sending | fix the call |
@@ -223,6 +230,7 @@ pub use error::{Error, Result};
 pub use inspect::{Holder, LockInfo, LockKind};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
+pub use lock::{BackOff, Guard, NonReentrantGuard, NonReentrantLock, SpinGuard, SpinLock};
 pub use lock::{FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
 pub use owner::Owner;
 

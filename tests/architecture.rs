@@ -30,6 +30,8 @@ fn layer_of_module(name: &str) -> Option<u8> {
         "Client" | "Acquisition" | "Attempt" | "WokenBy" => 3,
         "Lock" | "LockGuard" | "RemainingTtl" | "Holder" | "LockInfo" | "LockKind"
         | "FencedLock" | "FencedGuard" => 4,
+        "SpinLock" | "SpinGuard" | "BackOff" | "NonReentrantLock" | "NonReentrantGuard"
+        | "Guard" => 4,
         _ => return None,
     })
 }

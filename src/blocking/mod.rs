@@ -40,6 +40,13 @@ use crate::kit::{Acquisition, Attempt};
 use crate::lock::RemainingTtl;
 use crate::{Config, LockInfo, Owner};
 
+mod guard;
+mod non_reentrant;
+mod spin;
+pub use guard::Guard;
+pub use non_reentrant::{NonReentrantGuard, NonReentrantLock};
+pub use spin::{SpinGuard, SpinLock};
+
 /// A blocking client: a [`crate::Client`] plus the runtime that serves it.
 ///
 /// Cheap to clone; clones share the connections and the runtime. When the last clone and the

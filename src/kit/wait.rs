@@ -48,6 +48,9 @@ pub enum WokenBy {
     /// The wait bound by the lock's TTL ran out and the retry succeeded (the holder's lease
     /// expired, or its unlock message was lost).
     Ttl,
+    /// A spin lock's back-off pause ended and its retry succeeded (a spin lock polls: nothing
+    /// wakes it).
+    BackOff,
 }
 
 /// How an acquisition went: how long it waited and what woke it.

@@ -19,7 +19,7 @@ use crate::kit::{Attempt, Client};
 use crate::lease::watchdog::{HoldKey, Lease};
 use crate::name;
 use crate::owner::{holder_field, Owner};
-use crate::transport::script::{self, LockCall};
+use crate::transport::script::{self, LockCall, ReleaseScript};
 
 /// A reentrant distributed lock, on the same Redis keys as Java Redisson's `RLock`.
 ///
@@ -264,6 +264,12 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(&self) -> Result<()> {
+        self.unlock_by(None).await
+    }
+
+    /// [`Lock::unlock`] with a primitive's own release script (`None`: `RELEASE`), for the
+    /// primitives on this hash whose release differs (the spin lock's publishes nothing).
+    pub(crate) async fn unlock_by(&self, script: Option<&'static ReleaseScript>) -> Result<()> {
         let client = self.client();
         client.ensure_open()?;
         self.check_name()?;
@@ -278,7 +284,7 @@ impl Lock {
             name: self.name_arc(),
             field,
             lease_ms,
-            script: None,
+            script,
         };
         let reply = send_release(client, &release, call).await?;
         match reply {
@@ -299,14 +305,26 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
+        self.force_release(true).await
+    }
+
+    /// Deletes the lock whoever holds it; with `announce`, publishes the unlock message (the
+    /// spin lock, which has no channel, does not).
+    pub(crate) async fn force_release(&self, announce: bool) -> Result<bool> {
         let client = self.client();
         client.ensure_open()?;
         self.check_name()?;
+        let channel = name::lock_channel(self.name());
+        let keys: &[&str] = if announce {
+            &[self.name(), &channel]
+        } else {
+            &[self.name()]
+        };
         let reply = script::FORCE_RELEASE
             .run(
                 &client.redis.pool,
                 &client.redis.write_options,
-                &[self.name(), &name::lock_channel(self.name())],
+                keys,
                 &[client.redis.publish_arg],
             )
             .await

@@ -1,0 +1,113 @@
+//! Contenders in separate processes: the test binary re-executes one of its own tests, whose
+//! child branch (selected by an environment variable) takes a lock several times and prints one
+//! line per hold; the parent checks that no two holds, across every process, overlap.
+//!
+//! Included by the test files that use it with `#[path = "support/contenders.rs"] mod contenders;`.
+//!
+//! ```ignore
+//! #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+//! async fn contenders_in_processes_never_overlap() {
+//!     if let Some(url) = contenders::child_url() {
+//!         let client = ferrisson::Client::connect(&url).await.expect("connect");
+//!         let lock = client.spin_lock("x");
+//!         contenders::hold_repeatedly(|| async { lock.lock().await.expect("lock") }, |g| g.unlock()).await;
+//!         return;
+//!     }
+//!     let server = RedisServer::start();
+//!     contenders::assert_holds_never_overlap("contenders_in_processes_never_overlap", &server.url()).await;
+//! }
+//! ```
+
+use std::future::Future;
+use std::time::Duration;
+
+/// The env variable that makes the test binary a contender process.
+const CHILD_URL: &str = "FERRISSON_CONTENDER_URL";
+/// Contender processes, and holds per process.
+pub const PROCESSES: usize = 3;
+pub const HOLDS: usize = 20;
+
+/// The server's URL when this process is a contender.
+pub fn child_url() -> Option<String> {
+    std::env::var(CHILD_URL).ok()
+}
+
+fn micros_since_epoch() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_micros()
+}
+
+/// In a contender: takes the lock [`HOLDS`] times with `acquire`, holds it 1 ms, releases it with
+/// `release`, and prints `HOLD <start µs> <end µs>` per hold.
+pub async fn hold_repeatedly<G, A, AF, R, RF>(mut acquire: A, mut release: R)
+where
+    A: FnMut() -> AF,
+    AF: Future<Output = G>,
+    R: FnMut(G) -> RF,
+    RF: Future<Output = ferrisson::Result<()>>,
+{
+    for _ in 0..HOLDS {
+        let guard = acquire().await;
+        let start = micros_since_epoch();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let end = micros_since_epoch();
+        println!("HOLD {start} {end}");
+        release(guard).await.expect("the contender releases");
+    }
+}
+
+/// Runs [`PROCESSES`] contenders (this binary running `test`, the caller, against `url`) at
+/// once and asserts that every hold was reported and that, sorted by start, each starts after
+/// the previous one ended.
+pub async fn assert_holds_never_overlap(test: &str, url: &str) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args([test, "--exact", "--nocapture", "--test-threads=1"])
+                .env(CHILD_URL, url)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn a contender process")
+        })
+        .collect();
+    let mut holds: Vec<(u128, u128)> = Vec::new();
+    for child in children {
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("join")
+            .expect("the contender's output");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "contender failed: {}\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // libtest prints `test NAME ... ` before the test's own output, on the same line.
+        for report in stdout.lines().filter_map(|line| line.split_once("HOLD ")) {
+            let (start, end) = report.1.split_once(' ').expect("two numbers");
+            holds.push((
+                start.parse().expect("a number"),
+                end.parse().expect("a number"),
+            ));
+        }
+    }
+    assert_eq!(
+        holds.len(),
+        PROCESSES * HOLDS,
+        "every contender reported its holds"
+    );
+    holds.sort_unstable();
+    for pair in holds.windows(2) {
+        assert!(
+            pair[1].0 >= pair[0].1,
+            "a hold started at {} before the previous one ended at {}: {holds:?}",
+            pair[1].0,
+            pair[0].1
+        );
+    }
+}
