@@ -8,8 +8,6 @@
 mod contenders;
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson::{Error, Owner, WokenBy};
@@ -177,28 +175,14 @@ async fn the_redis_layout_is_java_redissons_and_the_reentrant_lock_sees_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holders_among_tasks_never_overlap() {
-    const TASKS: usize = 4;
-    const ROUNDS: usize = 20;
     let server = RedisServer::start();
     let client = connect(&server).await;
-    let inside = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for _ in 0..TASKS {
-        let lock = client.non_reentrant_lock("nr:tasks");
-        let inside = Arc::clone(&inside);
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..ROUNDS {
-                let guard = lock.lock().await.expect("lock");
-                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                inside.store(false, Ordering::SeqCst);
-                guard.unlock().await.expect("unlock");
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.expect("a task panicked");
-    }
+    contenders::assert_tasks_never_overlap(
+        client.non_reentrant_lock("nr:tasks"),
+        |lock: ferrisson::NonReentrantLock| async move { lock.lock().await.expect("lock") },
+        |guard| guard.unlock(),
+    )
+    .await;
 }
 
 const CROSS_PROCESS: &str = "contenders_in_separate_processes_never_overlap";

@@ -8,8 +8,6 @@
 mod contenders;
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson::{BackOff, Error, Owner, WokenBy};
@@ -178,28 +176,14 @@ async fn try_lock_for_gives_up_within_its_budget_and_try_lock_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spin_holders_among_tasks_never_overlap() {
-    const TASKS: usize = 4;
-    const ROUNDS: usize = 20;
     let server = RedisServer::start();
     let client = connect(&server).await;
-    let inside = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for _ in 0..TASKS {
-        let lock = client.spin_lock("spin:tasks");
-        let inside = Arc::clone(&inside);
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..ROUNDS {
-                let guard = lock.lock().await.expect("lock");
-                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                inside.store(false, Ordering::SeqCst);
-                guard.unlock().await.expect("unlock");
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.expect("a task panicked");
-    }
+    contenders::assert_tasks_never_overlap(
+        client.spin_lock("spin:tasks"),
+        |lock: ferrisson::SpinLock| async move { lock.lock().await.expect("lock") },
+        |guard| guard.unlock(),
+    )
+    .await;
 }
 
 const CROSS_PROCESS: &str = "spin_contenders_in_separate_processes_never_overlap";

@@ -1,6 +1,7 @@
-//! Contenders in separate processes: the test binary re-executes one of its own tests, whose
-//! child branch (selected by an environment variable) takes a lock several times and prints one
-//! line per hold; the parent checks that no two holds, across every process, overlap.
+//! Contenders for one lock: tasks of one client ([`assert_tasks_never_overlap`]), and
+//! processes: the test binary re-executes one of its own tests, whose child branch (selected by
+//! an environment variable) takes a lock several times and prints one line per hold; the parent
+//! checks that no two holds, across every process, overlap.
 //!
 //! Included by the test files that use it with `#[path = "support/contenders.rs"] mod contenders;`.
 //!
@@ -19,6 +20,8 @@
 //! ```
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The env variable that makes the test binary a contender process.
@@ -109,5 +112,36 @@ pub async fn assert_holds_never_overlap(test: &str, url: &str) {
             pair[1].0,
             pair[0].1
         );
+    }
+}
+
+/// Runs 4 tasks that each take `lock` (a clone each) 20 times with `acquire`, hold it 1 ms and
+/// release it with `release`; panics if two tasks ever hold it at once.
+pub async fn assert_tasks_never_overlap<L, G, A, AF, R, RF>(lock: L, acquire: A, release: R)
+where
+    L: Clone + Send + 'static,
+    G: Send + 'static,
+    A: Fn(L) -> AF + Clone + Send + 'static,
+    AF: Future<Output = G> + Send,
+    R: Fn(G) -> RF + Clone + Send + 'static,
+    RF: Future<Output = ferrisson::Result<()>> + Send,
+{
+    let inside = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let (lock, acquire, release) = (lock.clone(), acquire.clone(), release.clone());
+        let inside = Arc::clone(&inside);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..20 {
+                let guard = acquire(lock.clone()).await;
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                inside.store(false, Ordering::SeqCst);
+                release(guard).await.expect("unlock");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("a task panicked");
     }
 }
