@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use ferrisson::{Error, Owner, WokenBy};
 use fred::prelude::*;
-use support::redis_state::{channel_of, exists, hgetall, pttl, wait_key_gone, wait_numsub};
+use support::redis_state::{
+    channel_of, command_calls, exists, hgetall, pttl, reset_stats, wait_key_gone, wait_numsub,
+};
 use support::{connect, raw_client, RedisServer};
 
 #[tokio::test]
@@ -116,12 +118,18 @@ async fn a_local_waiter_is_handed_the_lock_with_one_hold() {
     let waiter = tokio::spawn(async move { lock.lock().await });
     wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
+    reset_stats(&raw).await;
     holder.unlock().await.expect("release");
     let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .expect("the waiter acquires")
         .expect("task")
         .expect("lock");
+    assert_eq!(
+        command_calls(&raw, "publish").await,
+        0,
+        "handed over in the release's script: the lock was never free, nothing was published"
+    );
     let fields = hgetall(&raw, name).await;
     assert_eq!(fields.len(), 1, "{fields:?}");
     assert_eq!(

@@ -43,6 +43,7 @@ use crate::{Config, LockInfo, Owner};
 mod guard;
 mod non_reentrant;
 mod spin;
+mod twin;
 pub use guard::Guard;
 pub use non_reentrant::{NonReentrantGuard, NonReentrantLock};
 pub use spin::{SpinGuard, SpinLock};
