@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::kit::acquire::acquire_call;
 use crate::kit::hold::Hold;
 use crate::kit::janitor::Release;
-use crate::kit::wait::{script_error, TryOutcome};
+use crate::kit::wait::{out_of_time, script_error, TryOutcome};
 use crate::kit::{Acquisition, Attempt, Client, WokenBy};
 use crate::lease::watchdog::{HoldKey, Lease};
 use crate::metrics;
@@ -528,22 +528,8 @@ impl SpinLock {
                         1 => WokenBy::Immediate,
                         _ => WokenBy::BackOff,
                     };
-                    let how = match woken_by {
-                        _ if reentered => metrics::How::Reentrant,
-                        WokenBy::Immediate => metrics::How::Immediate,
-                        _ => metrics::How::AfterWait,
-                    };
-                    let acquisition = Acquisition {
-                        waited: start.elapsed(),
-                        woken_by,
-                        attempts,
-                    };
-                    metrics::acquired(how, acquisition.waited);
-                    tracing::debug!(
-                        waited_ms = acquisition.waited.as_millis() as u64,
-                        attempts,
-                        "acquired"
-                    );
+                    let how = metrics::How::of(woken_by, reentered);
+                    let acquisition = Acquisition::record(start, woken_by, attempts, how);
                     guard.hold.set_acquisition(acquisition);
                     return Ok(Some(guard));
                 }
@@ -559,31 +545,17 @@ impl SpinLock {
                     outage = Some(err);
                 }
                 Some(Err(err)) => return Err(client.explain(err)),
-                None => return self.out_of_time(answered, outage, wait),
+                None => break,
             }
             let pause = pauses.next();
             match time_left() {
-                Some(left) if left.is_zero() => return self.out_of_time(answered, outage, wait),
+                Some(left) if left.is_zero() => break,
                 Some(left) => tokio::time::sleep(pause.min(left)).await,
                 None => tokio::time::sleep(pause).await,
             }
         }
-    }
-
-    /// What a wait that ran out reports: busy only if Redis said so; the outage, or a
-    /// timeout, when it never answered.
-    fn out_of_time(
-        &self,
-        answered: bool,
-        outage: Option<Error>,
-        wait: Option<Duration>,
-    ) -> Result<Option<SpinGuard>> {
-        tracing::debug!("not acquired within the wait bound");
-        match outage {
-            Some(err) => Err(self.lock.client().explain(err)),
-            None if !answered => Err(Error::Timeout(wait.unwrap_or_default())),
-            None => Ok(None),
-        }
+        tracing::debug!(attempts, "not acquired within the wait bound");
+        out_of_time(client, wait, answered, outage)
     }
 
     /// One run of the reentrant lock's acquire script (§6: acquisition is §2.2), made cancel
