@@ -10,10 +10,11 @@ mod support;
 
 use std::time::Duration;
 
-use ferrisson::{BackOff, Error, Owner, WokenBy};
+use ferrisson::{BackOff, Config, Error, Owner, SyncedWrites, WokenBy};
 use fred::prelude::*;
 use support::redis_state::{
     channel_of, command_calls, exists, hgetall, numsub, pttl, reset_stats, wait_key_gone,
+    wait_replication,
 };
 use support::{connect, connect_with, raw_client, timed_config, RedisServer};
 use tokio::time::Instant;
@@ -395,4 +396,48 @@ fn the_blocking_spin_lock_is_reentrant_per_thread_and_excludes_other_threads() {
     let attempts = waiter.join().expect("thread").expect("an acquisition");
     assert!(attempts > 1, "the other thread polled: {attempts}");
     assert!(!lock.force_unlock().expect("force_unlock"), "nothing left");
+}
+
+/// With synced writes, a spin acquisition that no replica acknowledged fails with
+/// `NotReplicated` and is rolled back with the spin lock's own release, which publishes
+/// nothing (a rollback with the reentrant lock's release would publish an unlock message).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreplicated_spin_acquisition_is_rolled_back_without_publishing() {
+    let master = RedisServer::start();
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
+    let raw = raw_client(&master.url()).await;
+    wait_replication(&raw, "state=online").await;
+    let mut config = Config::new(master.url());
+    config.synced_writes = SyncedWrites::Always;
+    config.replica_sync_timeout = Duration::from_millis(300);
+    let client = connect_with(config).await;
+    let lock = client.spin_lock("spin:synced");
+    let first = lock
+        .lock()
+        .await
+        .expect("acknowledged while the replica runs");
+    first.unlock().await.expect("release");
+
+    replica.pause(); // connected but silent: its WAIT acknowledgement never comes
+    reset_stats(&raw).await;
+    let err = lock
+        .try_lock()
+        .await
+        .expect_err("no replica acknowledges the acquisition");
+    replica.resume();
+    assert!(
+        matches!(&err, Error::NotReplicated { name } if name == "spin:synced"),
+        "{err:?}"
+    );
+    assert_eq!(
+        exists(&raw, "spin:synced").await,
+        0,
+        "rolled back on the master"
+    );
+    assert_eq!(
+        command_calls(&raw, "publish").await,
+        0,
+        "the rollback was the spin release, which publishes nothing"
+    );
 }

@@ -657,6 +657,30 @@ pub type SpinGuard = Guard<SpinLock>;
 mod tests {
     use super::*;
 
+    fn send_sync_static<T: Send + Sync + 'static>() {}
+    fn send<T: Send>(_: &T) {}
+
+    #[test]
+    fn handles_and_guards_are_send_sync_static() {
+        send_sync_static::<SpinLock>();
+        send_sync_static::<SpinGuard>();
+        send_sync_static::<BackOff>();
+        send_sync_static::<crate::lock::NonReentrantLock>();
+        send_sync_static::<crate::lock::NonReentrantGuard>();
+    }
+
+    #[allow(dead_code)] // only type-checked: the futures are never run
+    fn futures_are_send(lock: SpinLock, guard: SpinGuard, other: crate::lock::NonReentrantLock) {
+        send(&lock.lock());
+        send(&lock.try_lock_for(Duration::from_secs(1), None));
+        send(&lock.unlock());
+        send(&lock.force_unlock());
+        send(&guard.lost());
+        send(&guard.unlock());
+        send(&other.lock());
+        send(&other.try_lock_for(Duration::from_secs(1), None));
+    }
+
     fn sequence(backoff: BackOff, n: usize) -> Vec<u64> {
         let mut pauses = backoff.pauses();
         (0..n).map(|_| pauses.next().as_millis() as u64).collect()
