@@ -13,7 +13,7 @@ use std::time::Duration;
 use ferrisson::{Error, Owner, WokenBy};
 use fred::prelude::*;
 use support::redis_state::{
-    channel_of, command_calls, exists, hgetall, pttl, reset_stats, wait_key_gone, wait_numsub,
+    channel_of, command_calls, exists, hgetall, pttl, reset_stats, wait_numsub,
 };
 use support::{connect, raw_client, RedisServer};
 
@@ -218,23 +218,22 @@ async fn acquires_dropped_in_flight_leave_no_hold() {
     let raw = raw_client(&server.url()).await;
     let client = connect(&server).await;
     let name = "nr:cancel";
-    for k in 0..200u64 {
-        let lock = client.non_reentrant_lock(name).with_owner(Owner::new());
-        let acquire = tokio::time::timeout(Duration::from_micros(k * 10), lock.lock());
-        if let Ok(guard) = acquire.await {
-            drop(guard.expect("acquire"));
-        }
-    }
-    wait_key_gone(&raw, name, Duration::from_secs(3)).await;
-    let other = connect(&server).await;
-    let guard = other
-        .non_reentrant_lock(name)
-        .try_lock()
-        .await
-        .expect("try_lock")
+    contenders::assert_dropped_acquires_leave_no_hold(
+        &raw,
+        name,
+        |owner| client.non_reentrant_lock(name).with_owner(owner),
+        |lock: ferrisson::NonReentrantLock| async move { lock.lock().await },
+    )
+    .await;
+    // Another client gets the lock at once.
+    let other = connect(&server).await.non_reentrant_lock(name);
+    let attempt = other.try_lock().await.expect("try_lock");
+    attempt
         .acquired()
-        .expect("another client gets the lock at once");
-    guard.unlock().await.expect("release");
+        .expect("free")
+        .unlock()
+        .await
+        .expect("release");
 }
 
 #[tokio::test]

@@ -13,8 +13,7 @@ use std::time::Duration;
 use ferrisson::{BackOff, Config, Error, Owner, SyncedWrites, WokenBy};
 use fred::prelude::*;
 use support::redis_state::{
-    channel_of, command_calls, exists, hgetall, numsub, pttl, reset_stats, wait_key_gone,
-    wait_replication,
+    channel_of, command_calls, exists, hgetall, numsub, pttl, reset_stats, wait_replication,
 };
 use support::{connect, connect_with, raw_client, timed_config, RedisServer};
 use tokio::time::Instant;
@@ -271,26 +270,22 @@ async fn spin_acquires_dropped_in_flight_leave_no_hold() {
     let raw = raw_client(&server.url()).await;
     let client = connect(&server).await;
     let name = "spin:cancel";
-    let mut completed = 0;
-    for k in 0..200u64 {
-        let lock = client.spin_lock(name).with_owner(Owner::new());
-        let acquire = tokio::time::timeout(Duration::from_micros(k * 10), lock.lock());
-        if let Ok(guard) = acquire.await {
-            completed += 1;
-            drop(guard.expect("acquire"));
-        }
-    }
-    eprintln!("{completed} of 200 acquires completed before being dropped");
-    wait_key_gone(&raw, name, Duration::from_secs(3)).await;
-    let other = connect(&server).await;
-    let guard = other
-        .spin_lock(name)
-        .try_lock()
-        .await
-        .expect("try_lock")
+    contenders::assert_dropped_acquires_leave_no_hold(
+        &raw,
+        name,
+        |owner| client.spin_lock(name).with_owner(owner),
+        |lock: ferrisson::SpinLock| async move { lock.lock().await },
+    )
+    .await;
+    // Another client gets the lock at once.
+    let other = connect(&server).await.spin_lock(name);
+    let attempt = other.try_lock().await.expect("try_lock");
+    attempt
         .acquired()
-        .expect("another client gets the lock at once");
-    guard.unlock().await.expect("release");
+        .expect("free")
+        .unlock()
+        .await
+        .expect("release");
 }
 
 #[tokio::test]

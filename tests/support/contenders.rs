@@ -1,9 +1,12 @@
-//! Contenders for one lock: tasks of one client ([`assert_tasks_never_overlap`]), and
-//! processes: the test binary re-executes one of its own tests, whose child branch (selected by
-//! an environment variable) takes a lock several times and prints one line per hold; the parent
-//! checks that no two holds, across every process, overlap.
+//! Contenders for one lock: acquires dropped while in flight
+//! ([`assert_dropped_acquires_leave_no_hold`]), tasks of one client
+//! ([`assert_tasks_never_overlap`]), and processes: the test binary re-executes one of its own
+//! tests, whose child branch (selected by an environment variable) takes a lock several times
+//! and prints one line per hold; the parent checks that no two holds, across every process,
+//! overlap.
 //!
-//! Included by the test files that use it with `#[path = "support/contenders.rs"] mod contenders;`.
+//! Included, next to `mod support;`, by the test files that use it with
+//! `#[path = "support/contenders.rs"] mod contenders;`.
 //!
 //! ```ignore
 //! #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,4 +147,26 @@ where
     for task in tasks {
         task.await.expect("a task panicked");
     }
+}
+
+/// Drops 200 acquires, each by `acquire` of a fresh owner's handle from `handle`, after 0, 10,
+/// 20, ... µs (most while their script is in flight, some after they completed), then checks
+/// through `raw` that the lock `name` is gone within 3 s: nothing a dropped acquire took stays.
+pub async fn assert_dropped_acquires_leave_no_hold<L, G, H, A, AF>(
+    raw: &fred::clients::Client,
+    name: &str,
+    handle: H,
+    acquire: A,
+) where
+    H: Fn(ferrisson::Owner) -> L,
+    A: Fn(L) -> AF,
+    AF: Future<Output = ferrisson::Result<G>>,
+{
+    for k in 0..200u64 {
+        let attempt = acquire(handle(ferrisson::Owner::new()));
+        if let Ok(guard) = tokio::time::timeout(Duration::from_micros(k * 10), attempt).await {
+            drop(guard.expect("acquire"));
+        }
+    }
+    super::support::redis_state::wait_key_gone(raw, name, Duration::from_secs(3)).await;
 }
