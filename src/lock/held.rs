@@ -70,7 +70,9 @@ impl<L> Guard<L> {
         self.hold.detach();
     }
 
-    /// Resolves when the lease is lost (see [`LockGuard::lost`](crate::LockGuard::lost)).
+    /// Resolves when the lease is lost (see [`LockGuard::lost`](crate::LockGuard::lost)). A spin
+    /// lock's force release publishes no unlock message, so its loss is found by the next
+    /// renewal (within a third of the watchdog timeout) or at a fixed lease's end.
     ///
     /// # Cancel safety
     /// Cancel safe; it only observes.
