@@ -323,7 +323,7 @@ async fn a_spin_lock_on_a_key_of_another_type_is_wrong_type() {
 }
 
 #[tokio::test]
-async fn the_layout_is_redissons_and_the_watchdog_renews() {
+async fn the_layout_is_redissons_and_the_watchdog_renews_until_a_force_release() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let config = timed_config(
@@ -362,6 +362,14 @@ async fn the_layout_is_redissons_and_the_watchdog_renews() {
         "deleted on the last release"
     );
     assert!(matches!(lock.unlock().await, Err(Error::NotHeld { .. })));
+
+    // A silent force release is found by the next renewal (a liveness bound).
+    let held = lock.lock().await.expect("lock again");
+    assert!(lock.force_unlock().await.expect("force_unlock"));
+    tokio::time::timeout(Duration::from_secs(3), held.lost())
+        .await
+        .expect("the renewal finds the hold gone");
+    assert!(matches!(held.unlock().await, Err(Error::LeaseLost { .. })));
 }
 
 #[test]
