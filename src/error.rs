@@ -35,6 +35,15 @@ pub enum Error {
         name: String,
     },
 
+    /// The owner that holds a non-reentrant lock ([`crate::NonReentrantLock`]) asked for it
+    /// again: refused at once rather than taking a second hold or waiting for itself. Nothing
+    /// was changed on the server; the first hold stays.
+    #[error("lock `{name}` is already held by this owner and is not reentrant")]
+    AlreadyHeld {
+        /// The lock's name.
+        name: String,
+    },
+
     /// A guard's hold had been lost before its release: its lease ran out, or the lock was
     /// deleted, force-unlocked or taken over, so nothing was released. The work the guard
     /// protected may have overlapped another holder's; [`LockGuard::lost`](crate::LockGuard::lost)

@@ -55,6 +55,12 @@
 //!   RedLock from 3.25 (synced writes to replicas cover failovers, and Redlock leans on clock
 //!   assumptions); it remains the way to lock across independent masters that stays available
 //!   while a minority of them is down.
+//! * **The spin lock** ([`Client::spin_lock`] → [`SpinLock`]): Redisson's `RSpinLock`, the
+//!   reentrant lock's hash taken by polling with a [`BackOff`] (no pub/sub); its releases
+//!   publish nothing, so pub/sub waiters on the same name wake only at their TTL bound.
+//! * **The non-reentrant lock** ([`Client::non_reentrant_lock`] → [`NonReentrantLock`]):
+//!   Redisson 4.5's `RNonReentrantLock`; a second acquire by its holder is
+//!   [`Error::AlreadyHeld`], never a second hold or a deadlock.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
@@ -196,6 +202,7 @@
 //! | Variant | Meaning | What to do |
 //! |---|---|---|
 //! | [`Error::NotHeld`] | releasing what this owner does not hold | fix the locking logic |
+//! | [`Error::AlreadyHeld`] | the holder of a non-reentrant lock asked for it again | fix the locking logic (or use [`Lock`]) |
 //! | [`Error::LeaseLost`] | a guard's hold was lost before its release | the work may have overlapped; watch [`LockGuard::lost`] |
 //! | [`Error::UpgradeRefused`] | a read holder waits for the write lock of the same read-write lock | release the read holds first |
 //! | [`Error::WrongType`] | the key holds something else than a lock | fix the data or the name |
@@ -245,6 +252,7 @@ pub use error::{Error, Result};
 pub use inspect::{ExpirablePermit, Holder, LockInfo, LockKind, Primitive, QueuedWaiter};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
+pub use lock::{BackOff, Guard, NonReentrantGuard, NonReentrantLock, SpinGuard, SpinLock};
 pub use lock::{FairGuard, FairLock, FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
 pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 pub use multi::{MultiGuard, MultiLock, RedLock};

@@ -35,6 +35,8 @@ fn layer_of_module(name: &str) -> Option<u8> {
         "ReadWriteLock" | "ReadLock" | "WriteLock" | "ReadGuard" | "WriteGuard" => 4,
         "Semaphore" | "SemaphorePermits" | "CountDownLatch" => 4,
         "MultiLock" | "MultiGuard" | "RedLock" => 4,
+        "SpinLock" | "SpinGuard" | "BackOff" | "NonReentrantLock" | "NonReentrantGuard"
+        | "Guard" => 4,
         _ => return None,
     })
 }

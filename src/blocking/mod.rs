@@ -58,6 +58,13 @@ use crate::{Config, LockInfo, Owner};
 
 mod read_write;
 pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
+mod guard;
+mod non_reentrant;
+mod spin;
+mod twin;
+pub use guard::Guard;
+pub use non_reentrant::{NonReentrantGuard, NonReentrantLock};
+pub use spin::{SpinGuard, SpinLock};
 
 /// A blocking client: a [`crate::Client`] plus the runtime that serves it.
 ///

@@ -48,6 +48,9 @@ pub enum WokenBy {
     /// The wait bound by the lock's TTL ran out and the retry succeeded (the holder's lease
     /// expired, or its unlock message was lost).
     Ttl,
+    /// A spin lock's back-off pause ended and its retry succeeded (a spin lock polls: nothing
+    /// wakes it).
+    BackOff,
 }
 
 /// How an acquisition went: how long it waited and what woke it.
@@ -67,6 +70,57 @@ pub struct Acquisition {
     pub woken_by: WokenBy,
     /// Acquire script runs, including the successful one.
     pub attempts: u32,
+}
+
+impl Acquisition {
+    /// An acquisition that started at `start` and succeeded just now, as `how`: counted in the
+    /// metrics and logged.
+    pub(crate) fn record(
+        start: Instant,
+        woken_by: WokenBy,
+        attempts: u32,
+        how: metrics::How,
+    ) -> Acquisition {
+        let acquisition = Acquisition {
+            waited: start.elapsed(),
+            woken_by,
+            attempts,
+        };
+        metrics::acquired(how, acquisition.waited);
+        tracing::debug!(
+            waited_ms = acquisition.waited.as_millis() as u64,
+            ?woken_by,
+            attempts,
+            "acquired"
+        );
+        acquisition
+    }
+}
+
+impl metrics::How {
+    /// How an acquisition by the owner's own attempt went, for the metrics.
+    pub(crate) fn of(woken_by: WokenBy, reentered: bool) -> metrics::How {
+        match woken_by {
+            _ if reentered => metrics::How::Reentrant,
+            WokenBy::Immediate => metrics::How::Immediate,
+            _ => metrics::How::AfterWait,
+        }
+    }
+}
+
+/// What a bounded wait (`wait`) that ran out reports: the lock is busy only if Redis said so
+/// (`answered`); while Redis was unreachable or silent, the `outage` or a timeout instead.
+pub(crate) fn out_of_time<T>(
+    client: &ClientInner,
+    wait: Option<Duration>,
+    answered: bool,
+    outage: Option<Error>,
+) -> Result<Option<T>> {
+    match outage {
+        Some(err) => Err(client.explain(err)),
+        None if !answered => Err(Error::Timeout(wait.unwrap_or_default())),
+        None => Ok(None),
+    }
 }
 
 /// The outcome of one acquire attempt.
@@ -151,21 +205,7 @@ where
     // A wait too large for the clock is no bound at all.
     let deadline = wait.and_then(|wait| start.checked_add(wait));
     let time_left = || deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
-    let acquired = |woken_by, attempts, how| {
-        let acquisition = Acquisition {
-            waited: start.elapsed(),
-            woken_by,
-            attempts,
-        };
-        metrics::acquired(how, acquisition.waited);
-        tracing::debug!(
-            waited_ms = acquisition.waited.as_millis() as u64,
-            ?woken_by,
-            attempts,
-            "acquired"
-        );
-        acquisition
-    };
+    let acquired = |woken_by, attempts, how| Acquisition::record(start, woken_by, attempts, how);
     // Waiting already (a live subscription): join it first, so that no retry is needed after
     // the first attempt. Only when nobody waits does the uncontended path stay subscription-free.
     let mut subscription = if client.pubsub.is_idle() {
@@ -212,11 +252,7 @@ where
     // While Redis is unreachable (or silent), the caller gets that error instead.
     let mut answered = false;
     let mut outage: Option<Error> = None;
-    let out_of_time = |answered: bool, outage: Option<Error>| match outage {
-        Some(err) => Err(client.explain(err)),
-        None if !answered => Err(Error::Timeout(wait.unwrap_or_default())),
-        None => Ok(None),
-    };
+    let out_of_time = |answered, outage| out_of_time(client, wait, answered, outage);
     loop {
         let untried = std::mem::take(&mut in_line_first);
         let outcome = if untried {
@@ -249,11 +285,7 @@ where
                 if let Some(place) = place.take() {
                     super::handoff::Place::done(place);
                 }
-                let how = match woken_by {
-                    _ if reentered => metrics::How::Reentrant,
-                    WokenBy::Immediate => metrics::How::Immediate,
-                    _ => metrics::How::AfterWait,
-                };
+                let how = metrics::How::of(woken_by, reentered);
                 return Ok(Some((hold, acquired(woken_by, attempts, how))));
             }
             Ok(TryOutcome::Busy(ttl_ms)) => {

@@ -267,9 +267,9 @@ impl Lock {
         self.unlock_by(None).await
     }
 
-    /// Releases one hold of this handle's owner with `by` (`None`: `RELEASE`), the release
-    /// script of the primitive on this hash: [`Error::NotHeld`] when the script replies nil.
-    pub(crate) async fn unlock_by(&self, by: Option<&'static ReleaseScript>) -> Result<()> {
+    /// [`Lock::unlock`] with a primitive's own release script (`None`: `RELEASE`), for the
+    /// primitives on this hash whose release differs (the spin lock's publishes nothing).
+    pub(crate) async fn unlock_by(&self, script: Option<&'static ReleaseScript>) -> Result<()> {
         let client = self.client();
         client.ensure_open()?;
         self.check_name()?;
@@ -284,7 +284,7 @@ impl Lock {
             name: self.name_arc(),
             field,
             lease_ms,
-            script: by,
+            script,
         };
         let reply = send_release(client, &release, call).await?;
         match reply {
@@ -305,14 +305,26 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
+        self.force_release(true).await
+    }
+
+    /// Deletes the lock whoever holds it; with `announce`, publishes the unlock message (the
+    /// spin lock, which has no channel, does not).
+    pub(crate) async fn force_release(&self, announce: bool) -> Result<bool> {
         let client = self.client();
         client.ensure_open()?;
         self.check_name()?;
+        let channel = name::lock_channel(self.name());
+        let keys: &[&str] = if announce {
+            &[self.name(), &channel]
+        } else {
+            &[self.name()]
+        };
         let reply = script::FORCE_RELEASE
             .run(
                 &client.redis.pool,
                 &client.redis.write_options,
-                &[self.name(), &name::lock_channel(self.name())],
+                keys,
                 &[client.redis.publish_arg],
             )
             .await
