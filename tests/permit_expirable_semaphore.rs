@@ -600,7 +600,9 @@ async fn an_acquisition_no_replica_acknowledged_gives_its_permit_back() {
     support::redis_state::wait_replication(&on_replica, "master_link_status:up").await;
     let mut config = ferrisson::Config::new(master.url());
     config.synced_writes = ferrisson::SyncedWrites::Always;
-    config.replica_sync_timeout = Duration::from_millis(300);
+    // Long enough for an online replica to acknowledge on a loaded machine; the paused one
+    // makes the second acquire wait it out.
+    config.replica_sync_timeout = Duration::from_millis(1500);
     let client = support::connect_with(config).await;
     let raw = raw_client(&master.url()).await;
     let formats = [PermitIdFormat::Raw, PermitIdFormat::Hex];

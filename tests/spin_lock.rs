@@ -412,7 +412,9 @@ async fn an_unreplicated_spin_acquisition_is_rolled_back_without_publishing() {
     wait_replication(&raw, "state=online").await;
     let mut config = Config::new(master.url());
     config.synced_writes = SyncedWrites::Always;
-    config.replica_sync_timeout = Duration::from_millis(300);
+    // Long enough for an online replica to acknowledge on a loaded machine; the paused one
+    // makes the second acquire wait it out.
+    config.replica_sync_timeout = Duration::from_millis(1500);
     let client = connect_with(config).await;
     let lock = client.spin_lock("spin:synced");
     let first = lock
