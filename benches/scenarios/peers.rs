@@ -86,7 +86,18 @@ pub async fn rslock_uncontended(
 
 /// T tasks on one rslock lock for `duration`.
 pub async fn rslock_hot(url: &str, tasks: usize, duration: Duration) -> Result<Hot, String> {
-    let peer = Rslock::connect(url).await?;
+    rslock_hot_on(&[url.to_owned()], tasks, duration).await
+}
+
+/// T tasks on one rslock lock over every server in `urls` (with several: Redlock proper, a
+/// majority of independent servers) for `duration`; the family scenario's peer of MultiLock
+/// and RedLock.
+pub async fn rslock_hot_on(
+    urls: &[String],
+    tasks: usize,
+    duration: Duration,
+) -> Result<Hot, String> {
+    let peer = Rslock::connect_all(urls).await?;
     hot(
         peer,
         &format!("{}:hot", key_prefix("rslock")),
@@ -230,10 +241,16 @@ struct Rslock {
 
 impl Rslock {
     async fn connect(url: &str) -> Result<Rslock, String> {
+        Rslock::connect_all(&[url.to_owned()]).await
+    }
+
+    /// One manager over every server in `urls` (Redlock: a majority must agree).
+    async fn connect_all(urls: &[String]) -> Result<Rslock, String> {
+        let url = urls.join(", ");
         // rslock panics on a URL redis-rs cannot parse; report it as an error instead.
-        let owned = url.to_owned();
-        let mut manager = std::panic::catch_unwind(move || rslock::LockManager::new(vec![owned]))
-            .map_err(|_| format!("rslock rejects the redis url {url}"))?;
+        let owned = urls.to_vec();
+        let mut manager = std::panic::catch_unwind(move || rslock::LockManager::new(owned))
+            .map_err(|_| format!("rslock rejects the redis urls {url}"))?;
         // One attempt per lock() call; the retry loop with rslock's jittered delay is in acquire.
         manager.set_retry(1, RSLOCK_RETRY_DELAY);
         let peer = Rslock { manager };
