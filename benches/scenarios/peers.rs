@@ -13,7 +13,8 @@
 //!   random sleep in `0..retry_delay` between attempts; the bench runs exactly that loop itself
 //!   (`set_retry(1, ..)`, i.e. one attempt per `lock()` call, then a random 0–10 ms sleep and
 //!   again, without limit), which is what `set_retry(u32::MAX, 10 ms)` does, but lets it count
-//!   attempts. Lease 30 s.
+//!   attempts. Lease 30 s. The family scenario runs the same loop over 3 independent servers
+//!   (`rslock_hot_on`: one `LockManager` over all three, a majority to acquire).
 //! * **spin lock**: one fred client (one multiplexed connection). Acquire = `SET key token NX PX
 //!   30000`, sleeping a fixed 10 ms after every refusal; release = `EVALSHA` of
 //!   `if GET == token then DEL` (loaded once before the clock starts). Tokens are unique per
