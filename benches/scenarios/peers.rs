@@ -13,7 +13,8 @@
 //!   random sleep in `0..retry_delay` between attempts; the bench runs exactly that loop itself
 //!   (`set_retry(1, ..)`, i.e. one attempt per `lock()` call, then a random 0–10 ms sleep and
 //!   again, without limit), which is what `set_retry(u32::MAX, 10 ms)` does, but lets it count
-//!   attempts. Lease 30 s.
+//!   attempts. Lease 30 s. The family scenario runs the same loop over 3 independent servers
+//!   (`rslock_hot_on`: one `LockManager` over all three, a majority to acquire).
 //! * **spin lock**: one fred client (one multiplexed connection). Acquire = `SET key token NX PX
 //!   30000`, sleeping a fixed 10 ms after every refusal; release = `EVALSHA` of
 //!   `if GET == token then DEL` (loaded once before the clock starts). Tokens are unique per
@@ -86,7 +87,18 @@ pub async fn rslock_uncontended(
 
 /// T tasks on one rslock lock for `duration`.
 pub async fn rslock_hot(url: &str, tasks: usize, duration: Duration) -> Result<Hot, String> {
-    let peer = Rslock::connect(url).await?;
+    rslock_hot_on(&[url.to_owned()], tasks, duration).await
+}
+
+/// T tasks on one rslock lock over every server in `urls` (with several: Redlock proper, a
+/// majority of independent servers) for `duration`; the family scenario's peer of MultiLock
+/// and RedLock.
+pub async fn rslock_hot_on(
+    urls: &[String],
+    tasks: usize,
+    duration: Duration,
+) -> Result<Hot, String> {
+    let peer = Rslock::connect_all(urls).await?;
     hot(
         peer,
         &format!("{}:hot", key_prefix("rslock")),
@@ -230,10 +242,16 @@ struct Rslock {
 
 impl Rslock {
     async fn connect(url: &str) -> Result<Rslock, String> {
+        Rslock::connect_all(&[url.to_owned()]).await
+    }
+
+    /// One manager over every server in `urls` (Redlock: a majority must agree).
+    async fn connect_all(urls: &[String]) -> Result<Rslock, String> {
+        let url = urls.join(", ");
         // rslock panics on a URL redis-rs cannot parse; report it as an error instead.
-        let owned = url.to_owned();
-        let mut manager = std::panic::catch_unwind(move || rslock::LockManager::new(vec![owned]))
-            .map_err(|_| format!("rslock rejects the redis url {url}"))?;
+        let owned = urls.to_vec();
+        let mut manager = std::panic::catch_unwind(move || rslock::LockManager::new(owned))
+            .map_err(|_| format!("rslock rejects the redis urls {url}"))?;
         // One attempt per lock() call; the retry loop with rslock's jittered delay is in acquire.
         manager.set_retry(1, RSLOCK_RETRY_DELAY);
         let peer = Rslock { manager };
