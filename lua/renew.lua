@@ -6,7 +6,8 @@
 -- A read hold of a read-write lock (the hash has a `mode` field, and the field is not a writer's
 -- `…:write`) also renews its own per-hold timeout keys TP(F):c for c = count..1, as Redisson
 -- 4.4.0+ does (only this client's holds; before 4.4.0 Java renewed every reader's keys): a
--- reader's release deletes the hash once no reader's timeout key is alive (lua/read_release.lua).
+-- reader's release deletes the hash once no reader's timeout key is alive (read_release in
+-- lua/read_write_lock.lua).
 -- Those keys are not in KEYS, but they carry the lock's hash tag T(N) (N itself when it has a
 -- `{`, else `{N}`, as src/name.rs's `tagged`), so they live in N's slot, on the node this call
 -- runs on: Redis Cluster keeps a script's keys to one slot, and these are in it.

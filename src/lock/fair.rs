@@ -25,24 +25,31 @@ use crate::name;
 use crate::owner::{holder_field, Owner};
 use crate::transport::script::{self, Encoded, ReleaseScript, Script};
 
-/// Acquire, re-enter, queue, or try once (`lua/fair_acquire.lua`, §4.3–§4.4).
-static FAIR_ACQUIRE: Script = Script::new(
+/// Prepends the publish prelude and the fair lock's functions (`lua/fair_lock.lua`) to one
+/// call line.
+macro_rules! fair_script {
+    ($name:literal, $call:literal) => {
+        Script::new(
+            $name,
+            concat!(
+                include_str!("../../lua/lib/publish.lua"),
+                include_str!("../../lua/fair_lock.lua"),
+                $call
+            ),
+        )
+    };
+}
+
+/// Acquire, re-enter, queue, or try once (`acquire`, §4.3–§4.4).
+static FAIR_ACQUIRE: Script = fair_script!(
     "fair_acquire",
-    concat!(
-        include_str!("../../lua/lib/publish.lua"),
-        include_str!("../../lua/lib/fair_prune.lua"),
-        include_str!("../../lua/fair_acquire.lua")
-    ),
+    "return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
 );
 
-/// Release one hold and tell the queue's head (`lua/fair_release.lua`, §4.6).
-static FAIR_RELEASE_SCRIPT: Script = Script::new(
+/// Release one hold and tell the queue's head (`release`, §4.6).
+static FAIR_RELEASE_SCRIPT: Script = fair_script!(
     "fair_release",
-    concat!(
-        include_str!("../../lua/lib/publish.lua"),
-        include_str!("../../lua/lib/fair_prune.lua"),
-        include_str!("../../lua/fair_release.lua")
-    ),
+    "return release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n"
 );
 
 /// The fair lock's release, for guards, dropped guards, undone acquires and rollbacks.
@@ -51,18 +58,16 @@ static FAIR_RELEASE: ReleaseScript = ReleaseScript {
     encode: encode_release,
 };
 
-/// Leave the queue (`lua/fair_give_up.lua`, §4.5).
-static FAIR_GIVE_UP: Script =
-    Script::new("fair_give_up", include_str!("../../lua/fair_give_up.lua"));
+/// Leave the queue (`give_up`, §4.5).
+static FAIR_GIVE_UP: Script = fair_script!(
+    "fair_give_up",
+    "return give_up(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
+);
 
-/// Delete the lock whoever holds it and tell the queue's head (`lua/fair_force_release.lua`, §4.7).
-static FAIR_FORCE_RELEASE: Script = Script::new(
+/// Delete the lock whoever holds it and tell the queue's head (`force_release`, §4.7).
+static FAIR_FORCE_RELEASE: Script = fair_script!(
     "fair_force_release",
-    concat!(
-        include_str!("../../lua/lib/publish.lua"),
-        include_str!("../../lua/lib/fair_prune.lua"),
-        include_str!("../../lua/fair_force_release.lua")
-    ),
+    "return force_release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])\n"
 );
 
 /// Redisson's `fairLockWaitTimeout` default: the wait time W of a waiter without a bound.

@@ -22,35 +22,43 @@ use crate::name;
 use crate::owner::{holder_field, Owner};
 use crate::transport::script::{self, Encoded, ReleaseScript, Script};
 
-static READ_ACQUIRE: Script =
-    Script::new("read_acquire", include_str!("../../lua/read_acquire.lua"));
-static WRITE_ACQUIRE: Script =
-    Script::new("write_acquire", include_str!("../../lua/write_acquire.lua"));
-static READ_RELEASE_SCRIPT: Script = Script::new(
+/// Prepends the publish prelude and the read-write lock's functions (`lua/read_write_lock.lua`)
+/// to one call line.
+macro_rules! read_write_script {
+    ($name:literal, $call:literal) => {
+        Script::new(
+            $name,
+            concat!(
+                include_str!("../../lua/lib/publish.lua"),
+                include_str!("../../lua/read_write_lock.lua"),
+                $call
+            ),
+        )
+    };
+}
+
+static READ_ACQUIRE: Script = read_write_script!(
+    "read_acquire",
+    "return read_acquire(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n"
+);
+static WRITE_ACQUIRE: Script = read_write_script!(
+    "write_acquire",
+    "return write_acquire(KEYS[1], ARGV[1], ARGV[2], ARGV[3])\n"
+);
+static READ_RELEASE_SCRIPT: Script = read_write_script!(
     "read_release",
-    concat!(
-        include_str!("../../lua/lib/publish.lua"),
-        include_str!("../../lua/read_release.lua")
-    ),
+    "return read_release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])\n"
 );
-static WRITE_RELEASE_SCRIPT: Script = Script::new(
+static WRITE_RELEASE_SCRIPT: Script = read_write_script!(
     "write_release",
-    concat!(
-        include_str!("../../lua/lib/publish.lua"),
-        include_str!("../../lua/write_release.lua")
-    ),
+    "return write_release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n"
 );
-static FORCE_RELEASE: Script = Script::new(
+static FORCE_RELEASE: Script = read_write_script!(
     "read_write_force_release",
-    concat!(
-        include_str!("../../lua/lib/publish.lua"),
-        include_str!("../../lua/read_write_force_release.lua")
-    ),
+    "return force_release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
 );
-static READ_IS_LOCKED: Script = Script::new(
-    "read_is_locked",
-    include_str!("../../lua/read_is_locked.lua"),
-);
+static READ_IS_LOCKED: Script =
+    read_write_script!("read_is_locked", "return read_is_locked(KEYS[1])\n");
 
 /// How the kit releases a read hold (guards, dropped guards, undone acquires, rollbacks).
 static READ_RELEASE: ReleaseScript = ReleaseScript {
@@ -64,8 +72,8 @@ static WRITE_RELEASE: ReleaseScript = ReleaseScript {
     encode: encode_write_release,
 };
 
-/// `lua/read_release.lua`'s keys and arguments. The lease is not sent: a read release re-arms
-/// the hash from the readers' timeout keys instead.
+/// `read_release`'s keys and arguments (`lua/read_write_lock.lua`). The lease is not sent: a
+/// read release re-arms the hash from the readers' timeout keys instead.
 fn encode_read_release(release: &Release, publish: &'static str) -> Encoded {
     let name = &*release.name;
     let channel = name::rwlock_channel(name);
@@ -77,7 +85,7 @@ fn encode_read_release(release: &Release, publish: &'static str) -> Encoded {
     )
 }
 
-/// `lua/write_release.lua`'s keys and arguments.
+/// `write_release`'s keys and arguments (`lua/read_write_lock.lua`).
 fn encode_write_release(release: &Release, publish: &'static str) -> Encoded {
     let name = &*release.name;
     let channel = name::rwlock_channel(name);
@@ -583,7 +591,7 @@ impl SideLock {
     }
 }
 
-/// `lua/write_acquire.lua`'s reply when the caller holds read holds: `[PTTL, "upgrade"]`.
+/// `write_acquire`'s reply when the caller holds read holds: `[PTTL, "upgrade"]`.
 fn is_upgrade(parts: &[Value]) -> bool {
     matches!(parts, [Value::Integer(_), Value::String(tag)] if &**tag == "upgrade")
 }
