@@ -354,7 +354,8 @@ async fn contenders_in_separate_processes_never_hold_the_multilock_at_once() {
         // while a part's first attempt is out: the part gets what is left of the wait (under
         // 1 ms, say), its script's reply comes later, and the round has no "busy" answer, so the
         // kit reports the silence as an outage. Redisson's `lock()` would go on with another
-        // round; so does this contender, for that error only (seen here about once in 5 runs).
+        // round; so does this contender, for that error only (without this, 2 of 6 runs here
+        // had a contender fail on it).
         let acquire = || async {
             loop {
                 match multi.lock_with_lease(lease).await {
