@@ -96,3 +96,32 @@ impl Servers {
         }
     }
 }
+
+impl Servers {
+    /// The servers' URLs, space-separated: what a contender process gets (see
+    /// [`contender_locks`]).
+    pub fn urls(&self) -> String {
+        let urls: Vec<String> = self.servers.iter().map(RedisServer::url).collect();
+        urls.join(" ")
+    }
+}
+
+/// In a contender process: lock `name` through a client of its own on each server of `urls`
+/// ([`Servers::urls`]), rotated left by the contender's number, so that each contender starts
+/// from another server and two of them can each hold some of the servers at once.
+pub async fn contender_locks(urls: &str, name: &str) -> Vec<ferrisson::Lock> {
+    let mut locks = Vec::new();
+    for url in urls.split(' ') {
+        let client = ferrisson::Client::connect(url)
+            .await
+            .expect("the contender connects");
+        locks.push(client.lock(name));
+    }
+    let first: usize = std::env::var(super::processes::CONTENDER_INDEX)
+        .expect("the contender's number")
+        .parse()
+        .expect("a number");
+    let shift = first % locks.len();
+    locks.rotate_left(shift);
+    locks
+}
