@@ -147,7 +147,10 @@ impl Parts {
     /// Not acquired: `Ok(None)`, or an error when that says more than "busy": a MultiLock's part
     /// failed for another reason than an outage (its lock cannot be taken: `WrongType`, say), at
     /// once; a round of a RedLock failed with such an error among its failures; or no part
-    /// answered "busy" in the last round, only errors (outages: the error is the last one).
+    /// answered "busy" in the last round, only errors (outages: the error is the last one). A part
+    /// whose bound the deadline had cut below half its share and which got no reply within it
+    /// counts as busy, not as an outage: near the deadline its bound can be shorter than a round
+    /// trip (where Java's first attempt runs to its reply).
     ///
     /// Cancel safe: the guards of the parts taken are dropped (released in the background) and an
     /// acquire in flight is taken back by the part's client.
@@ -201,10 +204,11 @@ impl Parts {
             let left = deadline.map_or(Duration::ZERO, |deadline| {
                 deadline.saturating_duration_since(Instant::now())
             });
-            match lock.try_lock_for(part_wait.min(left), part_lease).await {
+            let bound = part_wait.min(left);
+            match lock.try_lock_for(bound, part_lease).await {
                 Ok(Attempt::Acquired(guard)) => held.push(guard),
                 failed => {
-                    failures.note(lock.name(), failed);
+                    failures.note(lock.name(), failed, bound < part_wait / 2);
                     if n - held.len() == limit {
                         break; // a RedLock's quorum: the rest may fail
                     }
@@ -253,9 +257,22 @@ struct Failures {
 }
 
 impl Failures {
-    fn note(&mut self, name: &str, failed: Result<Attempt<LockGuard>>) {
+    /// Notes a part that failed; `cut`: the round's deadline had cut the part's bound below half
+    /// its share of the wait.
+    fn note(&mut self, name: &str, failed: Result<Attempt<LockGuard>>, cut: bool) {
         match failed {
+            // A part whose bound was cut short by the deadline and got no reply within it (the
+            // bound may be shorter than a round trip near the deadline) failed for lack of time,
+            // as a busy one: not an outage. (Java's first attempt runs to its reply.)
             Ok(_) => {
+                self.busy = true;
+                self.round_busy = true;
+            }
+            Err(Error::Timeout(_)) if cut => {
+                tracing::debug!(
+                    lock = name,
+                    "a part's wait, cut short by the deadline, ran out"
+                );
                 self.busy = true;
                 self.round_busy = true;
             }
