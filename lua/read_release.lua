@@ -7,7 +7,7 @@
 -- as Redisson >= 3.44 does; <= 3.43 answered 1 there), 0 when the lock stays held (F's other
 -- holds, other readers, or the owner's write hold), 1 when the hash was deleted and 0 published.
 -- Other holders are judged by their timeout keys, not by the hash's fields, exactly as every
--- Redisson reader's release judges ours (see lua/read_acquire.lua).
+-- Redisson reader's release judges ours (see lua/read_acquire.lua, lib/read_hold_gone.lua).
 local name, channel, prefix, kp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local field = ARGV[2]
 local mode = redis.call('hget', name, 'mode')
@@ -23,25 +23,7 @@ if left == 0 then
   redis.call('hdel', name, field)
 end
 redis.call('del', prefix .. ':' .. (left + 1))
-if redis.call('hlen', name) > 1 then
-  local longest = -3
-  for _, holder in ipairs(redis.call('hkeys', name)) do
-    local holds = tonumber(redis.call('hget', name, holder))
-    if type(holds) == 'number' then
-      for i = holds, 1, -1 do
-        local ttl = redis.call('pttl', kp .. ':' .. holder .. ':rwlock_timeout:' .. i)
-        longest = math.max(longest, ttl)
-      end
-    end
-  end
-  if longest > 0 then
-    redis.call('pexpire', name, tostring(longest))
-    return 0
-  end
-  if mode == 'write' then
-    return 0
-  end
+if read_hold_gone(name, channel, kp, mode, ARGV[1]) then
+  return 0
 end
-redis.call('del', name)
-publish(channel, '0', ARGV[1])
 return 1

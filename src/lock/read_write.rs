@@ -30,6 +30,7 @@ static READ_RELEASE_SCRIPT: Script = Script::new(
     "read_release",
     concat!(
         include_str!("../../lua/lib/publish.lua"),
+        include_str!("../../lua/lib/read_hold_gone.lua"),
         include_str!("../../lua/read_release.lua")
     ),
 );
