@@ -1,7 +1,8 @@
 -- The read-write lock (protocol §5), Redisson's RReadWriteLock: many readers or one writer on
 -- one hash, with a timeout key per read hold.
 -- Each operation is a local function of plain values; src/lock/read_write.rs builds one script
--- per operation from lib/publish.lua, this file and one line that calls it with KEYS and ARGV.
+-- per operation from lib/publish.lua, lib/read_hold_gone.lua (the end of a read release, shared
+-- with lua/reconcile.lua), this file and one line that calls it with KEYS and ARGV.
 -- Keys: `name` N (hash: `mode` -> read | write, each read field F = "<client uuid>:<owner id>"
 -- and write field F:write -> its hold count), `channel` redisson_rwlock:T(N), `prefix` a read
 -- holder's timeout prefix TP(F) = T(N):F:rwlock_timeout (read hold k has the key TP(F):k), `kp`
@@ -62,27 +63,9 @@ local function read_release(name, channel, prefix, kp, publish_mode, field)
     redis.call('hdel', name, field)
   end
   redis.call('del', prefix .. ':' .. (left + 1))
-  if redis.call('hlen', name) > 1 then
-    local longest = -3
-    for _, holder in ipairs(redis.call('hkeys', name)) do
-      local holds = tonumber(redis.call('hget', name, holder))
-      if type(holds) == 'number' then
-        for i = holds, 1, -1 do
-          local ttl = redis.call('pttl', kp .. ':' .. holder .. ':rwlock_timeout:' .. i)
-          longest = math.max(longest, ttl)
-        end
-      end
-    end
-    if longest > 0 then
-      redis.call('pexpire', name, tostring(longest))
-      return 0
-    end
-    if mode == 'write' then
-      return 0
-    end
+  if read_hold_gone(name, channel, kp, mode, publish_mode) then
+    return 0
   end
-  redis.call('del', name)
-  publish(channel, '0', publish_mode)
   return 1
 end
 

@@ -18,6 +18,12 @@
 //!    given up as lost) and runs `lua/reconcile.lua`, which brings the field down to that count
 //!    and never adds a hold (freeing and announcing the lock when the count is 0). A server
 //!    count below the client's means the holds were lost: their guards are told.
+//!    One script serves every hash layout that shares this machinery, told apart by what it
+//!    finds on the server (a [`HoldKey`] is only a name and a field, and the layout is what the
+//!    lock's waiters listen by): a hash with `mode` is a read-write lock (its read holds'
+//!    timeout keys go with them, a hash without live holders is deleted, the rwlock channel is
+//!    told), a reentrant hash with a fair queue is a fair lock (the queue's head is told on its
+//!    own channel), any other is the reentrant lock's.
 //!
 //! Until the field is settled, acquires by it wait (within their own bounds, or fail at once
 //! with `FailFast` while Redis is unreachable), and releases of it are not sent: the reconcile
@@ -30,7 +36,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use foldhash::HashMap;
 use parking_lot::Mutex;
@@ -240,7 +246,15 @@ pub(crate) async fn run(doubts: Arc<Doubts>, leases: Weak<LeaseTable>, redis: Ar
 /// Brings `key` on the server down to the holds the client knows of, retrying (with back-off)
 /// until Redis answers. Returns false when the client is gone.
 async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, key: &HoldKey) -> bool {
-    let channel = name::lock_channel(&key.name);
+    let name = &*key.name;
+    let keys = [name.to_owned(), name::lock_channel(name)];
+    // The other layouts' names go as arguments: see the script's header on ACLs.
+    let layouts = [
+        name::rwlock_channel(name),
+        name::fair_queue_key(name),
+        name::fair_timeout_key(name),
+        name::tagged(name),
+    ];
     let mut backoff = Duration::from_millis(50);
     loop {
         let Some(table) = leases.upgrade() else {
@@ -248,13 +262,15 @@ async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, key: &HoldKey) -> bool
         };
         let known = table.live_holds(key);
         let keep = known.to_string();
+        // The fair queue's deadlines are the clients' clocks (see `lock/fair.rs`).
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis())
+            .to_string();
+        let mut args = vec![&*key.field, &keep, redis.publish_arg, &now];
+        args.extend(layouts.iter().map(String::as_str));
         let reply = script::RECONCILE
-            .run(
-                &redis.pool,
-                &redis.write_options,
-                &[&*key.name, &channel],
-                &[&*key.field, &keep, redis.publish_arg],
-            )
+            .run(&redis.pool, &redis.write_options, &keys, &args)
             .await;
         match reply {
             Ok(reply) => {

@@ -33,6 +33,7 @@ macro_rules! fair_script {
             $name,
             concat!(
                 include_str!("../../lua/lib/publish.lua"),
+                include_str!("../../lua/lib/fair_prune.lua"),
                 include_str!("../../lua/fair_lock.lua"),
                 $call
             ),

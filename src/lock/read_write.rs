@@ -30,6 +30,7 @@ macro_rules! read_write_script {
             $name,
             concat!(
                 include_str!("../../lua/lib/publish.lua"),
+                include_str!("../../lua/lib/read_hold_gone.lua"),
                 include_str!("../../lua/read_write_lock.lua"),
                 $call
             ),

@@ -691,6 +691,8 @@ pub(crate) static RECONCILE: Script = Script::new(
     "reconcile",
     concat!(
         include_str!("../../lua/lib/publish.lua"),
+        include_str!("../../lua/lib/fair_prune.lua"),
+        include_str!("../../lua/lib/read_hold_gone.lua"),
         include_str!("../../lua/reconcile.lua")
     ),
 );
