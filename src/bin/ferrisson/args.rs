@@ -211,7 +211,7 @@ protected by the lock.
 
 With --json, events are printed on stderr, one JSON object per line:
   {"event":"acquired","name":...,"field":...,"waited_ms":int,
-   "woken_by":"immediate"|"message"|"ttl"}
+   "woken_by":"immediate"|"message"|"ttl"|"backoff"}
   {"event":"not_acquired","name":...,"waited_ms":int}
   {"event":"interrupted","name":...,"signal":int}
   {"event":"lost","name":...,"exit_status":76}
