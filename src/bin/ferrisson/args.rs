@@ -237,6 +237,13 @@ const UNLOCK_HELP: &str = r#"Deletes the lock whoever holds it and publishes the
 holding it reports the loss. --force is required, as a reminder that this breaks someone
 else's lock.
 
+Each lock is released as its own kind's forceUnlock does (the kind `status` shows): a
+reentrant, spin, non-reentrant or fenced lock announces it on redisson_lock__channel:{NAME}; a
+fair lock tells the first waiter of its queue on that waiter's own channel; a read-write lock
+is released on the side its mode names and announced on redisson_rwlock:{NAME}. A fair lock
+without waiters reads as reentrant, which releases it the same way. Semaphores and count-down
+latches have no holder to break: they are left alone (exit 65).
+
 Prints whether each lock was held, and exits 0 either way. Names are unlocked in order; the
 first failure stops there. A key that is not a lock (another type, or a hash whose fields are
 not holders) is left alone (exit 65). With --json, prints one JSON array of
