@@ -1547,6 +1547,123 @@ async fn unlock_force_releases_a_foreign_lock_and_wakes_a_waiting_run() {
     client.shutdown().await;
 }
 
+/// In a task of its own: awaits `$acquire` (a library waiter), releases, and returns what woke
+/// it.
+macro_rules! waiter {
+    ($acquire:expr) => {
+        tokio::spawn(async move {
+            let guard = $acquire.await.expect("the waiter acquires");
+            let woken_by = guard.acquisition().woken_by;
+            guard.unlock().await.expect("release");
+            woken_by
+        })
+    };
+}
+
+/// `unlock --force` on `name` (held by someone else) while `waiter`, a library waiter of the
+/// same kind, is parked on `channel`: Redisson's `message` is published on that channel and the
+/// waiter wakes by it.
+async fn force_unlock_wakes(
+    server: &RedisServer,
+    name: &str,
+    channel: &str,
+    message: &str,
+    waiter: tokio::task::JoinHandle<ferrisson::WokenBy>,
+) {
+    let raw = raw_client(&server.url()).await;
+    wait_numsub(&raw, channel, 1, PROMPTLY).await;
+    let mut messages = support::sync::Messages::subscribe(server, channel).await;
+    cli(server)
+        .args(["unlock", "--force", "--json", name])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!(
+            r#"[{{"name":"{name}","released":true}}]"#
+        )));
+    assert_eq!(
+        messages.next().await,
+        message,
+        "{name}: the message on {channel}"
+    );
+    let woken_by = timeout(PROMPTLY, waiter)
+        .await
+        .unwrap_or_else(|_| panic!("{name}: the waiter was not woken"))
+        .expect("waiter task");
+    assert_eq!(woken_by, ferrisson::WokenBy::Message, "{name}");
+}
+
+/// Each lock kind is force-released as its own primitive does: the fair lock tells its queue
+/// head on the head's own channel, the read-write lock announces the side its mode names on
+/// its own channel (0 read, 1 write), the fenced lock on the lock channel (its token goes on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_force_releases_each_kind_as_its_primitive_does_and_wakes_its_waiters() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let lease = Duration::from_secs(30);
+
+    let name = "cli:fair";
+    let fair = |owner| client.fair_lock(name).with_owner(owner);
+    let held = fair(Owner::new()).lock_with_lease(lease).await;
+    held.expect("fair").detach(); // force-released below
+    let owner = Owner::new();
+    let lock = fair(owner);
+    let waiter = waiter!(lock.lock());
+    let channel = format!(
+        "redisson_lock__channel:{{{name}}}:{}:{}",
+        client.id(),
+        owner.id()
+    );
+    force_unlock_wakes(&server, name, &channel, "0", waiter).await;
+
+    // The holder's side, and a waiter on the other side.
+    for (name, mode, message) in [("cli:rw:read", "read", "0"), ("cli:rw:write", "write", "1")] {
+        let holder = client.read_write_lock(name).with_owner(Owner::new());
+        let other = client.read_write_lock(name).with_owner(Owner::new());
+        let (read, write) = (holder.read_lock(), holder.write_lock());
+        let held = match mode {
+            "read" => read.lock_with_lease(lease).await.map(|held| held.detach()),
+            _ => write.lock_with_lease(lease).await.map(|held| held.detach()),
+        };
+        held.expect("the holder's side");
+        let (read, write) = (other.read_lock(), other.write_lock());
+        let waiter = match mode {
+            "read" => waiter!(write.lock()),
+            _ => waiter!(read.lock()),
+        };
+        let channel = format!("redisson_rwlock:{{{name}}}");
+        force_unlock_wakes(&server, name, &channel, message, waiter).await;
+    }
+
+    let name = "cli:fenced";
+    let fenced = |owner| client.fenced_lock(name).with_owner(owner);
+    let held = fenced(Owner::new()).lock_with_lease(lease).await;
+    held.expect("fenced").detach(); // force-released below
+    let lock = fenced(Owner::new());
+    let waiter = waiter!(lock.lock());
+    force_unlock_wakes(&server, name, &channel_of(name), "0", waiter).await;
+    let token: Option<String> = raw
+        .get("redisson_lock_token:{cli:fenced}")
+        .await
+        .expect("GET");
+    assert_eq!(token.as_deref(), Some("2"), "the token sequence goes on");
+
+    for name in ["cli:fair", "cli:rw:read", "cli:rw:write", "cli:fenced"] {
+        assert_eq!(exists(&raw, name).await, 0, "{name} is released");
+    }
+    // Counters have no holder to break: left alone.
+    let _: () = raw
+        .set("cli:permits", 3, None, None, false)
+        .await
+        .expect("SET");
+    cli(&server)
+        .args(["unlock", "--force", "cli:permits"])
+        .assert()
+        .code(65);
+    assert_eq!(exists(&raw, "cli:permits").await, 1);
+    client.shutdown().await;
+}
+
 // watch ----------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

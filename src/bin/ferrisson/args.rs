@@ -211,7 +211,7 @@ protected by the lock.
 
 With --json, events are printed on stderr, one JSON object per line:
   {"event":"acquired","name":...,"field":...,"waited_ms":int,
-   "woken_by":"immediate"|"message"|"ttl"}
+   "woken_by":"immediate"|"message"|"ttl"|"backoff"}
   {"event":"not_acquired","name":...,"waited_ms":int}
   {"event":"interrupted","name":...,"signal":int}
   {"event":"lost","name":...,"exit_status":76}
@@ -236,6 +236,13 @@ const UNLOCK_HELP: &str = r#"Deletes the lock whoever holds it and publishes the
 (ferrisson or Redisson) wake up and retry at once. Its holders lose the lock; a ferrisson `run`
 holding it reports the loss. --force is required, as a reminder that this breaks someone
 else's lock.
+
+Each lock is released as its own kind's forceUnlock does (the kind `status` shows): a
+reentrant, spin, non-reentrant or fenced lock announces it on redisson_lock__channel:{NAME}; a
+fair lock tells the first waiter of its queue on that waiter's own channel; a read-write lock
+is released on the side its mode names and announced on redisson_rwlock:{NAME}. A fair lock
+without waiters reads as reentrant, which releases it the same way. Semaphores and count-down
+latches have no holder to break: they are left alone (exit 65).
 
 Prints whether each lock was held, and exits 0 either way. Names are unlocked in order; the
 first failure stops there. A key that is not a lock (another type, or a hash whose fields are

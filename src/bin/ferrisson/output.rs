@@ -200,12 +200,14 @@ pub fn holders_text(info: &LockInfo) -> String {
         .join(", ")
 }
 
-/// `immediate`, `message` or `ttl`.
+/// `immediate`, `message`, `ttl` or `backoff` (a spin lock's retry after its back-off pause).
 pub fn woken_by(woken_by: WokenBy) -> &'static str {
     match woken_by {
         WokenBy::Immediate => "immediate",
         WokenBy::Message => "message",
         WokenBy::Ttl => "ttl",
+        WokenBy::BackOff => "backoff",
+        // `WokenBy` is non-exhaustive: a later library's reason is named as such, not guessed.
         _ => "unknown",
     }
 }
@@ -423,6 +425,14 @@ mod tests {
             humane(Duration::from_secs(3 * 86_400 + 4 * 3_600)),
             "3d 04h"
         );
+    }
+
+    #[test]
+    fn every_wake_reason_has_its_name() {
+        assert_eq!(woken_by(WokenBy::Immediate), "immediate");
+        assert_eq!(woken_by(WokenBy::Message), "message");
+        assert_eq!(woken_by(WokenBy::Ttl), "ttl");
+        assert_eq!(woken_by(WokenBy::BackOff), "backoff");
     }
 
     #[test]

@@ -82,10 +82,15 @@ impl Reporter<'_> {
                     "after {}, woken by the holder's unlock message",
                     humane(acquisition.waited)
                 ),
-                _ => format!(
+                ferrisson::WokenBy::Ttl => format!(
                     "after {}, when the holder's lease ran out",
                     humane(acquisition.waited)
                 ),
+                ferrisson::WokenBy::BackOff => format!(
+                    "after {}, retrying after a back-off pause",
+                    humane(acquisition.waited)
+                ),
+                _ => format!("after {}", humane(acquisition.waited)),
             };
             self.say(&format!(
                 "acquired `{}` {how} (holder field {})",

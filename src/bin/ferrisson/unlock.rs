@@ -1,5 +1,6 @@
 //! `ferrisson unlock --force NAME...`
 
+use ferrisson::LockKind;
 use serde::Serialize;
 
 use crate::args::{Connection, UnlockArgs};
@@ -11,8 +12,9 @@ struct Unlocked<'a> {
     released: bool,
 }
 
-/// Force-releases every named lock (publishing the unlock message so that waiters wake), in
-/// order, stopping at the first failure. A key that is not a lock is left alone.
+/// Force-releases every named lock as its kind's own force unlock does (publishing that kind's
+/// unlock message so that its waiters wake), in order, stopping at the first failure. A key
+/// that is not a lock is left alone.
 pub async fn unlock(conn: &Connection, json: bool, args: UnlockArgs) -> Outcome {
     debug_assert!(args.force, "clap requires --force");
     let client = connect(conn, conn.config()).await?;
@@ -68,6 +70,28 @@ async fn unlock_one(
     if let Some(what) = output::not_lockable(&info) {
         return Err(Failure::not_a_lock(name, &what, "left alone"));
     }
-    let released = client.lock(name).force_unlock().await.map_err(cannot)?;
+    // Each kind as its own primitive force-releases it, so that its waiters hear Redisson's
+    // message where they listen: a fair lock's queue head on its own channel, a read-write
+    // lock's waiters on `redisson_rwlock:{name}` with the side's message (0 read, 1 write).
+    // Each script checks the kind again atomically: a lock that changed since `inspect` read it
+    // is reported as not locked rather than released as the wrong kind.
+    let released = match &info.kind {
+        LockKind::Fair => client.fair_lock(name).force_unlock().await,
+        LockKind::ReadWrite { mode } if mode == "read" || mode == "write" => {
+            let lock = client.read_write_lock(name);
+            match mode.as_str() {
+                "read" => lock.read_lock().force_unlock().await,
+                _ => lock.write_lock().force_unlock().await,
+            }
+        }
+        LockKind::ReadWrite { mode } => {
+            let what = format!("hash whose read-write mode is `{mode}`");
+            return Err(Failure::not_a_lock(name, &what, "left alone"));
+        }
+        // Reentrant, spin, non-reentrant and fenced locks: one hash, released and announced
+        // on `redisson_lock__channel:{name}` (a spin lock's waiters poll, and find it free).
+        _ => client.lock(name).force_unlock().await,
+    }
+    .map_err(cannot)?;
     Ok((released, output::holders_text(&info)))
 }
