@@ -154,7 +154,13 @@ impl Error {
         if err.details().starts_with("TRYAGAIN") {
             return Error::Unavailable(err);
         }
-        if err.details().contains("NOPERM") {
+        // `NOPERM` for a command refused at the top level; inside a script (a command the
+        // script calls), Redis answers "ERR The user executing the script can't run this command".
+        if err.details().contains("NOPERM")
+            || err
+                .details()
+                .contains("user executing the script can't run this command")
+        {
             return Error::PermissionDenied(err);
         }
         match err.kind() {
@@ -187,6 +193,23 @@ fn readable(err: &fred::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn acl_refusals_are_permission_denied_at_the_top_level_and_inside_scripts() {
+        for details in [
+            "NOPERM User u has no permissions to run the 'evalsha' command",
+            "ERR The user executing the script can't run this command or subcommand script: f_1",
+        ] {
+            let err = fred::error::Error::new(fred::error::ErrorKind::Unknown, details);
+            assert!(
+                matches!(
+                    Error::from_redis(err, "lock", Duration::ZERO),
+                    Error::PermissionDenied(_)
+                ),
+                "{details}"
+            );
+        }
+    }
 
     #[test]
     fn fred_errors_read_as_one_line_of_words() {

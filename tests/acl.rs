@@ -819,3 +819,29 @@ async fn a_service_confined_to_its_names_can_use_every_primitive_on_them_only() 
     setup.holder.shutdown().await;
     setup.waiter.shutdown().await;
 }
+
+/// A command refused inside a script is a permission error, not what the script would make of
+/// another failure: the fenced acquire runs `INCR` of its token key under `pcall` (to name a
+/// token key of another type), and without `+incr` it reports `PermissionDenied`, not
+/// `WrongType`, and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_refused_inside_a_script_is_permission_denied() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let rule: Vec<String> = documented_rule("noincr")
+        .into_iter()
+        .filter(|word| word != "+incr")
+        .collect();
+    set_user(&raw, rule).await;
+    let client = ferrisson::Client::new(config_for(&server, "noincr"))
+        .await
+        .expect("connects");
+    let err = client
+        .fenced_lock("acl:fenced")
+        .try_lock()
+        .await
+        .expect_err("INCR is refused");
+    assert!(matches!(err, Error::PermissionDenied(_)), "{err:?}");
+    assert_eq!(exists(&raw, "acl:fenced").await, 0, "nothing written");
+    client.shutdown().await;
+}
