@@ -50,25 +50,21 @@ pub(crate) fn fenced_token_key(name: &str) -> String {
 // The names of the other primitives (protocol §1.1). Each is used by its primitive's file.
 
 /// The fair lock's queue of waiting fields: `redisson_lock_queue:` + T(N) (§4.1).
-#[allow(dead_code)]
 pub(crate) fn fair_queue_key(name: &str) -> String {
     prefix_name("redisson_lock_queue", name)
 }
 
 /// The fair lock's sorted set of waiter deadlines: `redisson_lock_timeout:` + T(N) (§4.1).
-#[allow(dead_code)]
 pub(crate) fn fair_timeout_key(name: &str) -> String {
     prefix_name("redisson_lock_timeout", name)
 }
 
 /// A fair-lock waiter's own channel: the lock channel + `:` + its field (§4.1).
-#[allow(dead_code)]
 pub(crate) fn fair_waiter_channel(name: &str, field: &str) -> String {
     format!("{}:{field}", lock_channel(name))
 }
 
 /// The read-write lock's channel, shared by both sides: `redisson_rwlock:` + T(N) (§5.1).
-#[allow(dead_code)]
 pub(crate) fn rwlock_channel(name: &str) -> String {
     prefix_name(RWLOCK_CHANNEL_PREFIX, name)
 }
@@ -78,14 +74,12 @@ pub(crate) const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
 
 /// The prefix of a read holder's per-hold timeout keys, TP(F) = T(N) + `:` + F +
 /// `:rwlock_timeout`; hold k's key is TP(F) + `:` + k (§5.1).
-#[allow(dead_code)]
 pub(crate) fn read_timeout_prefix(name: &str, field: &str) -> String {
     suffix_name(name, &format!("{field}:rwlock_timeout"))
 }
 
 /// The semaphore's channel (also the permit-expirable semaphore's): `redisson_sc:` + T(N)
 /// (§10.1).
-#[allow(dead_code)]
 pub(crate) fn semaphore_channel(name: &str) -> String {
     prefix_name(SEMAPHORE_CHANNEL_PREFIX, name)
 }
@@ -94,14 +88,12 @@ pub(crate) fn semaphore_channel(name: &str) -> String {
 pub(crate) const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc";
 
 /// The permit-expirable semaphore's sorted set of permit ids: T(N) + `:timeout` (§11).
-#[allow(dead_code)]
 pub(crate) fn permit_timeout_key(name: &str) -> String {
     suffix_name(name, "timeout")
 }
 
 /// The count-down latch's channel: `redisson_countdownlatch__channel__{` + N + `}`, with braces
 /// whatever the name holds (§12.1).
-#[allow(dead_code)]
 pub(crate) fn latch_channel(name: &str) -> String {
     format!("{LATCH_CHANNEL_PREFIX}{{{name}}}")
 }
