@@ -4,9 +4,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{AsyncGuard, Client, Held, Inner};
+use super::{Client, Held, Inner};
 use crate::error::Result;
-use crate::kit::{Acquisition, Attempt};
+use crate::kit::Attempt;
 use crate::lock::RemainingTtl;
 use crate::Owner;
 
@@ -261,84 +261,12 @@ impl std::fmt::Debug for FairLock {
 }
 
 /// One hold of a fair lock taken through the blocking API; released when dropped (in the
-/// background, without blocking).
+/// background, without blocking). The shared blocking [`Guard`](super::Guard).
 ///
 /// ```no_run
 /// # fn demo(lock: ferrisson::blocking::FairLock) -> ferrisson::Result<()> {
-/// let guard = lock.lock()?;
+/// let guard: ferrisson::blocking::FairGuard = lock.lock()?;
 /// guard.unlock()?;
 /// # Ok(()) }
 /// ```
-#[must_use = "dropping the guard releases the lock at once"]
-pub struct FairGuard {
-    held: Held<crate::FairGuard>,
-}
-
-impl FairGuard {
-    /// Releases now: [`crate::Error::LeaseLost`] if the hold had been lost.
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::FairLock) -> ferrisson::Result<()> {
-    /// lock.lock()?.unlock()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn unlock(self) -> Result<()> {
-        self.held.unlock()
-    }
-
-    /// Keeps the hold without a guard; release it later with [`FairLock::unlock`] by the same
-    /// owner.
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::FairLock) -> ferrisson::Result<()> {
-    /// lock.lock()?.detach();
-    /// lock.unlock()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn detach(self) {
-        self.held.detach();
-    }
-
-    /// Whether the lease is known to be lost.
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::FairLock) -> ferrisson::Result<()> {
-    /// let guard = lock.lock()?;
-    /// if guard.is_lost() { eprintln!("stop: the lock is gone"); }
-    /// # Ok(()) }
-    /// ```
-    pub fn is_lost(&self) -> bool {
-        self.held.is_lost()
-    }
-
-    /// How the acquisition went (wait time, what woke it); `None` once released.
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::FairLock) -> ferrisson::Result<()> {
-    /// println!("{:?}", lock.lock()?.acquisition());
-    /// # Ok(()) }
-    /// ```
-    pub fn acquisition(&self) -> Option<&Acquisition> {
-        self.held.guard.as_ref().map(crate::FairGuard::acquisition)
-    }
-}
-
-impl std::fmt::Debug for FairGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::FairGuard")
-            .field("guard", &self.held.guard)
-            .finish()
-    }
-}
-
-impl AsyncGuard for crate::FairGuard {
-    fn release(self) -> impl Future<Output = Result<()>> {
-        self.unlock()
-    }
-    fn detach(self) {
-        crate::FairGuard::detach(self);
-    }
-    fn is_lost(&self) -> bool {
-        crate::FairGuard::is_lost(self)
-    }
-}
+pub type FairGuard = super::Guard<crate::FairLock>;

@@ -1,5 +1,5 @@
-//! The blocking twin of the shared guard [`crate::Guard`] (the spin lock's and the
-//! non-reentrant lock's).
+//! The blocking twin of the shared guard [`crate::Guard`] (the spin lock's, the non-reentrant
+//! lock's and the fair lock's).
 
 use std::future::Future;
 
@@ -9,7 +9,7 @@ use crate::kit::Acquisition;
 
 /// One hold of a lock of type `L` taken through the blocking API, released when dropped (in the
 /// background, without blocking): [`SpinGuard`](super::SpinGuard) and
-/// [`NonReentrantGuard`](super::NonReentrantGuard). The guard remembers its owner, so it may be
+/// [`NonReentrantGuard`](super::NonReentrantGuard), [`FairGuard`](super::FairGuard). The guard remembers its owner, so it may be
 /// released on another thread.
 ///
 /// ```no_run

@@ -2,7 +2,6 @@
 //! of waiters served in arrival order across every client.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -11,7 +10,6 @@ use fred::prelude::Value;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::reentrant::{Lock, RemainingTtl};
 use crate::error::{Error, Result};
@@ -19,7 +17,7 @@ use crate::kit::acquire::acquire_call;
 use crate::kit::hold::Hold;
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
-use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight};
+use crate::kit::{Attempt, Client, ClientInner, InFlight};
 use crate::lease::watchdog::{HoldKey, Lease};
 use crate::name;
 use crate::owner::{holder_field, Owner};
@@ -805,134 +803,17 @@ impl Drop for GiveUp {
 }
 
 /// One hold of a fair lock, released when dropped; the last hold's release tells the next
-/// waiter in line.
-///
-/// Everything is as [`LockGuard`](crate::LockGuard)'s, with the fair lock's release.
+/// waiter in line. The shared [`Guard`](crate::Guard): everything is as
+/// [`LockGuard`](crate::LockGuard)'s, with the fair lock's release.
 ///
 /// ```no_run
 /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-/// let guard = lock.lock().await?;
+/// let guard: ferrisson::FairGuard = lock.lock().await?;
 /// // ... the critical section ...
 /// guard.unlock().await?;
 /// # Ok(()) }
 /// ```
-#[must_use = "dropping the guard releases the lock at once"]
-#[clippy::has_significant_drop]
-pub struct FairGuard {
-    /// Bound to the owner that holds.
-    lock: FairLock,
-    hold: Hold,
-}
-
-impl FairGuard {
-    /// Releases this hold now (see [`LockGuard::unlock`](crate::LockGuard::unlock)):
-    /// [`Error::LeaseLost`] if it had been lost, also when the lock is gone.
-    ///
-    /// # Cancel safety
-    /// As [`LockGuard::unlock`](crate::LockGuard::unlock).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// lock.lock().await?.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
-        self.hold.release()
-    }
-
-    /// Keeps the hold without a guard, for a later [`FairLock::unlock`].
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// lock.lock().await?.detach();
-    /// lock.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn detach(self) {
-        self.hold.detach();
-    }
-
-    /// Resolves when the lease is lost (see [`LockGuard::lost`](crate::LockGuard::lost)).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// let lost = guard.lost();
-    /// # Ok(()) }
-    /// ```
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.hold.lost()
-    }
-
-    /// A token cancelled when the lease is found lost (see
-    /// [`LockGuard::lost_token`](crate::LockGuard::lost_token)).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// let cancelled = lock.lock().await?.lost_token();
-    /// # Ok(()) }
-    /// ```
-    pub fn lost_token(&self) -> CancellationToken {
-        self.hold.lost_token()
-    }
-
-    /// Whether the lease is already known lost or past its proven end.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// assert!(!lock.lock().await?.is_lost());
-    /// # Ok(()) }
-    /// ```
-    pub fn is_lost(&self) -> bool {
-        self.hold.is_lost()
-    }
-
-    /// How the acquisition went (its wait, what woke it, its attempts).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// println!("{:?}", lock.lock().await?.acquisition());
-    /// # Ok(()) }
-    /// ```
-    pub fn acquisition(&self) -> &Acquisition {
-        self.hold.acquisition()
-    }
-
-    /// The holder field written in the lock's hash (and queued while waiting):
-    /// `<client uuid>:<owner id>`.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// assert!(guard.holder_field().ends_with(&format!(":{}", guard.lock().owner().id())));
-    /// # Ok(()) }
-    /// ```
-    pub fn holder_field(&self) -> &str {
-        self.hold.field()
-    }
-
-    /// The lock this guard holds, bound to the holding owner.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// assert_eq!(lock.lock().await?.lock().name(), lock.name());
-    /// # Ok(()) }
-    /// ```
-    pub fn lock(&self) -> &FairLock {
-        &self.lock
-    }
-}
-
-impl std::fmt::Debug for FairGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FairGuard")
-            .field("lock", &self.lock.name())
-            .field("field", &self.hold.field())
-            .field("lease", &self.hold.lease())
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+pub type FairGuard = super::held::Guard<FairLock>;
 
 /// Compile-time checks that the fair lock's handles, guards and futures cross tasks and threads.
 #[cfg(test)]

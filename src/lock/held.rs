@@ -1,5 +1,6 @@
 //! The guard shared by the primitives on the reentrant lock's hash that add nothing to a hold
-//! ([`SpinGuard`](crate::SpinGuard), [`NonReentrantGuard`](crate::NonReentrantGuard)): a lock
+//! ([`SpinGuard`](crate::SpinGuard), [`NonReentrantGuard`](crate::NonReentrantGuard),
+//! [`FairGuard`](crate::FairGuard)): a lock
 //! handle bound to the holding owner, and the kit's [`Hold`], which knows its release script.
 
 use std::future::Future;
@@ -13,7 +14,8 @@ use crate::kit::Acquisition;
 /// One hold of a lock of type `L`, released when dropped (in the background): the guard of
 /// [`SpinLock`](crate::SpinLock) ([`SpinGuard`](crate::SpinGuard)) and of
 /// [`NonReentrantLock`](crate::NonReentrantLock)
-/// ([`NonReentrantGuard`](crate::NonReentrantGuard)).
+/// ([`NonReentrantGuard`](crate::NonReentrantGuard)) and of [`FairLock`](crate::FairLock)
+/// ([`FairGuard`](crate::FairGuard)).
 ///
 /// It behaves as [`LockGuard`](crate::LockGuard): [`unlock`](Guard::unlock) releases now (with
 /// the lock's own release: the spin lock's publishes nothing), dropping it releases in the
