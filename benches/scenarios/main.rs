@@ -191,10 +191,8 @@ impl Plan {
                 ping_samples: 100,
                 compare_rounds: 1,
                 processes: vec![(2, 2)],
-                // Hot at T = 16, not 2: a rare hang of two local waiters on a free lock (about
-                // 1 in 80 smoke runs, at T = 2; docs/benchmarks.md) should not be met three
-                // times per smoke until it is fixed.
-                cluster: vec![(cluster::Kind::Uncontended, 4), (cluster::Kind::Hot, 16)],
+                // Hot at T = 2, where the fresh-start hang of issue 24 showed (docs/benchmarks.md).
+                cluster: vec![(cluster::Kind::Uncontended, 4), (cluster::Kind::Hot, 2)],
             },
         }
     }

@@ -102,12 +102,35 @@ impl PubSub {
             response_timeout,
             entries: Mutex::new(HashMap::default()),
         });
+        // fred's notifications are broadcasts: a receiver hears only what is sent after it was
+        // made. Every receiver is therefore made here, before `start` returns and any waiter can
+        // subscribe, not when its loop first runs: a spawned task may first run milliseconds
+        // later on a busy runtime, and an unlock message sent meanwhile would be lost, leaving
+        // its waiters parked on a free lock until their bound (the fresh-start hang of issue 24).
+        let messages = shared.subscriber.message_rx();
+        let reconnects = shared.subscriber.reconnect_rx();
+        let slot_changes = shared
+            .subscriber
+            .is_clustered()
+            .then(|| slot_change_stream(&shared.commands));
         let mut tasks = vec![
-            tokio::spawn(message_loop(Arc::clone(&shared), shutdown.clone())),
-            tokio::spawn(reconnect_loop(Arc::clone(&shared), shutdown.clone())),
+            tokio::spawn(message_loop(
+                Arc::clone(&shared),
+                messages,
+                shutdown.clone(),
+            )),
+            tokio::spawn(reconnect_loop(
+                Arc::clone(&shared),
+                reconnects,
+                shutdown.clone(),
+            )),
         ];
-        if shared.subscriber.is_clustered() {
-            tasks.push(tokio::spawn(slot_move_loop(Arc::clone(&shared), shutdown)));
+        if let Some(changes) = slot_changes {
+            tasks.push(tokio::spawn(slot_move_loop(
+                Arc::clone(&shared),
+                changes,
+                shutdown,
+            )));
         }
         (PubSub { shared }, tasks)
     }
@@ -410,8 +433,13 @@ impl Drop for Subscription {
     }
 }
 
-async fn message_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
-    let mut messages = shared.subscriber.message_rx();
+/// The loop that reads `messages` (the subscriber's, made before any subscription) and wakes
+/// waiters.
+async fn message_loop(
+    shared: Arc<Shared>,
+    mut messages: tokio::sync::broadcast::Receiver<fred::types::Message>,
+    shutdown: CancellationToken,
+) {
     loop {
         let message = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -443,7 +471,24 @@ const TOPOLOGY_SCAN: Duration = Duration::from_secs(1);
 /// (a `MOVED` reply, or the scan below) therefore refreshes the subscriber's map, re-subscribes
 /// every channel on its slot's current node, and lets every waiter retry once (a release may
 /// have been announced on the new node meanwhile).
-async fn slot_move_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
+/// Every change of the slot map that one of the command connections learns, as one stream.
+fn slot_change_stream(commands: &fred::clients::Pool) -> Notifications {
+    Box::pin(futures::stream::select_all(
+        commands
+            .clients()
+            .iter()
+            .map(|client| notifications(client.cluster_change_rx())),
+    ))
+}
+
+/// A stream of notifications from [`notifications`] or [`slot_change_stream`].
+type Notifications = std::pin::Pin<Box<dyn futures::Stream<Item = ()> + Send>>;
+
+async fn slot_move_loop(
+    shared: Arc<Shared>,
+    mut changes: Notifications,
+    shutdown: CancellationToken,
+) {
     use fred::interfaces::ClusterInterface;
     use futures::StreamExt;
     // fred announces every refresh of its map, changed or not: compare the slot ranges.
@@ -465,13 +510,6 @@ async fn slot_move_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
         ranges.dedup();
         ranges
     };
-    let mut changes = futures::stream::select_all(
-        shared
-            .commands
-            .clients()
-            .iter()
-            .map(|client| notifications(client.cluster_change_rx())),
-    );
     // While anything is subscribed, the slot map is also refreshed every second (Redisson's
     // default cluster `scanInterval`): a client whose own commands never touch a moved slot
     // would otherwise learn of the move only when its waiters' TTLs end.
@@ -509,7 +547,7 @@ async fn slot_move_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
 /// notification (something changed), a closed one ends the stream.
 pub(crate) fn notifications<T: Clone + Send + 'static>(
     rx: tokio::sync::broadcast::Receiver<T>,
-) -> std::pin::Pin<Box<dyn futures::Stream<Item = ()> + Send>> {
+) -> Notifications {
     use tokio::sync::broadcast::error::RecvError;
     Box::pin(futures::stream::unfold(rx, |mut rx| async move {
         match rx.recv().await {
@@ -544,8 +582,11 @@ async fn resubscribe(subscriber: &SubscriberClient) -> Result<(), fred::error::E
 
 /// After the subscriber reconnects, restores every subscription and then lets every waiter
 /// retry once: messages sent while it was away are lost.
-async fn reconnect_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
-    let mut reconnects = shared.subscriber.reconnect_rx();
+async fn reconnect_loop(
+    shared: Arc<Shared>,
+    mut reconnects: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
+    shutdown: CancellationToken,
+) {
     loop {
         let event = tokio::select! {
             _ = shutdown.cancelled() => return,
