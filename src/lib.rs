@@ -252,6 +252,7 @@ pub use error::{Error, Result};
 pub use inspect::{ExpirablePermit, Holder, LockInfo, LockKind, Primitive, QueuedWaiter};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
+pub use kit::{LocalHold, LocalState, LocalSubscription, LocalWaiter, LocalWaiterState};
 pub use lock::{BackOff, Guard, NonReentrantGuard, NonReentrantLock, SpinGuard, SpinLock};
 pub use lock::{FairGuard, FairLock, FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
 pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};

@@ -222,6 +222,17 @@ impl Client {
         self.inner.block_on(self.inner.client.inspect(name))?
     }
 
+    /// What this client knows of lock `name` locally (see [`crate::Client::local_state`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) {
+    /// println!("{}", client.local_state("orders:42"));
+    /// # }
+    /// ```
+    pub fn local_state(&self, name: &str) -> crate::LocalState {
+        self.inner.client.local_state(name)
+    }
+
     /// The client uuid that starts every holder field this client writes.
     ///
     /// ```no_run

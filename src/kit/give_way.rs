@@ -173,6 +173,17 @@ impl GiveWay {
         }
     }
 
+    /// Whether this client gives way on lock `name` now: a plain release of it in flight that
+    /// local waiters wait for, or a pause after one (for
+    /// [`Client::local_state`](crate::Client::local_state)).
+    pub(crate) fn snapshot(&self, name: &str) -> bool {
+        let now = Instant::now();
+        self.locks
+            .lock()
+            .get(name)
+            .is_some_and(|courtesy| !courtesy.state.lock().stale(now))
+    }
+
     /// How many of this client's subscriptions an unlock message of lock `name` would reach:
     /// 1 while this client may be subscribed to its channel, else 0.
     pub(crate) fn own_listeners(&self, name: &str) -> u64 {

@@ -53,6 +53,7 @@ use crate::transport::pubsub::PubSub;
 use crate::transport::script::Heir;
 
 use super::give_way::{GiveWay, PlainRelease};
+use super::local_state::LocalWaiterState;
 
 /// Budgets of hand-offs (of `max_local_handoffs` each) that conditional hand-offs may chain
 /// before a plain release regardless (see the module docs): at the default budget, one plain
@@ -156,6 +157,30 @@ impl Handoffs {
             .lock()
             .get(name)
             .is_some_and(|queue| !queue.slots.lock().is_empty())
+    }
+
+    /// This client's line for lock `name`, head first, with each slot's state, and the
+    /// hand-offs in a row (for [`Client::local_state`](crate::Client::local_state)).
+    pub(crate) fn snapshot(&self, name: &str) -> (Vec<(Arc<str>, LocalWaiterState)>, u32) {
+        let Some(queue) = self.queues.lock().get(name).cloned() else {
+            return (Vec::new(), 0);
+        };
+        let line = queue
+            .slots
+            .lock()
+            .iter()
+            .map(|slot| {
+                let state = match *slot.state.lock() {
+                    SlotState::Queued => LocalWaiterState::Parked,
+                    SlotState::Retrying => LocalWaiterState::Trying,
+                    SlotState::Taken => LocalWaiterState::BeingHandedOver,
+                    SlotState::Owned(_) => LocalWaiterState::HandedOver,
+                    SlotState::Abandoned => LocalWaiterState::Left,
+                };
+                (Arc::clone(&slot.field), state)
+            })
+            .collect();
+        (line, queue.in_row.load(Ordering::Relaxed))
     }
 
     /// Joins the local queue of lock `name` at the back: `retrying` while the caller still has

@@ -8,7 +8,8 @@
 //! * the hold that every guard of a hash-based lock wraps ([`hold`]: release now or on drop,
 //!   lost-lease signals, detach);
 //! * the release path with local hand-off ([`release`], [`handoff`], [`give_way`]) and the
-//!   janitor that finishes releases in the background ([`janitor`]).
+//!   janitor that finishes releases in the background ([`janitor`]);
+//! * what the client knows of a lock locally, for hang reports ([`local_state`]).
 
 pub(crate) mod acquire;
 pub(crate) mod attempt;
@@ -17,11 +18,13 @@ pub(crate) mod handoff;
 pub(crate) mod hold;
 pub(crate) mod in_flight;
 pub(crate) mod janitor;
+pub(crate) mod local_state;
 pub(crate) mod release;
 pub(crate) mod shared;
 pub(crate) mod wait;
 
 pub use attempt::Attempt;
+pub use local_state::{LocalHold, LocalState, LocalSubscription, LocalWaiter, LocalWaiterState};
 pub use shared::Client;
 pub use wait::{Acquisition, WokenBy};
 

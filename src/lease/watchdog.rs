@@ -189,6 +189,20 @@ impl LeaseTable {
             .is_some_and(|entry| !entry.lost && entry.holds > 0)
     }
 
+    /// This client's holds of lock `name`: each holder field with its hold count and whether
+    /// its lease is known lost.
+    pub(crate) fn holds_of(&self, name: &str) -> Vec<(Arc<str>, u32, bool)> {
+        let mut holds: Vec<_> = self
+            .entries
+            .lock()
+            .iter()
+            .filter(|(key, _)| &*key.name == name)
+            .map(|(key, entry)| (Arc::clone(&key.field), entry.holds, entry.lost))
+            .collect();
+        holds.sort();
+        holds
+    }
+
     /// Records the release of one hold of `ticket`.
     pub(crate) fn released(&self, ticket: &Ticket) -> Released {
         self.release_hold(&ticket.key, Some(ticket.generation), ticket.lease)

@@ -74,6 +74,16 @@ struct ServerState {
     confirmed: bool,
 }
 
+/// One channel subscription as [`PubSub::snapshot`] saw it.
+pub(crate) struct ChannelSnapshot {
+    pub(crate) channel: String,
+    pub(crate) confirmed: bool,
+    pub(crate) waiters: usize,
+    pub(crate) watchers: usize,
+    pub(crate) parked: usize,
+    pub(crate) banked: usize,
+}
+
 /// One waiter's share of a channel subscription. Dropping it releases the share; the last one
 /// unsubscribes in the background.
 pub(crate) struct Subscription {
@@ -145,6 +155,26 @@ impl PubSub {
     /// on it counts this client among its receivers.
     pub(crate) fn may_receive(&self, channel: &str) -> bool {
         self.shared.entries.lock().contains_key(channel)
+    }
+
+    /// The state of every channel subscription whose name `belongs` accepts (for
+    /// [`Client::local_state`](crate::Client::local_state)).
+    pub(crate) fn snapshot(&self, belongs: impl Fn(&str) -> bool) -> Vec<ChannelSnapshot> {
+        let entries = self.shared.entries.lock();
+        let mut channels: Vec<_> = entries
+            .values()
+            .filter(|entry| belongs(&entry.channel))
+            .map(|entry| ChannelSnapshot {
+                channel: entry.channel.to_string(),
+                confirmed: entry.confirmed.load(Ordering::Acquire),
+                waiters: entry.waiters(),
+                watchers: entry.watchers.load(Ordering::Relaxed),
+                parked: entry.parked.load(Ordering::Relaxed),
+                banked: entry.permits.available_permits(),
+            })
+            .collect();
+        channels.sort_by(|a, b| a.channel.cmp(&b.channel));
+        channels
     }
 
     /// Takes a share of `channel`'s subscription if this client already has one confirmed by

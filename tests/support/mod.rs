@@ -30,6 +30,7 @@
 pub mod cluster;
 pub mod contenders;
 pub mod fault;
+pub mod liveness;
 pub mod node;
 pub mod processes;
 pub mod redis_state;
