@@ -38,6 +38,7 @@ use ferrisson::{Config, Owner, WhenUnavailable};
 use fred::prelude::*;
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
+use support::liveness::watch_acquire;
 use support::{fault, RedisServer};
 
 /// The watchdog timeout of the workers: short, so that a paused worker loses its lease and
@@ -47,6 +48,13 @@ const WATCHDOG: Duration = Duration::from_millis(1000);
 const WAIT: Duration = Duration::from_millis(1500);
 /// How late an acquire may return after its bound before it counts as hung.
 const WAIT_SLACK: Duration = Duration::from_secs(1);
+/// When a waiting acquire's lock is looked at by the hang detector (`support::liveness`).
+const LIVENESS_BOUND: Duration = Duration::from_millis(700);
+/// How long after a fault ends its effects may still excuse a waiter parked on a free lock (a
+/// killed subscriber reconnects and then wakes every waiter; a restarted server reloads).
+const RECOVERY: Duration = Duration::from_millis(1500);
+/// The fault-free end of every run: waits there are judged by the hang detector.
+const QUIET: Duration = Duration::from_millis(2500);
 
 #[derive(Clone, Debug)]
 struct Options {
@@ -77,6 +85,16 @@ enum Record {
         start: u64,
         ms: u64,
         outcome: String,
+    },
+    /// An acquire by worker `worker`, started at `start`, still waiting at `at` (µs since the
+    /// Unix epoch) while its lock was seen free twice (`support::liveness`), with the worker
+    /// client's local state read then.
+    Liveness {
+        worker: usize,
+        lock: usize,
+        start: u64,
+        at: u64,
+        local: String,
     },
 }
 
@@ -155,7 +173,7 @@ fn main() {
         let ok = if run.bypass {
             report.violations > 0
         } else {
-            report.violations == 0 && report.hung == 0 && report.leaked == 0
+            report.violations == 0 && report.hung == 0 && report.liveness == 0 && report.leaked == 0
         };
         if ok {
             passed += 1;
@@ -189,6 +207,12 @@ struct Report {
     max_pause_overlap_ms: u64,
     hung: usize,
     max_wait_ms: u64,
+    /// Acquires that waited on a free lock outside any fault's reach (liveness faults).
+    liveness: usize,
+    /// The first of them, as the checker describes it.
+    first_liveness: Option<String>,
+    /// Acquires the hang detector flagged within a fault's reach (not judged).
+    liveness_excused: usize,
     leaked: usize,
     bypass: bool,
 }
@@ -201,7 +225,7 @@ impl Report {
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
         format!(
-            "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, longest window {} ms) hung={} (longest wait {} ms, outside frozen workers) leaked={}",
+            "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, longest window {} ms) hung={} (longest wait {} ms, outside frozen workers) liveness faults={} (flagged within a fault's reach, not judged: {}) leaked={}{}",
             if self.bypass { " --bypass" } else { "" },
             self.acquisitions,
             self.busy,
@@ -213,7 +237,12 @@ impl Report {
             self.max_pause_overlap_ms,
             self.hung,
             self.max_wait_ms,
+            self.liveness,
+            self.liveness_excused,
             self.leaked,
+            self.first_liveness
+                .as_ref()
+                .map_or(String::new(), |first| format!("; first: {first}")),
         )
     }
 }
@@ -274,11 +303,14 @@ async fn drive(options: &Options) -> Report {
     let deadline = Instant::now() + options.duration;
     // (worker, from, to): a frozen process's waits take as long as it is frozen.
     let mut worker_pauses: Vec<(usize, u64, u64)> = Vec::new();
+    // (from, to) of every fault: a liveness record within RECOVERY of one is not judged.
+    let mut fault_windows: Vec<(u64, u64)> = Vec::new();
     let mut rng = fastrand::Rng::with_seed(now_us());
     // Let the workers connect before the first fault.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    while Instant::now() + Duration::from_secs(1) < deadline {
+    while Instant::now() + QUIET < deadline {
         tokio::time::sleep(Duration::from_millis(rng.u64(150..600))).await;
+        let fault_from = now_us();
         let fault = match rng.u8(0..6) {
             0 => {
                 fault::client_kill(&raw, "pubsub").await;
@@ -315,6 +347,8 @@ async fn drive(options: &Options) -> Report {
             }
         };
         *report.faults.entry(fault).or_default() += 1;
+        // A DEBUG SLEEP goes on after its call returns.
+        fault_windows.push((fault_from, now_us() + 300_000));
     }
     // Every worker stops taking locks at its deadline and exits after its last release.
     let mut records = Vec::new();
@@ -330,7 +364,7 @@ async fn drive(options: &Options) -> Report {
         }
         records.extend(reader.join().unwrap_or_default());
     }
-    check(&records, &worker_pauses, &mut report);
+    check(&records, &worker_pauses, &fault_windows, &mut report);
     // Nothing stays locked once every owner is gone: within a lease (and the settling of
     // calls of unknown outcome, which the exited workers cannot do any more).
     let raw = support::raw_client(&url).await;
@@ -366,7 +400,13 @@ struct Span<'a> {
 /// Finds overlapping sections per lock and slow waits.
 /// Checks the records; `pauses` are the (worker, from, to) intervals in which a worker process
 /// was frozen by the driver: a wait of that worker spanning one is not counted as hung.
-fn check(records: &[Record], pauses: &[(usize, u64, u64)], report: &mut Report) {
+/// A liveness record counts unless a fault (or its RECOVERY after it) reaches into it.
+fn check(
+    records: &[Record],
+    pauses: &[(usize, u64, u64)],
+    faults: &[(u64, u64)],
+    report: &mut Report,
+) {
     let mut sections: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
     for record in records {
         match record {
@@ -410,6 +450,30 @@ fn check(records: &[Record], pauses: &[(usize, u64, u64)], report: &mut Report) 
                     _ => {}
                 }
             }
+            Record::Liveness {
+                worker,
+                lock,
+                start,
+                at,
+                local,
+            } => {
+                let recovery = RECOVERY.as_micros() as u64;
+                let excused = faults
+                    .iter()
+                    .any(|(from, to)| *from < *at && to + recovery > *start);
+                if excused {
+                    report.liveness_excused += 1;
+                    continue;
+                }
+                report.liveness += 1;
+                report.first_liveness.get_or_insert_with(|| {
+                    format!(
+                        "worker {worker}'s acquire of {} waited {} ms on the free lock; {local}",
+                        lock_name(*lock),
+                        (at - start) / 1000
+                    )
+                });
+            }
         }
     }
     for list in sections.values_mut() {
@@ -452,10 +516,11 @@ fn worker(args: &[String]) {
     let index: u64 = args[5].parse().expect("index");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async move {
-        let mut config = Config::new(url);
+        let mut config = Config::new(url.clone());
         config.watchdog_timeout = WATCHDOG;
         config.response_timeout = Duration::from_millis(500);
         config.when_unavailable = WhenUnavailable::KeepWaiting;
+        let raw = fault::resilient_raw_client(&url, Duration::from_secs(1)).await;
         let client = ferrisson::Client::new(config)
             .await
             .expect("the worker connects");
@@ -463,6 +528,7 @@ fn worker(args: &[String]) {
         let deadline = Instant::now() + duration;
         for task in 0..tasks {
             let client = client.clone();
+            let raw = raw.clone();
             let sender = sender.clone();
             tokio::spawn(async move {
                 let owner = Owner::new();
@@ -488,7 +554,27 @@ fn worker(args: &[String]) {
                     }
                     let asked = Instant::now();
                     let asked_us = now_us();
-                    let acquired = lock.try_lock_for(WAIT, None).await;
+                    let acquired = watch_acquire(
+                        lock.try_lock_for(WAIT, None),
+                        LIVENESS_BOUND,
+                        &client,
+                        &raw,
+                        &lock_name(lock_index),
+                    )
+                    .await;
+                    let acquired = match acquired {
+                        Ok(acquired) => acquired,
+                        Err(fault) => {
+                            let _ = sender.send(Record::Liveness {
+                                worker: index as usize,
+                                lock: lock_index,
+                                start: asked_us,
+                                at: now_us(),
+                                local: fault.local.to_string(),
+                            });
+                            continue;
+                        }
+                    };
                     let ms = asked.elapsed().as_millis() as u64;
                     let outcome = match &acquired {
                         Ok(ferrisson::Attempt::Acquired(_)) => "acquired",

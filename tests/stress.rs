@@ -73,7 +73,11 @@ async fn fresh_clients_never_leave_a_waiter_parked_on_a_free_lock() {
             client.shutdown().await;
         }
     }
-    assert_eq!(acquisitions, rounds * pairs * 5, "2 + 3 tasks, every pair done");
+    assert_eq!(
+        acquisitions,
+        rounds * pairs * 5,
+        "2 + 3 tasks, every pair done"
+    );
 }
 
 /// The local state names this client's holder, its parked waiters in arrival order and the

@@ -182,11 +182,14 @@ pub async fn hot_on(
     let release_started = Arc::new(AtomicU64::new(0));
     let acquisitions = Arc::new(AtomicU64::new(0));
     let window = Window::new(start, duration);
-    let handles = (0..tasks)
-        .map(|_| {
+    let waiting: Vec<_> = (0..tasks).map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let handles: Vec<_> = waiting
+        .iter()
+        .map(|waiting| {
             let lock = base.with_owner(Owner::new());
             let release_started = Arc::clone(&release_started);
             let acquisitions = Arc::clone(&acquisitions);
+            let waiting = Arc::clone(waiting);
             tokio::spawn(async move {
                 let mut worker = Worker::new();
                 loop {
@@ -195,7 +198,9 @@ pub async fn hot_on(
                         break;
                     }
                     let before = acquisitions.load(Ordering::SeqCst);
+                    waiting.store(window.nanos(started) + 1, Ordering::SeqCst);
                     let guard = lock.lock().await.map_err(err("lock"))?;
+                    waiting.store(0, Ordering::SeqCst);
                     let acquired = Instant::now();
                     let overtaken = acquisitions.fetch_add(1, Ordering::SeqCst) - before;
                     // Every acquire started in the window is recorded, also one that returns
@@ -226,7 +231,14 @@ pub async fn hot_on(
             })
         })
         .collect();
-    let workers = join_workers(handles).await?;
+    let aborts: Vec<_> = handles.iter().map(|h| h.abort_handle()).collect();
+    let workers = tokio::select! {
+        workers = join_workers(handles) => workers?,
+        fault = liveness_watch(client, name, window.epoch, &waiting) => {
+            aborts.iter().for_each(|abort| abort.abort());
+            return Err(fault);
+        }
+    };
     let mut acquire = measure::histogram();
     let mut handoff = measure::histogram();
     let mut overtaken = measure::histogram();
@@ -295,6 +307,50 @@ pub async fn hot_on(
             .collect(),
     };
     Ok((hot, extra))
+}
+
+/// How long an acquire of the hot loop waits before its lock is looked at (a hand-off takes
+/// well under a millisecond here; a lost wake-up waits for the 30 s lease).
+const LIVENESS_BOUND: Duration = Duration::from_secs(2);
+/// How long the lock must then stay free, the acquire still waiting, to count as a fault.
+const LIVENESS_RECHECK: Duration = Duration::from_millis(200);
+
+/// The hang detector of the hot loop (issue 24): returns, as the scenario's failure, the first
+/// acquire (by the nanoseconds since `epoch` + 1 at which it started, in `waiting`; 0: not
+/// waiting) that waited past [`LIVENESS_BOUND`] while its lock was free, seen free twice
+/// [`LIVENESS_RECHECK`] apart with the same acquire still waiting, with the client's local
+/// state read then. Never returns otherwise. Costs the loop one atomic store per acquire.
+async fn liveness_watch(
+    client: &Client,
+    name: &str,
+    epoch: Instant,
+    waiting: &[Arc<AtomicU64>],
+) -> String {
+    let free = || async {
+        client
+            .inspect(name)
+            .await
+            .is_ok_and(|info| !info.is_locked())
+    };
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        for waiting in waiting {
+            let since = waiting.load(Ordering::SeqCst);
+            let started = epoch + Duration::from_nanos(since.saturating_sub(1));
+            if since == 0 || started.elapsed() < LIVENESS_BOUND || !free().await {
+                continue;
+            }
+            tokio::time::sleep(LIVENESS_RECHECK).await;
+            if waiting.load(Ordering::SeqCst) == since && free().await {
+                return format!(
+                    "liveness fault: an acquire of `{name}` waited {:?} while the lock was free \
+                     (seen free twice, {LIVENESS_RECHECK:?} apart); the client's local state: {}",
+                    started.elapsed(),
+                    client.local_state(name)
+                );
+            }
+        }
+    }
 }
 
 /// Waiters spawned at a time while parking them.
