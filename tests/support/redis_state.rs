@@ -88,6 +88,27 @@ pub async fn wait_key_gone(raw: &RawClient, name: &str, within: Duration) {
     }
 }
 
+/// Waits until something reset the TTL of `key` (a watchdog renewal of a lock, say): polls
+/// `PTTL` until a reading is above the one before it, which a key left alone never shows.
+/// Panics if the key goes away or no reset comes within `within`.
+pub async fn wait_ttl_reset(raw: &RawClient, key: &str, within: Duration) {
+    let mut last = pttl(raw, key).await;
+    let deadline = Instant::now() + within;
+    loop {
+        assert!(last >= 0, "{key} has no TTL to reset (PTTL {last})");
+        sleep(POLL_INTERVAL).await;
+        let now = pttl(raw, key).await;
+        if now > last {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the TTL of {key} was not reset within {within:?} (PTTL {now} ms)"
+        );
+        last = now;
+    }
+}
+
 /// `PUBSUB NUMSUB channel`: how many connections subscribe to `channel`.
 pub async fn numsub(raw: &RawClient, channel: &str) -> i64 {
     let reply: Vec<Value> = raw
