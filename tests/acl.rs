@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 
 use ferrisson::{BackOff, Config, Error, LockKind, MultiLock, Owner, Primitive, RedLock};
 use fred::prelude::*;
-use support::redis_state::{channel_of, exists, wait_numsub};
+use support::redis_state::{channel_of, exists, wait_numsub, wait_ttl_reset};
 use support::{raw_client, RedisServer};
 use tokio::time::timeout;
 
@@ -87,34 +87,36 @@ async fn take_and_release(lock: ferrisson::Lock) {
     guard.unlock().await.expect("release");
 }
 
+/// The watchdog lease of `config_for`: short enough that holds are renewed within the tests (a
+/// third of it after they are taken), long enough that no acquire on a loaded machine comes
+/// near it. The tests wait for a renewal to show on the server ([`wait_ttl_reset`]) rather than
+/// sleeping past the lease.
+const LEASE: Duration = Duration::from_secs(3);
+
 fn config_for(server: &RedisServer, user: &str) -> Config {
     let mut config = Config::new(format!(
         "redis://{user}:{PASSWORD}@127.0.0.1:{}",
         server.port()
     ));
-    config.watchdog_timeout = Duration::from_millis(600);
+    config.watchdog_timeout = LEASE;
     config
 }
 
-/// Held by the tests that hold watchdog leases of under a second: run side by side on a loaded
-/// machine, an acquire can take longer than such a lease, which the client then rightly
-/// counts as lost.
-static SHORT_LEASES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_least_privilege_user_can_do_everything_ferrisson_does() {
-    let _alone = SHORT_LEASES.lock().await;
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     // A replica, so that synced writes (INFO replication, WAIT) run under the rule too.
     let port = server.port().to_string();
     let _replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
-    support::redis_state::wait_replication(&raw, "state=online").await;
+    support::redis_state::wait_replicas_streaming(&raw, 1).await;
     set_user(&raw, documented_rule("locker")).await;
     let _: Value = raw
         .custom(fred::cmd!("ACL"), vec!["LOG", "RESET"])
         .await
         .expect("ACL LOG RESET");
+    // The `WAIT`s counted at the end are the client's, not the readiness check's.
+    support::redis_state::reset_stats(&raw).await;
     let mut config = config_for(&server, "locker");
     config.synced_writes = ferrisson::SyncedWrites::Always;
     let holder_client = ferrisson::Client::new(config)
@@ -140,8 +142,8 @@ async fn the_documented_least_privilege_user_can_do_everything_ferrisson_does() 
         async move { take_and_release(lock).await }
     });
     wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
-    tokio::time::sleep(Duration::from_millis(900)).await; // past the 600 ms lease: renewed
-    assert!(!guard.is_lost());
+    wait_ttl_reset(&raw, name, LEASE).await;
+    assert!(!guard.is_lost(), "renewed");
     // Local waiters of the holder's client too (hand-off, giving way).
     let local = tokio::spawn({
         let lock = holder_client.lock(name).with_owner(Owner::new());
@@ -381,7 +383,8 @@ fn documented_confinement(user: &str) -> Vec<String> {
 }
 
 /// A server with user `user` under `rules` (applied in order), its ACL log reset, and two
-/// clients of that user (short watchdog leases, so that renewals happen within the test).
+/// clients of that user (watchdog leases of [`LEASE`], so that renewals happen within the
+/// test).
 struct Setup {
     _server: RedisServer,
     raw: fred::clients::Client,
@@ -424,6 +427,11 @@ impl Setup {
         wait_numsub(&self.raw, channel, 1, Duration::from_secs(5)).await;
     }
 
+    /// Waits until the watchdog renewed the lock `key` (its TTL was reset).
+    async fn renewed(&self, key: &str) {
+        wait_ttl_reset(&self.raw, key, LEASE).await;
+    }
+
     /// `inspect_as`'s count of a semaphore or latch.
     async fn count_as(&self, name: &str, primitive: Primitive) -> Option<i64> {
         let info = self.holder.inspect_as(name, primitive).await;
@@ -436,9 +444,6 @@ impl Setup {
         assert_eq!(acl_denials(&self.raw).await, Vec::<String>::new(), "denied");
     }
 }
-
-/// Past the 600 ms watchdog lease of `config_for`: a hold still there was renewed.
-const PAST_THE_LEASE: Duration = Duration::from_millis(900);
 
 /// Awaits a waiter task, within 5 s.
 async fn woken<T>(task: tokio::task::JoinHandle<T>, what: &str) -> T {
@@ -515,7 +520,7 @@ async fn use_reentrant(setup: &Setup, name: &str) {
     let waiter = setup.waiter.lock(name).with_owner(Owner::new());
     let waiter = waiter!(waiter.lock());
     setup.parked(&channel_of(name)).await;
-    tokio::time::sleep(PAST_THE_LEASE).await;
+    setup.renewed(name).await;
     assert!(!guard.is_lost(), "renewed");
     assert!(setup
         .holder
@@ -576,7 +581,7 @@ async fn use_fair(setup: &Setup, name: &str) {
         .parked(&fair_channel(&setup.waiter, name, second))
         .await;
     assert!(woken(gives_up, "the waiter that gives up").await, "gave up");
-    tokio::time::sleep(PAST_THE_LEASE).await;
+    setup.renewed(name).await;
     assert!(!guard.is_lost(), "renewed");
     let info = setup.holder.inspect(name).await.expect("inspect");
     assert_eq!(info.kind, LockKind::Fair);
@@ -597,7 +602,7 @@ async fn use_fenced(setup: &Setup, name: &str) {
     let waiter = setup.waiter.fenced_lock(name).with_owner(Owner::new());
     let waiter = waiter!(waiter.lock());
     setup.parked(&channel_of(name)).await;
-    tokio::time::sleep(PAST_THE_LEASE).await;
+    setup.renewed(name).await;
     assert!(!guard.is_lost(), "renewed");
     assert_eq!(lock.token().await.expect("token"), Some(again.token()));
     let info = setup.holder.inspect(name).await.expect("inspect");
@@ -615,7 +620,7 @@ async fn use_spin(setup: &Setup, name: &str) {
     let waiter = setup.waiter.spin_lock(name).with_owner(Owner::new());
     let waiter = waiter.with_backoff(backoff);
     let waiter = waiter!(waiter.lock());
-    tokio::time::sleep(PAST_THE_LEASE).await;
+    setup.renewed(name).await;
     assert!(!guard.is_lost(), "renewed");
     release_wake_and_force!(lock, [again, guard], waiter, "the spinning waiter");
 }
@@ -632,7 +637,7 @@ async fn use_non_reentrant(setup: &Setup, name: &str) {
         .with_owner(Owner::new());
     let waiter = waiter!(waiter.lock());
     setup.parked(&channel_of(name)).await;
-    tokio::time::sleep(PAST_THE_LEASE).await;
+    setup.renewed(name).await;
     assert!(!guard.is_lost(), "renewed");
     assert!(lock.is_held_by_current_owner().await.expect("held by"));
     release_wake_and_force!(lock, [guard], waiter, "the non-reentrant waiter");
@@ -649,7 +654,7 @@ async fn use_read_write(setup: &Setup, name: &str) {
     let waiter = other.write_lock();
     let waiter = waiter!(waiter.lock());
     setup.parked(&format!("redisson_rwlock:{{{name}}}")).await;
-    tokio::time::sleep(PAST_THE_LEASE).await;
+    setup.renewed(name).await;
     assert!(!read.is_lost(), "renewed");
     let info = setup.holder.inspect(name).await.expect("inspect");
     assert!(matches!(info.kind, LockKind::ReadWrite { .. }), "{info:?}");
@@ -673,7 +678,12 @@ async fn use_multi(setup: &Setup, name: &str) {
     let waiter = MultiLock::new(parts(&setup.waiter)).expect("MultiLock");
     let waiter = waiter.with_owner(Owner::new());
     let waiter = waiter!(waiter.lock());
-    tokio::time::sleep(PAST_THE_LEASE).await;
+    let (a, b, c) = (
+        format!("{name}:a"),
+        format!("{name}:b"),
+        format!("{name}:c"),
+    );
+    tokio::join!(setup.renewed(&a), setup.renewed(&b), setup.renewed(&c));
     assert!(!guard.is_lost(), "renewed");
     assert!(multi.is_held_by_current_owner().await.expect("held by"));
     guard.unlock().await.expect("release");
@@ -774,7 +784,6 @@ async fn use_latch(setup: &Setup, name: &str) {
 /// Every primitive of the family works as the documented user, with no denial in `ACL LOG`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_least_privilege_user_can_use_every_primitive() {
-    let _alone = SHORT_LEASES.lock().await;
     let setup = Setup::start("family", vec![documented_rule("family")]).await;
     use_every_primitive(&setup, "acl:").await;
     setup.shutdown_and_assert_nothing_denied().await;
@@ -784,7 +793,6 @@ async fn the_documented_least_privilege_user_can_use_every_primitive() {
 /// denial; a name outside gets a clear typed error and nothing is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_confined_to_its_names_can_use_every_primitive_on_them_only() {
-    let _alone = SHORT_LEASES.lock().await;
     let rules = vec![documented_rule("orders"), documented_confinement("orders")];
     let setup = Setup::start("orders", rules).await;
     use_every_primitive(&setup, "orders:").await;

@@ -12,7 +12,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use ferrisson::{Config, Error, Owner};
-use support::redis_state::{hgetall, wait_key_gone};
+use support::fault::{FaultProxy, ProxyMode};
+use support::redis_state::{exists, hgetall, wait_key_gone, wait_ttl_reset};
 use support::{connect_with, lost_within, raw_client, timed_config, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_millis(1500);
@@ -229,4 +230,49 @@ async fn a_force_unlock_before_the_subscription_is_caught() {
     tokio::time::timeout(Duration::from_secs(3), lost)
         .await
         .expect("lost() fires within a grid tick and a round trip");
+}
+
+/// An acquire answered after its watchdog lease would have ended (here a slow link; in the
+/// wild a synced write whose `WAIT` took that long): the server may have dropped the hold
+/// before the reply came, and here it has. The owner's next acquire takes the lock afresh
+/// (the script's reply cannot tell that from a re-entry), so it is one hold, not a second one
+/// on top of a lease that can no longer be proven: the old guard stays lost and cannot release
+/// the new hold, and the new hold is renewed, not given up with the old lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentry_after_the_lease_ran_out_unseen_is_a_fresh_hold() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let link = FaultProxy::start(server.port()).await;
+    let client = connect_with(timed_config(link.url(), WATCHDOG, Duration::from_secs(30))).await;
+    let name = "loss:late-reply";
+    let lock = client.lock(name).with_owner(Owner::new());
+
+    // Each way takes longer than the lease: the script runs half-way through the round trip
+    // and the lease it set ends before the reply is back. Slower only widens the gap.
+    let one_way = WATCHDOG + Duration::from_millis(500);
+    link.set_mode(ProxyMode::Delay(one_way));
+    let guard = lock.lock().await.expect("lock");
+    link.set_mode(ProxyMode::Pass);
+    assert!(guard.acquisition().waited >= 2 * one_way);
+    assert!(guard.is_lost(), "its lease ended before the reply came");
+    assert_eq!(exists(&raw, name).await, 0, "the server dropped the hold");
+
+    let again = guard.reenter().await.expect("lock again");
+    assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
+    assert!(
+        guard.is_lost(),
+        "the new hold does not revive the lost lease"
+    );
+    assert!(!again.is_lost());
+    let err = guard
+        .unlock()
+        .await
+        .expect_err("the lost hold has nothing to release");
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
+    assert_eq!(lock.hold_count().await.expect("hold_count"), 1, "untouched");
+    wait_ttl_reset(&raw, name, WATCHDOG).await;
+    assert!(!again.is_lost(), "renewed");
+    assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
+    again.unlock().await.expect("unlock");
+    assert_eq!(exists(&raw, name).await, 0, "released for good");
 }

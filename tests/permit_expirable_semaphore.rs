@@ -595,16 +595,15 @@ async fn an_acquisition_no_replica_acknowledged_gives_its_permit_back() {
     let master = RedisServer::start();
     let link = FaultProxy::start(master.port()).await;
     let port = link.port().to_string();
-    let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
-    let on_replica = raw_client(&replica.url()).await;
-    support::redis_state::wait_replication(&on_replica, "master_link_status:up").await;
+    let _replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
+    let raw = raw_client(&master.url()).await;
+    support::redis_state::wait_replicas_streaming(&raw, 1).await;
     let mut config = ferrisson::Config::new(master.url());
     config.synced_writes = ferrisson::SyncedWrites::Always;
     // Long enough for an online replica to acknowledge on a loaded machine; the paused one
     // makes the second acquire wait it out.
     config.replica_sync_timeout = Duration::from_millis(1500);
     let client = support::connect_with(config).await;
-    let raw = raw_client(&master.url()).await;
     let formats = [PermitIdFormat::Raw, PermitIdFormat::Hex];
     let semaphores: Vec<_> = formats
         .iter()

@@ -29,8 +29,9 @@ impl Replicated {
         let link = FaultProxy::start(master.port()).await;
         let port = link.port().to_string();
         let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
-        let raw = raw_client(&replica.url()).await;
-        support::redis_state::wait_replication(&raw, "master_link_status:up").await;
+        // Acknowledging writes, not merely linked up: see `wait_replicas_streaming`.
+        let raw = raw_client(&master.url()).await;
+        support::redis_state::wait_replicas_streaming(&raw, 1).await;
         Replicated {
             master,
             replica,

@@ -119,8 +119,23 @@ pub(crate) struct LeaseTable {
 impl LeaseTable {
     /// Records a successful acquisition, whose script was sent at `sent_at`, and returns its
     /// ticket and whether it re-entered holds of the same field (a reentrant acquisition).
+    ///
+    /// Holds of the field whose watchdog lease ended before this reply (their renewal was not
+    /// confirmed in time, or the acquire that took them was answered after its lease, as a
+    /// synced write whose `WAIT` took that long is) are not re-entered: the server may have
+    /// dropped them before this script ran, which then took the lock afresh, and its reply
+    /// cannot tell. They are marked lost here (their field in doubt, so the reconciler brings
+    /// the server down to the new hold should they have survived), and this hold starts a new
+    /// entry. Counted as a re-entry, it would revive their lease, let their guards release it,
+    /// and be given up with them when the watchdog finds their lease over.
     pub(crate) fn acquired(&self, key: &HoldKey, lease: Lease, sent_at: Instant) -> (Ticket, bool) {
+        let now = Instant::now();
         let mut entries = self.entries.lock();
+        let lapsed = entries
+            .get_mut(key)
+            .filter(|entry| !entry.lost && entry.watchdog_holds > 0 && now >= entry.renewed_until)
+            .map(|entry| self.lose(key, entry, Proof::Clock))
+            .is_some();
         let mut reentered = true;
         let entry = match entries.get_mut(key) {
             // Holds whose lease was lost no longer exist on the server: start afresh.
@@ -167,6 +182,10 @@ impl LeaseTable {
             generation: entry.generation,
             lease,
         };
+        drop(entries);
+        if lapsed {
+            self.doubts.mark(key);
+        }
         (ticket, reentered)
     }
 
@@ -353,6 +372,17 @@ impl LeaseTable {
         if entry.generation != generation || entry.lost {
             return;
         }
+        self.lose(key, entry, proof);
+        drop(entries);
+        if proof == Proof::Clock {
+            self.doubts.mark(key);
+        }
+    }
+
+    /// Marks `entry`, the holds of `key`, lost (under the `entries` lock): logged, counted,
+    /// out of the held-locks gauge, its guards told. The caller puts the field in doubt after
+    /// releasing the lock when the loss is by the clock.
+    fn lose(&self, key: &HoldKey, entry: &mut HoldEntry, proof: Proof) {
         match proof {
             Proof::Server => {
                 tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner");
@@ -367,10 +397,6 @@ impl LeaseTable {
         self.held.sub(entry.holds);
         if let Some(token) = &entry.lost_token {
             token.cancel();
-        }
-        drop(entries);
-        if proof == Proof::Clock {
-            self.doubts.mark(key);
         }
     }
 }

@@ -88,6 +88,27 @@ pub async fn wait_key_gone(raw: &RawClient, name: &str, within: Duration) {
     }
 }
 
+/// Waits until something reset the TTL of `key` (a watchdog renewal of a lock, say): polls
+/// `PTTL` until a reading is above the one before it, which a key left alone never shows.
+/// Panics if the key goes away or no reset comes within `within`.
+pub async fn wait_ttl_reset(raw: &RawClient, key: &str, within: Duration) {
+    let mut last = pttl(raw, key).await;
+    let deadline = Instant::now() + within;
+    loop {
+        assert!(last >= 0, "{key} has no TTL to reset (PTTL {last})");
+        sleep(POLL_INTERVAL).await;
+        let now = pttl(raw, key).await;
+        if now > last {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the TTL of {key} was not reset within {within:?} (PTTL {now} ms)"
+        );
+        last = now;
+    }
+}
+
 /// `PUBSUB NUMSUB channel`: how many connections subscribe to `channel`.
 pub async fn numsub(raw: &RawClient, channel: &str) -> i64 {
     let reply: Vec<Value> = raw
@@ -130,6 +151,38 @@ pub async fn wait_replication(raw: &RawClient, needle: &str) {
     .await;
     if let Err(info) = polled {
         panic!("INFO replication did not show {needle} within 10 s:\n{info}");
+    }
+}
+
+/// Waits until `replicas` replicas of `raw`'s server acknowledge a write of `raw`'s, panicking
+/// after 10 s: from then on a `WAIT` after a write is answered within a round trip of the
+/// replicas. `state=online` in the master's `INFO replication` (or `master_link_status:up` on
+/// the replica) comes earlier: after a diskless full sync (Redis 7's default) the master counts
+/// the replica online, in `connected_slaves` too, once it has reaped the RDB child, but streams
+/// commands to it only from the replica's next `REPLCONF ACK`. The replica sends its first one
+/// right after loading the RDB; when that one arrives before the child was reaped (the master's
+/// cron does it, up to 100 ms later), the stream waits for the periodic one, up to a second
+/// later, and so does every `WAIT` meanwhile (887 ms once in 20 runs here). Leaves no key
+/// behind.
+pub async fn wait_replicas_streaming(raw: &RawClient, replicas: i64) {
+    let probe = "support:replication-probe";
+    let acked = poll_until(
+        Duration::from_secs(10),
+        POLL_INTERVAL,
+        || async {
+            let _: i64 = raw.incr(probe).await.expect("INCR");
+            let acked: i64 = raw
+                .custom(cmd!("WAIT"), vec![replicas, 100])
+                .await
+                .expect("WAIT");
+            acked
+        },
+        |acked| *acked >= replicas,
+    )
+    .await;
+    let _: i64 = raw.del(probe).await.expect("DEL");
+    if let Err(acked) = acked {
+        panic!("{acked} of {replicas} replicas acknowledged a write within 10 s");
     }
 }
 
