@@ -229,7 +229,7 @@ impl Client {
     /// println!("{}", client.local_state("orders:42"));
     /// # }
     /// ```
-    pub fn local_state(&self, name: &str) -> crate::LocalState {
+    pub fn local_state(&self, name: &str) -> crate::kit::LocalState {
         self.inner.client.local_state(name)
     }
 
