@@ -26,6 +26,9 @@
 //!
 //! With `--bypass`, one task of each worker sometimes enters the section without the lock; the
 //! checker must then report overlaps (outside the pause class), which shows that it can fail.
+//! With `--silent`, one task of each worker sometimes frees its lock with a bare `DEL`, which
+//! publishes nothing; the hang detector must then report waiters parked on the free lock
+//! (liveness faults), which shows that it can fail.
 
 mod support;
 
@@ -53,6 +56,9 @@ const LIVENESS_BOUND: Duration = Duration::from_millis(700);
 /// How long after a fault ends its effects may still excuse a waiter parked on a free lock (a
 /// killed subscriber reconnects and then wakes every waiter; a restarted server reloads).
 const RECOVERY: Duration = Duration::from_millis(1500);
+/// The lease of the `--silent` self-check's silently freed locks: longer than any wait, so that
+/// their waiters' TTL bound does not end their wait first.
+const SILENT_LEASE: Duration = Duration::from_secs(5);
 /// The fault-free end of every run: waits there are judged by the hang detector.
 const QUIET: Duration = Duration::from_millis(2500);
 
@@ -63,6 +69,7 @@ struct Options {
     tasks: usize,
     locks: usize,
     bypass: bool,
+    silent: bool,
 }
 
 /// One line of a worker's report.
@@ -154,16 +161,23 @@ fn main() {
         tasks: value("--tasks").map_or(3, |n| n.parse().expect("--tasks N")),
         locks: value("--locks").map_or(2, |n| n.parse().expect("--locks N")),
         bypass: args.iter().any(|arg| arg == "--bypass"),
+        silent: args.iter().any(|arg| arg == "--silent"),
     };
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let mut failed = 0;
     let mut passed = 0;
     let mut runs = vec![options.clone()];
-    if !long && !options.bypass {
-        // The self-check: the same checker must catch a lock that is bypassed.
+    if !long && !options.bypass && !options.silent {
+        // The self-checks: the same checker must catch a lock that is bypassed, and waiters
+        // left parked on a lock freed without a message.
         runs.push(Options {
             duration: Duration::from_secs(3),
             bypass: true,
+            ..options.clone()
+        });
+        runs.push(Options {
+            duration: Duration::from_secs(3),
+            silent: true,
             ..options
         });
     }
@@ -172,6 +186,8 @@ fn main() {
         println!("{}", report.summary());
         let ok = if run.bypass {
             report.violations > 0
+        } else if run.silent {
+            report.liveness > 0
         } else {
             report.violations == 0 && report.hung == 0 && report.liveness == 0 && report.leaked == 0
         };
@@ -183,6 +199,8 @@ fn main() {
                 "soak{}: FAILED",
                 if run.bypass {
                     " --bypass (the checker missed the bypassed sections)"
+                } else if run.silent {
+                    " --silent (the hang detector missed the waiters of silently freed locks)"
                 } else {
                     ""
                 }
@@ -215,6 +233,7 @@ struct Report {
     liveness_excused: usize,
     leaked: usize,
     bypass: bool,
+    silent: bool,
 }
 
 impl Report {
@@ -226,7 +245,11 @@ impl Report {
             .collect();
         format!(
             "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, longest window {} ms) hung={} (longest wait {} ms, outside frozen workers) liveness faults={} (flagged within a fault's reach, not judged: {}) leaked={}{}",
-            if self.bypass { " --bypass" } else { "" },
+            match (self.bypass, self.silent) {
+                (true, _) => " --bypass",
+                (_, true) => " --silent",
+                _ => "",
+            },
             self.acquisitions,
             self.busy,
             self.errors,
@@ -271,7 +294,11 @@ async fn drive(options: &Options) -> Report {
                     &options.duration.as_millis().to_string(),
                     &options.tasks.to_string(),
                     &options.locks.to_string(),
-                    if options.bypass { "bypass" } else { "locked" },
+                    match (options.bypass, options.silent) {
+                        (true, _) => "bypass",
+                        (_, true) => "silent",
+                        _ => "locked",
+                    },
                     &index.to_string(),
                 ])
                 .stdout(Stdio::piped())
@@ -292,6 +319,7 @@ async fn drive(options: &Options) -> Report {
 
     let mut report = Report {
         bypass: options.bypass,
+        silent: options.silent,
         ..Report::default()
     };
     // The driver's own client must outlive the faults it causes.
@@ -506,13 +534,14 @@ fn check(
     }
 }
 
-/// A worker process: `--worker URL DURATION_MS TASKS LOCKS locked|bypass INDEX`.
+/// A worker process: `--worker URL DURATION_MS TASKS LOCKS locked|bypass|silent INDEX`.
 fn worker(args: &[String]) {
     let url = args[0].clone();
     let duration = Duration::from_millis(args[1].parse().expect("duration"));
     let tasks: usize = args[2].parse().expect("tasks");
     let locks: usize = args[3].parse().expect("locks");
     let bypass = args[4] == "bypass";
+    let silent = args[4] == "silent";
     let index: u64 = args[5].parse().expect("index");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async move {
@@ -552,10 +581,14 @@ fn worker(args: &[String]) {
                         });
                         continue;
                     }
+                    // The silent task takes every third lock with a long lease and frees it
+                    // with a bare DEL, which publishes nothing: its waiters stay parked.
+                    let silent_round = silent && task == 0 && round % 3 == 0;
+                    let lease = silent_round.then_some(SILENT_LEASE);
                     let asked = Instant::now();
                     let asked_us = now_us();
                     let acquired = watch_acquire(
-                        lock.try_lock_for(WAIT, None),
+                        lock.try_lock_for(WAIT, lease),
                         LIVENESS_BOUND,
                         &client,
                         &raw,
@@ -592,7 +625,9 @@ fn worker(args: &[String]) {
                         continue;
                     };
                     let start = now_us();
-                    tokio::time::sleep(Duration::from_millis(rng.u64(1..15))).await;
+                    // Long enough for every other task to be parked on the lock.
+                    let hold = if silent_round { 300..400 } else { 1..15 };
+                    tokio::time::sleep(Duration::from_millis(rng.u64(hold))).await;
                     let lost = guard.is_lost();
                     let end = now_us();
                     let _ = sender.send(Record::Section {
@@ -603,6 +638,14 @@ fn worker(args: &[String]) {
                         lost,
                         bypass: false,
                     });
+                    if silent_round {
+                        let _: Result<i64, _> = raw.del(lock_name(lock_index)).await;
+                        // No release at all: one would hand the lock to a local waiter.
+                        guard.detach();
+                        // Let the waiters park on the free lock, unwoken.
+                        tokio::time::sleep(LIVENESS_BOUND * 2).await;
+                        continue;
+                    }
                     let _ = guard.unlock().await;
                 }
             });
