@@ -14,8 +14,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Errors are grouped by what the caller can do about them: fix the call
 /// ([`InvalidArgument`](Error::InvalidArgument)), fix the data
 /// ([`WrongType`](Error::WrongType)), fix the program's locking logic
-/// ([`NotHeld`](Error::NotHeld)), notice that the protection ended early
-/// ([`LeaseLost`](Error::LeaseLost)), or retry later ([`Unavailable`](Error::Unavailable),
+/// ([`NotHeld`](Error::NotHeld)), notice that the protection ended early or cannot be shown to
+/// have lasted ([`LeaseLost`](Error::LeaseLost), [`ReleaseUnknown`](Error::ReleaseUnknown)), or
+/// retry later ([`Unavailable`](Error::Unavailable),
 /// [`Timeout`](Error::Timeout)).
 ///
 /// ```
@@ -45,15 +46,60 @@ pub enum Error {
     },
 
     /// A guard's hold had been lost before its release: its lease ran out, or the lock was
-    /// deleted, force-unlocked or taken over, so nothing was released. The work the guard
-    /// protected may have overlapped another holder's; [`LockGuard::lost`](crate::LockGuard::lost)
-    /// tells it while the work runs.
+    /// deleted, force-unlocked or taken over. The work the guard protected may have overlapped
+    /// another holder's; [`LockGuard::lost`](crate::LockGuard::lost) tells it while the work
+    /// runs.
+    ///
+    /// A guard's release answers with it whenever the guard already counted its hold lost
+    /// ([`LockGuard::is_lost`](crate::LockGuard::is_lost) was true when the release began: the
+    /// lease's proven end had passed), even if the server still kept the hold: the release then
+    /// frees what the server kept, but never reports `Ok`, so that `unlock` agrees with
+    /// [`lost`](crate::LockGuard::lost). One exception: a fixed-lease hold whose holder field
+    /// was acquired again (a re-entry, which resets the key's TTL to its own lease) is judged
+    /// by the server's reply, since its own lease end no longer says when the key expires.
     #[error(
         "lock `{name}` was lost before this release (its lease ran out or the key was deleted)"
     )]
     LeaseLost {
         /// The lock's name.
         name: String,
+    },
+
+    /// A release whose outcome is unknown: it failed after it may have reached Redis (the
+    /// connection failed or the reply timed out: `cause`), or it was left to the client's
+    /// settling of an earlier call of unknown outcome on the same holder field (`cause` is
+    /// `None`). Whether the hold lasted until the release cannot be told, so this is never
+    /// reported as `Ok`: treat the work the hold protected as unprotected.
+    ///
+    /// `may_remain` says whether the hold may still be on the server:
+    /// * `true` for what `unlock` returns at once: the release may not have run. A lock's hold
+    ///   then stays until its lease ends (a watchdog lease is no longer renewed), or until the
+    ///   client takes it back once Redis answers (the holder field is settled, see
+    ///   `docs/architecture.md`), whichever comes first. A [`Semaphore`](crate::Semaphore)'s
+    ///   permits have no lease and are not settled: they may stay taken until released again
+    ///   (which would give them back twice if the first release did run). A
+    ///   [`Permit`](crate::Permit) comes back at its lease's end, if it has one.
+    /// * `false` once the client settled the field and found nothing of the hold on the server
+    ///   ([`LockGuard::unlock_settled`](crate::LockGuard::unlock_settled)): the lock is not held
+    ///   by it any more, but the release may have run or the hold may have been lost before it.
+    ///
+    /// ```
+    /// use ferrisson::Error;
+    ///
+    /// let err = Error::ReleaseUnknown { name: "orders:42".into(), may_remain: true, cause: None };
+    /// assert!(!err.is_transient());
+    /// assert!(err.to_string().contains("may stay on the server until its lease ends"));
+    /// ```
+    #[error("{}", release_unknown(name, *may_remain, cause.as_deref()))]
+    ReleaseUnknown {
+        /// The lock's (or semaphore's) name.
+        name: String,
+        /// Whether the hold may still be on the server (see above).
+        may_remain: bool,
+        /// What made the outcome unknown ([`Error::Unavailable`], [`Error::Timeout`]); `None`
+        /// when the release was left to the settling of an earlier call of unknown outcome.
+        #[source]
+        cause: Option<Box<Error>>,
     },
 
     /// The key exists but is not a lock (e.g. a string or a list): the lock is left untouched.
@@ -82,7 +128,9 @@ pub enum Error {
     ///
     /// When this comes from an operation that changes a lock, its outcome on the server is
     /// unknown; ferrisson never re-sends such an operation, and once Redis answers again it
-    /// takes back whatever the call may have taken (the hold is settled, never adopted).
+    /// takes back whatever the call may have taken (the hold is settled, never adopted). A
+    /// release of unknown outcome is reported as [`Error::ReleaseUnknown`] instead, with this
+    /// as its cause.
     #[error("redis is unavailable: {}", readable(.0))]
     Unavailable(#[source] fred::error::Error),
 
@@ -173,6 +221,21 @@ impl Error {
             _ => Error::Redis(err),
         }
     }
+}
+
+/// [`Error::ReleaseUnknown`]'s message.
+fn release_unknown(name: &str, may_remain: bool, cause: Option<&Error>) -> String {
+    let why = match cause {
+        Some(cause) => format!("({cause})"),
+        None => "(left to the settling of an earlier call of unknown outcome)".to_owned(),
+    };
+    let then = if may_remain {
+        "it may not have run, so the hold may stay on the server until its lease ends"
+    } else {
+        "the hold is no longer on the server, but it cannot be shown to have lasted until the \
+         release"
+    };
+    format!("the release of `{name}` has an unknown outcome {why}: {then}")
 }
 
 /// fred's error as one readable line: its details without fred's kind label (`IO Error: `), and

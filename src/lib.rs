@@ -204,6 +204,7 @@
 //! | [`Error::NotHeld`] | releasing what this owner does not hold | fix the locking logic |
 //! | [`Error::AlreadyHeld`] | the holder of a non-reentrant lock asked for it again | fix the locking logic (or use [`Lock`]) |
 //! | [`Error::LeaseLost`] | a guard's hold was lost before its release | the work may have overlapped; watch [`LockGuard::lost`] |
+//! | [`Error::ReleaseUnknown`] | a release's outcome is unknown (its reply was lost); never `Ok` | count the work as unprotected; [`LockGuard::unlock_settled`] settles it first |
 //! | [`Error::UpgradeRefused`] | a read holder waits for the write lock of the same read-write lock | release the read holds first |
 //! | [`Error::WrongType`] | the key holds something else than a lock | fix the data or the name |
 //! | [`Error::InvalidArgument`] | a bad lease, wait, name, URL or setting, rejected before sending | fix the call |

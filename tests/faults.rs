@@ -240,7 +240,12 @@ async fn killed_command_connections_leave_no_overlap_and_nothing_locked() {
                         Ok(ferrisson::Attempt::Acquired(guard)) => {
                             exclusion.section(Duration::from_millis(3)).await;
                             if let Err(err) = guard.unlock().await {
-                                assert!(err.is_transient(), "release: {err:?}");
+                                // A release cut off by the kill has an unknown outcome.
+                                assert!(
+                                    matches!(&err, Error::ReleaseUnknown { cause: Some(cause), .. }
+                                        if cause.is_transient()),
+                                    "release: {err:?}"
+                                );
                                 errors.fetch_add(1, Ordering::SeqCst);
                             }
                         }

@@ -276,3 +276,292 @@ async fn a_reentry_after_the_lease_ran_out_unseen_is_a_fresh_hold() {
     again.unlock().await.expect("unlock");
     assert_eq!(exists(&raw, name).await, 0, "released for good");
 }
+
+// Releases of unknown outcome (issue 24) -------------------------------------------------------
+
+/// Whether `result` is `Error::ReleaseUnknown` with `may_remain` and a cause that `cause`
+/// accepts.
+fn release_unknown(
+    result: &ferrisson::Result<()>,
+    may_remain: bool,
+    cause: impl Fn(Option<&Error>) -> bool,
+) -> bool {
+    matches!(result, Err(Error::ReleaseUnknown { may_remain: m, cause: c, .. })
+        if *m == may_remain && cause(c.as_deref()))
+}
+
+/// A client whose connections go through `proxy`, with a `watchdog` lease and a short response
+/// timeout, so that a blackholed call times out at once.
+async fn behind(proxy: &FaultProxy, watchdog: Duration) -> ferrisson::Client {
+    connect_with(timed_config(
+        proxy.url(),
+        watchdog,
+        Duration::from_millis(300),
+    ))
+    .await
+}
+
+/// An unlock whose reply is lost (the proxy forwards nothing, the reply times out) may or may
+/// not have run: it is `Error::ReleaseUnknown`, with the hold possibly still on the server,
+/// not `Ok` (and not a bare `Timeout`, which reads as "retry"). Once Redis answers, the client
+/// settles the field: the lock is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_whose_reply_is_lost_is_release_unknown() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let proxy = FaultProxy::start(server.port()).await;
+    // A lease far beyond the test, so that only the settling frees the lock in time.
+    let client = behind(&proxy, Duration::from_secs(10)).await;
+    let name = "loss:unknown:reply";
+    let guard = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("lock");
+    proxy.set_mode(ProxyMode::Blackhole);
+    let unlocked = guard.unlock().await;
+    assert!(
+        release_unknown(&unlocked, true, |cause| matches!(
+            cause,
+            Some(Error::Timeout(_))
+        )),
+        "got {unlocked:?}"
+    );
+    let text = unlocked.expect_err("unknown").to_string();
+    assert!(
+        text.contains(name) && text.contains("unknown outcome"),
+        "{text}"
+    );
+    proxy.set_mode(ProxyMode::Pass);
+    proxy.reset_all();
+    wait_key_gone(&raw, name, Duration::from_secs(3)).await;
+}
+
+/// A release of a holder field that is in doubt (here: a re-entry whose reply was lost) is not
+/// sent: the client's settling does its work. Its outcome is unknown until then, so it is
+/// `Error::ReleaseUnknown` (without a cause of its own), never `Ok` (what it was before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_left_to_the_settling_of_its_field_is_release_unknown_not_ok() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let proxy = FaultProxy::start(server.port()).await;
+    let client = behind(&proxy, Duration::from_secs(10)).await;
+    let name = "loss:unknown:left";
+    let lock = client.lock(name).with_owner(Owner::new());
+    let guard = lock.lock().await.expect("lock");
+    proxy.set_mode(ProxyMode::Blackhole);
+    let again = lock.try_lock().await.map(|attempt| attempt.is_acquired());
+    assert!(matches!(again, Err(Error::Timeout(_))), "got {again:?}");
+    // The field is in doubt now; Redis is still out of reach.
+    let unlocked = guard.unlock().await;
+    assert!(
+        release_unknown(&unlocked, true, |cause| cause.is_none()),
+        "got {unlocked:?}"
+    );
+    proxy.set_mode(ProxyMode::Pass);
+    proxy.reset_all();
+    // The settling brings the field down to what the client holds: nothing.
+    wait_key_gone(&raw, name, Duration::from_secs(3)).await;
+}
+
+/// `unlock_settled` waits for the settling of a release whose reply was lost: the release
+/// never reached Redis (the proxy dropped it), so the settling finds the hold still there,
+/// which proves that it lasted, and takes it back: `Ok`, and the lock is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_settled_proves_a_hold_the_server_still_had() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let proxy = FaultProxy::start(server.port()).await;
+    let client = behind(&proxy, Duration::from_secs(5)).await;
+    let name = "loss:settled:kept";
+    let guard = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("lock");
+    proxy.set_mode(ProxyMode::Blackhole);
+    let unlock = tokio::spawn(guard.unlock_settled());
+    // The release times out (300 ms) and waits for the settling, which waits for Redis.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        !unlock.is_finished(),
+        "unlock_settled waits for the settling"
+    );
+    assert_eq!(
+        hgetall(&raw, name).await.len(),
+        1,
+        "the hold is still there"
+    );
+    proxy.set_mode(ProxyMode::Pass);
+    proxy.reset_all();
+    let unlocked = tokio::time::timeout(Duration::from_secs(4), unlock)
+        .await
+        .expect("settled within the lease")
+        .expect("the unlock task");
+    assert!(unlocked.is_ok(), "got {unlocked:?}");
+    assert_eq!(support::redis_state::exists(&raw, name).await, 0);
+}
+
+/// The issue's scenario in the library: Redis is killed while a hold is held and comes back
+/// empty; the holder's release fails at once ("Connection closed unexpectedly"), and another
+/// owner takes the lock. Settling, the client finds nothing of the hold on the server: nothing
+/// shows that it lasted, so `unlock_settled` says `ReleaseUnknown` with `may_remain: false`,
+/// and the other owner's hold is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_settled_after_a_restart_without_persistence_is_release_unknown() {
+    let mut server = RedisServer::start();
+    let client = connect_with(timed_config(
+        server.url(),
+        Duration::from_secs(10),
+        Duration::from_secs(2),
+    ))
+    .await;
+    let name = "loss:settled:restarted";
+    let guard = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("lock");
+    server.kill();
+    // Long enough for the client to see its connections closed: the release fails at once.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let unlock = tokio::spawn(guard.unlock_settled());
+    server.restart();
+    let raw = raw_client(&server.url()).await;
+    let other = connect_with(Config::new(server.url())).await;
+    let taken = other
+        .lock(name)
+        .with_owner(Owner::new())
+        .try_lock()
+        .await
+        .expect("try_lock")
+        .acquired()
+        .expect("the restarted server is empty: another owner takes the lock");
+    let unlocked = tokio::time::timeout(Duration::from_secs(8), unlock)
+        .await
+        .expect("settled within the lease")
+        .expect("the unlock task");
+    assert!(
+        release_unknown(&unlocked, false, |cause| matches!(
+            cause,
+            Some(Error::Unavailable(_))
+        )),
+        "got {unlocked:?}"
+    );
+    assert_eq!(
+        hgetall(&raw, name).await.keys().collect::<Vec<_>>(),
+        [taken.holder_field()],
+        "the other owner's hold is untouched"
+    );
+    taken.unlock().await.expect("the other owner releases");
+}
+
+/// `unlock_settled` is bounded by the hold's proven lease end: a release that gets no answer
+/// (Redis out of reach, a response timeout far beyond the lease) is given up there, as
+/// `ReleaseUnknown` with the hold possibly still on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_settled_gives_up_at_the_proven_lease_end() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).await;
+    let client = connect_with(timed_config(proxy.url(), WATCHDOG, Duration::from_secs(10))).await;
+    let name = "loss:settled:bounded";
+    let guard = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("lock");
+    proxy.set_mode(ProxyMode::Blackhole);
+    let asked = Instant::now();
+    let unlocked = guard.unlock_settled().await;
+    let took = asked.elapsed();
+    assert!(
+        took <= WATCHDOG + Duration::from_millis(300),
+        "unlock_settled took {took:?}, past the lease ({WATCHDOG:?})"
+    );
+    assert!(
+        release_unknown(&unlocked, true, |cause| matches!(
+            cause,
+            Some(Error::Timeout(_))
+        )),
+        "got {unlocked:?}"
+    );
+}
+
+/// A guard whose fixed lease has passed its proven end (measured from when the acquire was
+/// sent) reports the loss at its release, also when the server still kept the hold a little
+/// longer (its TTL started when the delayed acquire reached it): the release frees what the
+/// server kept, but says `LeaseLost`, as `is_lost` and `lost` do, never `Ok`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_past_the_proven_lease_end_is_lease_lost_even_if_the_server_kept_the_hold() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let proxy = FaultProxy::start(server.port()).await;
+    let client = connect_with(timed_config(proxy.url(), WATCHDOG, Duration::from_secs(10))).await;
+    let name = "loss:past-the-end";
+    let lease = Duration::from_millis(2500);
+    // The acquire reaches Redis 800 ms after it was sent: the server's TTL ends that much later
+    // than the lease the client can prove.
+    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(800)));
+    let guard = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock_with_lease(lease)
+        .await
+        .expect("lock");
+    proxy.set_mode(ProxyMode::Pass);
+    let lost = tokio::time::timeout(lease, guard.lost()).await;
+    assert!(lost.is_ok(), "lost() fires at the proven end of the lease");
+    assert!(guard.is_lost());
+    let left = support::redis_state::pttl(&raw, name).await;
+    assert!(
+        left > 100,
+        "the server still keeps the hold ({left} ms left)"
+    );
+    let unlocked = guard.unlock().await;
+    assert!(
+        matches!(unlocked, Err(Error::LeaseLost { .. })),
+        "got {unlocked:?}"
+    );
+    assert_eq!(
+        support::redis_state::exists(&raw, name).await,
+        0,
+        "what the server kept is released all the same"
+    );
+}
+
+/// The other side of the rule above: a re-entry resets the key's TTL to its own lease, so the
+/// first hold's own (shorter) lease end says nothing about the key any more (its `is_lost` may
+/// turn true at it), and its release trusts the server: `Ok`, also through `unlock_settled`,
+/// whose bound is then the latest end the field was given, not the first hold's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_lease_a_re_entry_extended_releases_ok_after_its_own_end() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let proxy = FaultProxy::start(server.port()).await;
+    let client = connect_with(Config::new(proxy.url())).await;
+    let name = "loss:re-armed";
+    let lock = client.lock(name).with_owner(Owner::new());
+    let first = lock
+        .lock_with_lease(Duration::from_millis(500))
+        .await
+        .expect("lock");
+    let again = lock
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .expect("re-enter with a longer lease");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        support::redis_state::pttl(&raw, name).await > 50_000,
+        "the re-entry set the key's TTL"
+    );
+    again.unlock().await.expect("partial release");
+    // A reply that takes a moment: a bound at the first hold's own (past) end would give up.
+    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(50)));
+    let unlocked = first.unlock_settled().await;
+    assert!(unlocked.is_ok(), "got {unlocked:?}");
+    assert_eq!(support::redis_state::exists(&raw, name).await, 0);
+}

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::janitor::{Job, Release};
+use super::release::{release_unknown, Sent};
 use super::{Acquisition, ClientInner, WokenBy};
 use crate::error::{Error, Result};
 use crate::lease::watchdog::{HoldKey, Lease, Ticket};
@@ -79,11 +80,36 @@ impl Hold {
     }
 
     /// Releases the hold now; `Error::LeaseLost` if it had been lost (nothing is sent then, or
-    /// the server had no such hold). Cancel safe: once sent, the janitor finishes the release;
-    /// before that, dropping the future drops the hold, which releases.
-    pub(crate) async fn release(mut self) -> Result<()> {
+    /// the server had no such hold) or was past its proven end ([`Hold::is_lost`]) when the
+    /// release began (whatever the server kept of it is released all the same; a fixed-lease
+    /// hold of a field acquired again since is judged by the server's reply, see `finish`);
+    /// `Error::ReleaseUnknown` if the outcome is unknown (the hold may remain). Cancel safe:
+    /// once sent, the janitor finishes the release; before that, dropping the future drops the
+    /// hold, which releases.
+    pub(crate) async fn release(self) -> Result<()> {
+        self.finish(false).await
+    }
+
+    /// [`Hold::release`], but bounded by the hold's proven lease end, and a release of unknown
+    /// outcome waits (within that bound) for the client to settle the holder field: `Ok` when
+    /// the server still had the hold then (it lasted until the settling took it back),
+    /// `Error::ReleaseUnknown` otherwise (`may_remain` false when the field was settled, true
+    /// when the lease end or the client's shutdown came first). Cancel safe as `release`.
+    pub(crate) async fn release_settled(self) -> Result<()> {
+        self.finish(true).await
+    }
+
+    async fn finish(mut self, settle: bool) -> Result<()> {
         self.done = true;
         self.client.ensure_open()?;
+        // Read before the release: a hold past its proven end never reports `Ok`, so that the
+        // release agrees with `is_lost` and `lost`. A fixed-lease hold's own end is what the
+        // key's TTL was set to only while it is its field's one acquisition: every re-entry
+        // resets the TTL to its own lease, so past that the server's reply is the word.
+        let ended = self.is_lost()
+            && (self.ticket.lease == Lease::Watchdog
+                || self.client.leases.sole_acquisition(&self.ticket));
+        let proven_until = self.proven_until();
         // Registered before the lease table counts the hold released (see `doubt.rs`).
         let call = self.client.leases.doubts.enter();
         let released = self.client.leases.released(&self.ticket);
@@ -91,9 +117,59 @@ impl Hold {
             return Err(self.lease_lost());
         }
         let release = self.release_call(released.rearm_ms);
-        match super::release::send_release(&self.client, &release, call).await? {
-            Value::Null => Err(self.lease_lost()),
-            _ => Ok(()),
+        let name = &*self.ticket.key.name;
+        let send = super::release::send_release(&self.client, &release, call);
+        let sent = match proven_until {
+            // Settling, the whole release is bounded by the proven end: a reply after it could
+            // not show that the hold lasted (a dropped release is finished by the janitor, and
+            // a failure of unknown outcome settled by the reconciler).
+            Some(end) if settle && !ended => {
+                let started = Instant::now();
+                match tokio::time::timeout_at(end, send).await {
+                    Ok(sent) => sent?,
+                    Err(_) => {
+                        let waited = Error::Timeout(end.saturating_duration_since(started));
+                        return Err(release_unknown(name, true, Some(waited)));
+                    }
+                }
+            }
+            _ => send.await?,
+        };
+        match sent {
+            Sent::Reply(_) if ended => Err(self.lease_lost()),
+            Sent::Reply(Value::Null) => Err(self.lease_lost()),
+            Sent::Reply(_) => Ok(()),
+            Sent::Unknown { .. } if ended => Err(self.lease_lost()),
+            Sent::Unknown { cause, .. } if !settle => Err(release_unknown(name, true, cause)),
+            Sent::Unknown { cause, settlement } => {
+                let settled = match proven_until {
+                    Some(end) => tokio::time::timeout_at(end, settlement.wait())
+                        .await
+                        .ok()
+                        .flatten(),
+                    None => settlement.wait().await,
+                };
+                match settled {
+                    Some(true) => Ok(()),
+                    Some(false) => Err(release_unknown(name, false, cause)),
+                    None => Err(release_unknown(name, true, cause)),
+                }
+            }
+        }
+    }
+
+    /// Until when the hold is proven, the bound of `release_settled`: a fixed lease's end (or
+    /// the latest end a re-entry of its field was given, which reset the key's TTL), or the
+    /// watchdog lease's last confirmed end (`None`: no end in sight, a lease beyond the clock's
+    /// range).
+    fn proven_until(&self) -> Option<Instant> {
+        match self.ticket.lease {
+            Lease::Fixed(_) => match (self.lease_ends, self.client.leases.latest_end(&self.ticket))
+            {
+                (Some(own), Some(latest)) => Some(own.max(latest)),
+                (own, _) => own,
+            },
+            Lease::Watchdog => Some(self.client.leases.renewed_until(&self.ticket)),
         }
     }
 
@@ -146,7 +222,9 @@ impl Hold {
         }
         self.lease_ends = sent_at.checked_add(Duration::from_millis(lease_ms));
         self.ticket.lease = Lease::Fixed(lease_ms);
-        self.client.leases.relet(&self.ticket, lease_ms);
+        self.client
+            .leases
+            .relet(&self.ticket, lease_ms, self.lease_ends);
     }
 
     pub(crate) fn acquisition(&self) -> &Acquisition {

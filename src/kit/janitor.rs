@@ -144,12 +144,19 @@ async fn run(
 }
 
 async fn release_hold(releaser: Releaser, release: Release) {
+    use crate::kit::release::{release_or_hand_off, Released};
     let name = Arc::clone(&release.name);
-    match crate::kit::release::release_or_hand_off(releaser, release).await {
-        Ok(Value::Null) => {
+    match release_or_hand_off(releaser, release, None).await {
+        Ok(Released::Reply(Value::Null)) => {
             tracing::debug!(lock = %name, "dropped guard's lock was no longer held")
         }
-        Ok(_) => tracing::debug!(lock = %name, "released dropped guard"),
+        Ok(Released::Reply(_)) => tracing::debug!(lock = %name, "released dropped guard"),
+        Ok(Released::Settling) => {
+            tracing::debug!(lock = %name, "dropped guard's release left to the settling of its holder field")
+        }
+        Err(err) if crate::lease::doubt::outcome_unknown(&err) => {
+            tracing::warn!(lock = %name, error = %err, "background release of unknown outcome; the holder field is settled once redis answers")
+        }
         Err(err) => {
             tracing::warn!(lock = %name, error = %err, "background release failed; the lock expires with its lease")
         }

@@ -2,19 +2,68 @@
 //! local hand-off when this client has waiters of the lock.
 
 use fred::prelude::Value;
+use tokio::sync::oneshot;
 
 use super::janitor::{Release, Releaser};
 use super::{give_way, InFlight};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kit::ClientInner;
-use crate::lease::doubt::{outcome_unknown, Call};
+use crate::lease::doubt::{outcome_unknown, Call, Settlement};
 use crate::lease::watchdog::HoldKey;
 use crate::transport::script::LockCall;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Releases one hold now and returns the script's reply (nil: not held, 0: partial, 1: full
-/// release). `call` is the release's registration, taken before the lease table counted the
-/// hold released (`doubt.rs`).
+/// What a release sent now came to.
+pub(crate) enum Sent {
+    /// The script's reply: nil (not held), 0 (partial) or 1 (full release).
+    Reply(Value),
+    /// The outcome is unknown: the call failed after it may have been sent (`cause`), or the
+    /// field was in doubt and the release was left to the reconcile (`cause` is `None`). The
+    /// field is in doubt now; `settlement` tells how the reconcile settled it.
+    Unknown {
+        cause: Option<Error>,
+        settlement: Settlement,
+    },
+}
+
+impl Sent {
+    /// The reply, or [`Error::ReleaseUnknown`] (the hold may remain) for a release of `name`
+    /// whose outcome is unknown.
+    pub(crate) fn reply(self, name: &str) -> Result<Value> {
+        match self {
+            Sent::Reply(reply) => Ok(reply),
+            Sent::Unknown { cause, .. } => Err(release_unknown(name, true, cause)),
+        }
+    }
+}
+
+/// [`Error::ReleaseUnknown`] for a release of `name`.
+pub(crate) fn release_unknown(name: &str, may_remain: bool, cause: Option<Error>) -> Error {
+    Error::ReleaseUnknown {
+        name: name.to_owned(),
+        may_remain,
+        cause: cause.map(Box::new),
+    }
+}
+
+/// The error of a release of `name` that failed with `err`: [`Error::ReleaseUnknown`] when it
+/// may have been sent (the hold may remain), as it is otherwise (for the primitives whose
+/// releases are not settled: semaphores).
+pub(crate) fn release_error(client: &ClientInner, name: &str, err: fred::error::Error) -> Error {
+    let unknown = outcome_unknown(&err);
+    let err = client.redis_error(name, err);
+    // A client shut down or without its runtime says so rather than the outcome.
+    if unknown && err.is_transient() {
+        release_unknown(name, true, Some(err))
+    } else {
+        err
+    }
+}
+
+/// Releases one hold now and returns what became of it: the script's reply, or an unknown
+/// outcome with the settlement to wait for. `call` is the release's registration, taken before
+/// the lease table counted the hold released (`doubt.rs`).
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, a dropped call's release is finished by the background task.
@@ -22,23 +71,67 @@ pub(crate) async fn send_release(
     client: &ClientInner,
     release: &Release,
     call: Call,
-) -> Result<Value> {
+) -> Result<Sent> {
     let releaser = client.releaser();
+    let (settlement, watcher) = Settlement::new(&client.leases.doubts);
+    let settling = Arc::new(AtomicBool::new(false));
     let release_now = release.clone();
+    let left = Arc::clone(&settling);
     let reply = InFlight::new(
         async move {
-            let reply = release_or_hand_off(releaser, release_now).await;
+            let released = release_or_hand_off(releaser, release_now, Some(watcher)).await;
             drop(call);
-            reply
+            released.map(|released| match released {
+                Released::Reply(reply) => reply,
+                Released::Settling => {
+                    left.store(true, Ordering::Release);
+                    Value::Null
+                }
+            })
         },
         None,
         None,
         client.janitor.clone(),
     )
-    .await
-    .map_err(|err| client.redis_error(&release.name, err))?;
-    tracing::debug!(lock = %release.name, field = %release.field, reply = %crate::shown::Reply(&reply), "released");
-    Ok(reply)
+    .await;
+    let sent = match reply {
+        Ok(_) if settling.load(Ordering::Acquire) => Sent::Unknown {
+            cause: None,
+            settlement,
+        },
+        Ok(reply) => Sent::Reply(reply),
+        Err(err) if outcome_unknown(&err) => {
+            let err = client.redis_error(&release.name, err);
+            if !err.is_transient() {
+                // The client was shut down, or its runtime is gone: that is the news.
+                return Err(err);
+            }
+            Sent::Unknown {
+                cause: Some(err),
+                settlement,
+            }
+        }
+        Err(err) => return Err(client.redis_error(&release.name, err)),
+    };
+    match &sent {
+        Sent::Reply(reply) => {
+            tracing::debug!(lock = %release.name, field = %release.field, reply = %crate::shown::Reply(reply), "released")
+        }
+        Sent::Unknown { cause, .. } => {
+            tracing::debug!(lock = %release.name, field = %release.field, cause = ?cause, "release of unknown outcome; the holder field is settled")
+        }
+    }
+    Ok(sent)
+}
+
+/// What [`release_or_hand_off`] came to.
+pub(crate) enum Released {
+    /// As `RELEASE` replies to a caller: nil (not held), 0 (partial) or 1 (full release, a
+    /// hand-off included).
+    Reply(Value),
+    /// The field was in doubt: the release was left to the reconcile, which brings the field
+    /// down to the client's count (already lowered for this hold). Its outcome is unknown.
+    Settling,
 }
 
 /// The one release path (guards, `Lock::unlock`, dropped guards, undone acquires): a primitive's
@@ -46,11 +139,15 @@ pub(crate) async fn send_release(
 /// waiter is queued for the lock, the release names it and hands the lock to it in the same
 /// script (see `handoff.rs`); otherwise it is a plain `RELEASE`, after which this client gives
 /// way to other clients' waiters if its unlock message reached any. Replies as `RELEASE` to a
-/// caller: nil (not held), 0 (partial) or 1 (full release, a hand-off included).
+/// caller: nil (not held), 0 (partial) or 1 (full release, a hand-off included); or says that
+/// the release was left to the reconcile. A release whose outcome is unknown (left to the
+/// reconcile, or failed after it may have been sent) puts the field in doubt with `watcher`,
+/// which then learns how it was settled.
 pub(crate) async fn release_or_hand_off(
     releaser: Releaser,
     mut release: Release,
-) -> Result<Value, fred::error::Error> {
+    mut watcher: Option<oneshot::Sender<bool>>,
+) -> Result<Released, fred::error::Error> {
     let Releaser {
         redis,
         handoffs,
@@ -61,21 +158,29 @@ pub(crate) async fn release_or_hand_off(
     let mut handed_over = false;
     loop {
         let key = release.key();
+        // Rounds after a hand-off release the heir's hold: the caller's outcome is known.
+        if handed_over {
+            watcher = None;
+        }
         // A field in doubt is brought down to this client's count by the reconciler, which the
         // lease table already lowered for this hold: that does this release's work.
-        if doubts.take_release(&key) {
-            return Ok(Value::Integer(1));
+        if doubts.take_release(&key, &mut watcher) {
+            return Ok(if handed_over {
+                Released::Reply(Value::Integer(1))
+            } else {
+                Released::Settling
+            });
         }
         if let Some(by) = release.script {
             // A primitive's own release: no local hand-off (its waiters do not line up here).
             let reply = redis.run_release(&release, by).await;
             if reply.as_ref().is_err_and(outcome_unknown) {
-                doubts.mark(&key);
+                doubts.mark_release(&key, watcher.take());
             }
             return if handed_over {
-                Ok(Value::Integer(1))
+                Ok(Released::Reply(Value::Integer(1)))
             } else {
-                reply
+                reply.map(Released::Reply)
             };
         }
         // No hand-offs while anything is in doubt: a field in doubt must not receive a hold
@@ -97,13 +202,13 @@ pub(crate) async fn release_or_hand_off(
                     })
                     .await;
                 if reply.as_ref().is_err_and(outcome_unknown) {
-                    doubts.mark(&key);
+                    doubts.mark_release(&key, watcher.take());
                 }
                 let reply = plain_release_reply(plain, reply);
                 return if handed_over {
-                    Ok(Value::Integer(1))
+                    Ok(Released::Reply(Value::Integer(1)))
                 } else {
-                    reply
+                    reply.map(Released::Reply)
                 };
             }
         };
@@ -120,8 +225,9 @@ pub(crate) async fn release_or_hand_off(
             })
             .await;
         if reply.as_ref().is_err_and(outcome_unknown) {
-            // Either field may now hold what this client does not know of.
-            doubts.mark(&key);
+            // Either field may now hold what this client does not know of: the releasing
+            // field a hold whose release may not have run, the heir one it may have been given.
+            doubts.mark_release(&key, watcher.take());
             doubts.mark(&HoldKey {
                 name: Arc::clone(&release.name),
                 field: Arc::clone(&to_field),
@@ -141,10 +247,10 @@ pub(crate) async fn release_or_hand_off(
                     ..release
                 };
             }
-            None if handed || handed_over => return Ok(Value::Integer(1)),
+            None if handed || handed_over => return Ok(Released::Reply(Value::Integer(1))),
             // Not handed over: another field held the lock too and the script fell back to
             // the plain full release, or the call failed.
-            None => return plain_release_reply(plain, reply),
+            None => return plain_release_reply(plain, reply).map(Released::Reply),
         }
     }
 }

@@ -31,6 +31,18 @@
 //! the new count. Hand-offs pause while any field is in doubt. The reconcile is idempotent, so
 //! unlike the lock scripts it is retried until Redis answers (or the client shuts down).
 //!
+//! A release in doubt (sent without a reply, or left to the reconcile) is reported to its caller
+//! as `Error::ReleaseUnknown`, never as done. A caller that wants to know more waits for the
+//! settling ([`Settlement`]): it tells whether the holds whose releases were in doubt were still
+//! on the server when the reconcile took them back, which proves that they lasted until then.
+//! The proof is the server's count against the client's: when the field's doubts came from
+//! releases only (no acquire in doubt, no lease given up), every hold the server has of the
+//! field is one the client knows of or one whose release is in doubt, and a hold lost on the
+//! server (a restart without persistence, say) cannot come back, since only its owner writes
+//! its field and acquires by a field in doubt wait. So when the server's count is at least the
+//! client's plus the releases in doubt, none of those releases ran and each of their holds was
+//! still there. Anything less (a release that did run, a hold lost before it) proves nothing.
+//!
 //! Outside doubts the cost is a registration per call (two atomic operations) and one atomic
 //! load per acquire and release.
 
@@ -40,7 +52,7 @@ use std::time::{Duration, SystemTime};
 
 use foldhash::HashMap;
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
@@ -60,11 +72,66 @@ pub(crate) fn outcome_unknown(err: &fred::error::Error) -> bool {
     }
 }
 
+/// A field in doubt.
+#[derive(Default)]
+struct Field {
+    /// Bumped whenever the field's count changes while in doubt (a release left to the
+    /// reconcile, a new failure), so that the reconciler runs again.
+    round: u64,
+    /// Releases of the field whose outcome is unknown (sent without a reply, or left to the
+    /// reconcile) since the field was put in doubt.
+    releases: u64,
+    /// Whether anything else put the field in doubt: an acquire of unknown outcome, or a lease
+    /// given up without the server's word. The server may then keep holds the client does not
+    /// count, and its count proves nothing about the releases.
+    other: bool,
+    /// Callers waiting to learn whether the releases' holds were still on the server.
+    watchers: Vec<oneshot::Sender<bool>>,
+}
+
+/// What the reconcile found of a field on the server: its count, and the count the client
+/// knows of, to which it brought the field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// The field's count on the server (0 when absent, -1 when not a count).
+    pub(crate) held: i64,
+    /// The holds the client knows of.
+    pub(crate) kept: u64,
+}
+
+/// The end of a release in doubt, for the caller that wants to wait for it (see the module's
+/// docs): `Some(true)` when the reconcile found the holds of every release in doubt on the
+/// server (they lasted until it took them back), `Some(false)` when it did not or could not
+/// settle the field, `None` when the client closed first.
+pub(crate) struct Settlement {
+    settled: oneshot::Receiver<bool>,
+    closed: CancellationToken,
+}
+
+impl Settlement {
+    /// A settlement and the sender the field's entry keeps until the reconcile.
+    pub(crate) fn new(doubts: &Doubts) -> (Settlement, oneshot::Sender<bool>) {
+        let (sender, settled) = oneshot::channel();
+        let settlement = Settlement {
+            settled,
+            closed: doubts.closed.clone(),
+        };
+        (settlement, sender)
+    }
+
+    /// Waits for the reconcile of the field (cancel safe).
+    pub(crate) async fn wait(self) -> Option<bool> {
+        tokio::select! {
+            settled = self.settled => settled.ok(),
+            () = self.closed.cancelled() => None,
+        }
+    }
+}
+
 /// The holder fields in doubt and the epochs of lock-changing calls.
 pub(crate) struct Doubts {
-    /// Field in doubt → its round, bumped whenever the field's count changes while in doubt (a
-    /// release left to the reconcile, a new failure), so that the reconciler runs again.
-    fields: Mutex<HashMap<HoldKey, u64>>,
+    /// The fields in doubt.
+    fields: Mutex<HashMap<HoldKey, Field>>,
     /// `fields.len()`, readable without the lock: the fast path when nothing is in doubt.
     count: AtomicUsize,
     /// The current epoch; calls register in slot `epoch % 2`.
@@ -89,6 +156,22 @@ impl Drop for Call {
         if self.doubts.active[self.slot].fetch_sub(1, Ordering::SeqCst) == 1 {
             self.doubts.drained.notify_waiters();
         }
+    }
+}
+
+impl Field {
+    fn add_release(&mut self, watcher: Option<oneshot::Sender<bool>>) {
+        self.releases += 1;
+        self.watchers.extend(watcher);
+    }
+
+    /// Whether `found` proves that the holds of this field's releases in doubt were still on
+    /// the server when the reconcile took them back (see the module's docs).
+    fn releases_lasted(&self, found: Found) -> bool {
+        !self.other
+            && self.releases > 0
+            && u64::try_from(found.held)
+                .is_ok_and(|held| held >= found.kept.saturating_add(self.releases))
     }
 }
 
@@ -134,14 +217,30 @@ impl Doubts {
         self.any() && self.fields.lock().contains_key(key)
     }
 
-    /// Puts `key` in doubt (or, if it is already, makes the reconciler settle it once more).
+    /// Puts `key` in doubt for an acquire of unknown outcome or a lease given up without the
+    /// server's word (or, if it is in doubt already, makes the reconciler settle it once more).
     pub(crate) fn mark(&self, key: &HoldKey) {
+        self.put(key, |field| field.other = true);
+    }
+
+    /// Puts `key` in doubt for a release of unknown outcome; `watcher` (if any) learns how the
+    /// field was settled.
+    pub(crate) fn mark_release(&self, key: &HoldKey, watcher: Option<oneshot::Sender<bool>>) {
+        self.put(key, |field| field.add_release(watcher));
+    }
+
+    fn put(&self, key: &HoldKey, change: impl FnOnce(&mut Field)) {
         let mut fields = self.fields.lock();
         match fields.get_mut(key) {
-            Some(round) => *round += 1,
+            Some(field) => {
+                field.round += 1;
+                change(field);
+            }
             None => {
                 tracing::debug!(lock = %key.name, field = %key.field, "outcome unknown; settling the holder field");
-                fields.insert(key.clone(), 0);
+                let mut field = Field::default();
+                change(&mut field);
+                fields.insert(key.clone(), field);
                 self.count.store(fields.len(), Ordering::SeqCst);
             }
         }
@@ -150,14 +249,20 @@ impl Doubts {
     }
 
     /// Leaves a release of `key` to the reconcile if `key` is in doubt; returns whether it did.
-    pub(crate) fn take_release(&self, key: &HoldKey) -> bool {
+    /// `watcher` (if any) then learns how the field was settled.
+    pub(crate) fn take_release(
+        &self,
+        key: &HoldKey,
+        watcher: &mut Option<oneshot::Sender<bool>>,
+    ) -> bool {
         if !self.any() {
             return false;
         }
         let mut fields = self.fields.lock();
         match fields.get_mut(key) {
-            Some(round) => {
-                *round += 1;
+            Some(field) => {
+                field.round += 1;
+                field.add_release(watcher.take());
                 drop(fields);
                 self.changed.notify_waiters();
                 true
@@ -182,15 +287,22 @@ impl Doubts {
         }
     }
 
-    /// Clears `key` if its round is still `round`; returns whether it did.
-    fn clear(&self, key: &HoldKey, round: u64) -> bool {
+    /// Clears `key` if its round is still `round`, telling its watchers what the reconcile
+    /// `found` (`None`: it could not settle the field); returns whether it did.
+    fn clear(&self, key: &HoldKey, round: u64, found: Option<Found>) -> bool {
         let mut fields = self.fields.lock();
-        if fields.get(key) != Some(&round) {
+        if fields.get(key).map(|field| field.round) != Some(round) {
             return false;
         }
-        fields.remove(key);
+        let Some(field) = fields.remove(key) else {
+            return false;
+        };
         self.count.store(fields.len(), Ordering::SeqCst);
         drop(fields);
+        let lasted = found.is_some_and(|found| field.releases_lasted(found));
+        for watcher in field.watchers {
+            let _ = watcher.send(lasted);
+        }
         self.changed.notify_waiters();
         true
     }
@@ -220,7 +332,7 @@ pub(crate) async fn run(doubts: Arc<Doubts>, leases: Weak<LeaseTable>, redis: Ar
             .fields
             .lock()
             .iter()
-            .map(|(key, round)| (key.clone(), *round))
+            .map(|(key, field)| (key.clone(), field.round))
             .collect();
         if due.is_empty() {
             tokio::select! {
@@ -234,18 +346,32 @@ pub(crate) async fn run(doubts: Arc<Doubts>, leases: Weak<LeaseTable>, redis: Ar
         }
         for (key, round) in due {
             let settle = settle(&leases, &redis, &key);
-            tokio::select! {
-                settled = settle => if !settled { return },
+            let found = tokio::select! {
+                settled = settle => match settled {
+                    Settled::Found(found) => Some(found),
+                    Settled::Unsettled => None,
+                    Settled::Gone => return,
+                },
                 _ = doubts.closed.cancelled() => return,
-            }
-            doubts.clear(&key, round);
+            };
+            doubts.clear(&key, round, found);
         }
     }
 }
 
+/// How [`settle`] ended.
+enum Settled {
+    /// The field was brought down to the client's count.
+    Found(Found),
+    /// Redis refused the reconcile (a key of another type, say): nothing of ours to settle.
+    Unsettled,
+    /// The client is gone.
+    Gone,
+}
+
 /// Brings `key` on the server down to the holds the client knows of, retrying (with back-off)
-/// until Redis answers. Returns false when the client is gone.
-async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, key: &HoldKey) -> bool {
+/// until Redis answers.
+async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, key: &HoldKey) -> Settled {
     let name = &*key.name;
     let keys = [name.to_owned(), name::lock_channel(name)];
     // The other layouts' names go as arguments: see the script's header on ACLs.
@@ -258,7 +384,7 @@ async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, key: &HoldKey) -> bool
     let mut backoff = Duration::from_millis(50);
     loop {
         let Some(table) = leases.upgrade() else {
-            return false;
+            return Settled::Gone;
         };
         let known = table.live_holds(key);
         let keep = known.to_string();
@@ -281,14 +407,14 @@ async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, key: &HoldKey) -> bool
                     // The server kept fewer holds than this client has: the lease was lost.
                     table.lost_on_server(key);
                 }
-                return true;
+                return Settled::Found(Found { held, kept: known });
             }
             Err(err) => {
                 let err = Error::from_redis(err, &key.name, redis.response_timeout);
                 if !err.is_transient() {
                     // A key of another type, say: there is no hold of ours to settle.
                     tracing::warn!(lock = %key.name, error = %err, "cannot settle a holder field of unknown outcome");
-                    return true;
+                    return Settled::Unsettled;
                 }
                 drop(table);
                 tracing::debug!(lock = %key.name, error = %err, "settling waits for redis");
@@ -338,19 +464,69 @@ mod tests {
         let doubts = Doubts::new(CancellationToken::new());
         let (a, b) = (key("a"), key("b"));
         assert!(
-            !doubts.take_release(&a),
+            !doubts.take_release(&a, &mut None),
             "nothing in doubt: the release is sent"
         );
         doubts.mark(&a);
         assert!(doubts.contains(&a) && !doubts.contains(&b));
-        assert!(doubts.take_release(&a));
-        assert!(!doubts.take_release(&b));
+        assert!(doubts.take_release(&a, &mut None));
+        assert!(!doubts.take_release(&b, &mut None));
         // The reconciler read round 0; the release bumped it, so it must settle again.
-        assert!(!doubts.clear(&a, 0));
-        assert!(doubts.clear(&a, 1));
+        assert!(!doubts.clear(&a, 0, None));
+        assert!(doubts.clear(&a, 1, None));
         assert!(!doubts.any());
         tokio::time::timeout(Duration::from_millis(100), doubts.settled(&a))
             .await
             .expect("a settled field does not wait");
+    }
+
+    /// What a release's caller learns of the settling: proof only when the server still had
+    /// every hold whose release was in doubt, and nothing else put the field in doubt.
+    #[tokio::test]
+    async fn a_settlement_proves_a_hold_only_when_the_server_still_had_it() {
+        let doubts = Doubts::new(CancellationToken::new());
+        let found = |held, kept| Some(Found { held, kept });
+        // (releases in doubt, acquire in doubt too, what the reconcile found, proven)
+        let cases = [
+            (1, false, found(1, 0), true), // the release did not run: the hold was there
+            (1, false, found(0, 0), false), // it ran, or the hold was lost before it
+            (1, false, found(2, 1), true), // a partial release that did not run
+            (1, false, found(1, 1), false), // a partial release that ran: not attributable
+            (2, false, found(2, 0), true), // neither of two releases ran
+            (2, false, found(1, 0), false), // one of them ran: which one is unknown
+            (1, true, found(1, 0), false), // the extra hold may be the acquire's
+            (1, false, found(-1, 0), false), // not a count
+            (1, false, None, false),       // not settled (a key of another type)
+        ];
+        for (i, (releases, acquire, found, proven)) in cases.into_iter().enumerate() {
+            let field = key(&format!("f{i}"));
+            let mut settlements = Vec::new();
+            if acquire {
+                doubts.mark(&field);
+            }
+            for _ in 0..releases {
+                let (settlement, watcher) = Settlement::new(&doubts);
+                let mut watcher = Some(watcher);
+                if !doubts.take_release(&field, &mut watcher) {
+                    doubts.mark_release(&field, watcher);
+                }
+                settlements.push(settlement);
+            }
+            let round = doubts.fields.lock().get(&field).map(|f| f.round);
+            assert!(doubts.clear(&field, round.expect("in doubt"), found));
+            for settlement in settlements {
+                assert_eq!(settlement.wait().await, Some(proven), "case {i}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_settlement_ends_when_the_client_closes() {
+        let closed = CancellationToken::new();
+        let doubts = Doubts::new(closed.clone());
+        let (settlement, watcher) = Settlement::new(&doubts);
+        doubts.mark_release(&key("a"), Some(watcher));
+        closed.cancel();
+        assert_eq!(settlement.wait().await, None);
     }
 }

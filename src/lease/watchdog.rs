@@ -77,6 +77,13 @@ struct HoldEntry {
     /// `watchdog_holds > 0`.
     renewed_until: Instant,
     last_lease_ms: u64,
+    /// The latest end of a fixed lease any acquisition (or relet) of this entry was given,
+    /// measured from its send time: a bound for waiting on a fixed-lease hold of the field.
+    fixed_until: Option<Instant>,
+    /// How many acquisitions this entry counted (re-entries and hand-offs included). While it
+    /// is 1, the one hold's own lease is what the key's TTL was last set to; every further
+    /// acquisition resets the TTL to its own lease.
+    acquisitions: u32,
     generation: u64,
     /// Made only when a guard asks for it (`lost()`, `lost_token()`): most holds never do, and
     /// a token per held lock would be a large share of its memory.
@@ -151,12 +158,15 @@ impl LeaseTable {
                     lost: false,
                     renewed_until: sent_at,
                     last_lease_ms: self.watchdog_ms,
+                    fixed_until: None,
+                    acquisitions: 0,
                     generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
                     lost_token: None,
                 })
             }
         };
         entry.holds += 1;
+        entry.acquisitions = entry.acquisitions.saturating_add(1);
         self.held.add(1);
         match lease {
             Lease::Watchdog => {
@@ -175,7 +185,11 @@ impl LeaseTable {
                     entry.renewed_until = entry.renewed_until.max(lease_end);
                 }
             }
-            Lease::Fixed(ms) => entry.last_lease_ms = ms,
+            Lease::Fixed(ms) => {
+                entry.last_lease_ms = ms;
+                let end = sent_at.checked_add(Duration::from_millis(ms));
+                entry.fixed_until = entry.fixed_until.max(end);
+            }
         }
         let ticket = Ticket {
             key: key.clone(),
@@ -189,15 +203,36 @@ impl LeaseTable {
         (ticket, reentered)
     }
 
-    /// The fixed lease of `ticket`'s holds was set again to `lease_ms` (see `Hold::relet`): a
-    /// partial release re-arms that lease from now on.
-    pub(crate) fn relet(&self, ticket: &Ticket, lease_ms: u64) {
+    /// The fixed lease of `ticket`'s holds was set again to `lease_ms`, to end at `ends` (see
+    /// `Hold::relet`): a partial release re-arms that lease from now on.
+    pub(crate) fn relet(&self, ticket: &Ticket, lease_ms: u64, ends: Option<Instant>) {
         let mut entries = self.entries.lock();
         if let Some(entry) = entries.get_mut(&ticket.key) {
             if entry.generation == ticket.generation && entry.watchdog_holds == 0 {
                 entry.last_lease_ms = lease_ms;
+                entry.fixed_until = entry.fixed_until.max(ends);
             }
         }
+    }
+
+    /// Whether `ticket`'s hold is its entry's only acquisition, so that its own lease is what
+    /// the key's TTL was last set to (see `HoldEntry::acquisitions`).
+    pub(crate) fn sole_acquisition(&self, ticket: &Ticket) -> bool {
+        self.entries.lock().get(&ticket.key).is_some_and(|entry| {
+            entry.generation == ticket.generation && !entry.lost && entry.acquisitions == 1
+        })
+    }
+
+    /// The latest end any hold of `ticket`'s entry is known to have been given: the latest
+    /// fixed lease end, and while watchdog holds remain their last confirmed end. `None` when
+    /// the holds are lost or replaced.
+    pub(crate) fn latest_end(&self, ticket: &Ticket) -> Option<Instant> {
+        let entries = self.entries.lock();
+        let entry = entries
+            .get(&ticket.key)
+            .filter(|entry| !entry.lost && entry.generation == ticket.generation)?;
+        let renewed = (entry.watchdog_holds > 0).then_some(entry.renewed_until);
+        entry.fixed_until.max(renewed)
     }
 
     /// Whether this client has a hold of `key` whose lease is not known lost.
@@ -237,6 +272,19 @@ impl LeaseTable {
                 || entry.generation != ticket.generation
                 || (ticket.lease == Lease::Watchdog && Instant::now() >= entry.renewed_until)
         })
+    }
+
+    /// Until when the watchdog lease of `ticket`'s holds is proven: its last confirmed renewal's
+    /// (or the acquire's) send time plus the watchdog timeout; now when the holds are known
+    /// lost or were replaced.
+    pub(crate) fn renewed_until(&self, ticket: &Ticket) -> Instant {
+        let entries = self.entries.lock();
+        match entries.get(&ticket.key) {
+            Some(entry) if !entry.lost && entry.generation == ticket.generation => {
+                entry.renewed_until
+            }
+            _ => Instant::now(),
+        }
     }
 
     /// How many holds of `key` this client has that are not given up as lost: what the server

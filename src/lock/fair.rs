@@ -323,6 +323,7 @@ impl FairLock {
     /// [`FairGuard::detach`]); the last hold tells the queue's head. Fails with
     /// [`Error::NotHeld`] when the owner holds nothing, also when the lock does not exist (which
     /// Redisson does not count as an error; the head is told all the same).
+    /// [`Error::ReleaseUnknown`] when the outcome is unknown (see [`Lock::unlock`]).
     ///
     /// # Cancel safety
     /// Cancel safe: once sent, the release completes in the background.

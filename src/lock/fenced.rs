@@ -506,6 +506,18 @@ impl FencedGuard {
         self.hold.release()
     }
 
+    /// Releases this hold now, and settles a release of unknown outcome before answering (see
+    /// [`LockGuard::unlock_settled`](crate::LockGuard::unlock_settled)).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::FencedLock) -> ferrisson::Result<()> {
+    /// lock.lock().await?.unlock_settled().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock_settled(self) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.hold.release_settled()
+    }
+
     /// Keeps the hold without a guard, for a later [`FencedLock::unlock`].
     ///
     /// ```no_run

@@ -50,9 +50,20 @@ impl LockGuard {
     /// Releases this hold now: the lock is free if it was the last hold. The same shape as
     /// [`Lock::unlock`].
     ///
-    /// Fails with [`Error::LeaseLost`] when the hold had already been lost (its lease ran out,
-    /// or the lock was deleted or force-unlocked): nothing was changed then, but the work the
-    /// guard protected may have overlapped another holder's.
+    /// `Ok` only when the server released a hold that was still proven: the work the guard
+    /// protected was protected until the release.
+    ///
+    /// * [`Error::LeaseLost`] when the hold had already been lost (its lease ran out, or the
+    ///   lock was deleted or force-unlocked), or was past its proven end when the release began
+    ///   ([`is_lost`](LockGuard::is_lost) was true: whatever the server still kept of it is
+    ///   released all the same; a fixed-lease hold re-entered since, whose key's TTL the
+    ///   re-entry reset, is judged by the server's reply instead): the work the guard protected
+    ///   may have overlapped another holder's.
+    /// * [`Error::ReleaseUnknown`] (`may_remain: true`) when the release failed after it may
+    ///   have reached Redis (the connection failed, the reply timed out), or was left to the
+    ///   settling of an earlier call of unknown outcome on the same holder field: it may not
+    ///   have run, and nothing shows that the hold lasted until it. The client settles the
+    ///   field once Redis answers; [`unlock_settled`](LockGuard::unlock_settled) waits for that.
     ///
     /// # Cancel safety
     /// Cancel safe: once the release has been sent, dropping the future lets the background task
@@ -64,6 +75,9 @@ impl LockGuard {
     /// match guard.unlock().await {
     ///     Ok(()) => {}
     ///     Err(ferrisson::Error::LeaseLost { name }) => eprintln!("{name} was lost meanwhile"),
+    ///     Err(ferrisson::Error::ReleaseUnknown { name, .. }) => {
+    ///         eprintln!("{name}: unknown whether the hold lasted; its work is unprotected")
+    ///     }
     ///     Err(err) => return Err(err),
     /// }
     /// # Ok(()) }
@@ -71,6 +85,42 @@ impl LockGuard {
     pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
         // The hold's own future, not one around it: the guard's `Lock` is not needed to release.
         self.hold.release()
+    }
+
+    /// Releases as [`unlock`](LockGuard::unlock) does, but settles a release of unknown outcome
+    /// before answering. It waits at most until the hold's proven lease end (a fixed lease's
+    /// end, or the watchdog lease's last confirmed end), after which nothing could show that
+    /// the hold lasted: for the release's reply and, when its outcome is unknown, for the
+    /// client to reach Redis again and settle the holder field, which reads whether the server
+    /// still had the hold and takes it back if so.
+    ///
+    /// * `Ok(())` when the release ran on a hold still proven, or the settling found the hold
+    ///   still on the server (so it lasted until it was taken back);
+    /// * [`Error::ReleaseUnknown`] with `may_remain: false` when the settling found nothing of
+    ///   the hold: the release may have run, or the hold may have been lost before it (a
+    ///   restart without persistence, say); with `may_remain: true` when the lease end (or the
+    ///   client's shutdown) came first (the release, if still unanswered, is finished and its
+    ///   field settled in the background);
+    /// * the other errors as `unlock`.
+    ///
+    /// Use it where the caller must know whether its work was protected (the `ferrisson run`
+    /// command exits 76 unless it is `Ok`).
+    ///
+    /// # Cancel safety
+    /// Cancel safe as `unlock`; dropped while waiting for the settling, the settling goes on in
+    /// the background.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// // ... the protected work ...
+    /// if let Err(err) = guard.unlock_settled().await {
+    ///     eprintln!("the work may not have been protected: {err}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock_settled(self) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.hold.release_settled()
     }
 
     /// Takes the lock once more with the same owner and lease kind (a reentrant acquire). Use it

@@ -43,7 +43,8 @@ pub struct Guard<L> {
 impl<L> Guard<L> {
     /// Releases this hold now (see [`LockGuard::unlock`](crate::LockGuard::unlock)): the lock is
     /// free if it was the last hold. [`Error::LeaseLost`](crate::Error::LeaseLost) if the hold
-    /// had been lost.
+    /// had been lost, [`Error::ReleaseUnknown`](crate::Error::ReleaseUnknown) if the outcome is
+    /// unknown.
     ///
     /// # Cancel safety
     /// Cancel safe: once sent, the release completes in the background; before that, dropping
@@ -56,6 +57,22 @@ impl<L> Guard<L> {
     /// ```
     pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
         self.hold.release()
+    }
+
+    /// Releases now, and settles a release of unknown outcome before answering (see
+    /// [`LockGuard::unlock_settled`](crate::LockGuard::unlock_settled)): `Ok` only when the hold
+    /// is shown to have lasted until it was released.
+    ///
+    /// # Cancel safety
+    /// Cancel safe as [`unlock`](Guard::unlock).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::SpinLock) -> ferrisson::Result<()> {
+    /// lock.lock().await?.unlock_settled().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock_settled(self) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.hold.release_settled()
     }
 
     /// Keeps the hold without a guard, for a later `unlock` by the same owner on the lock

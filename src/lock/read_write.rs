@@ -536,7 +536,11 @@ impl SideLock {
             lease_ms,
             script: Some(self.side.release_by()),
         };
-        match send_release(client, &release, call).await? {
+        // An unknown outcome is `Error::ReleaseUnknown`, never `Ok`.
+        match send_release(client, &release, call)
+            .await?
+            .reply(lock.name())?
+        {
             Value::Null => Err(Error::NotHeld {
                 name: lock.name().to_owned(),
             }),
@@ -723,7 +727,7 @@ macro_rules! side_api {
                 self.acquire(lease, Some(wait)).await.map(Attempt::from)
             }
 
-            #[doc = concat!("Releases one ", $what, " hold of this handle's owner without a guard, Redisson style (for holds kept with `detach`). Fails with [`Error::NotHeld`] when the owner holds none on this side.")]
+            #[doc = concat!("Releases one ", $what, " hold of this handle's owner without a guard, Redisson style (for holds kept with `detach`). Fails with [`Error::NotHeld`] when the owner holds none on this side, [`Error::ReleaseUnknown`] when the outcome is unknown (see [`Lock::unlock`](crate::Lock::unlock)).")]
             ///
             /// # Cancel safety
             /// Cancel safe: once sent, the release completes in the background.
@@ -787,8 +791,9 @@ macro_rules! side_api {
 
         impl $Guard {
             /// Releases this hold now. Fails with [`Error::LeaseLost`] when the hold had been
-            /// lost already (its lease ran out, or the lock was deleted or force-unlocked):
-            /// nothing was changed then.
+            /// lost already (its lease ran out, or the lock was deleted or force-unlocked), and
+            /// with [`Error::ReleaseUnknown`] when the outcome is unknown (see
+            /// [`LockGuard::unlock`](crate::LockGuard::unlock)).
             ///
             /// # Cancel safety
             /// Cancel safe: once sent, the release completes in the background; before that,
@@ -797,6 +802,14 @@ macro_rules! side_api {
             #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nrw.", $getter, "().lock().await?.unlock().await?;\n# Ok(()) }\n```")]
             pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
                 self.hold.release()
+            }
+
+            /// Releases this hold now, and settles a release of unknown outcome before
+            /// answering (see [`LockGuard::unlock_settled`](crate::LockGuard::unlock_settled)).
+            ///
+            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nrw.", $getter, "().lock().await?.unlock_settled().await?;\n# Ok(()) }\n```")]
+            pub fn unlock_settled(self) -> impl Future<Output = Result<()>> + Send + 'static {
+                self.hold.release_settled()
             }
 
             #[doc = concat!("Keeps the hold without a guard, for a later [`", stringify!($Lock), "::unlock`].")]

@@ -251,7 +251,9 @@ impl Lock {
 
     /// Releases one hold of this handle's owner without a guard, Redisson style (for holds kept
     /// with [`LockGuard::detach`]). Fails with [`Error::NotHeld`] when the owner holds no hold,
-    /// leaving the lock untouched.
+    /// leaving the lock untouched, and with [`Error::ReleaseUnknown`] when the release's outcome
+    /// is unknown (it failed after it may have reached Redis, or was left to the settling of an
+    /// earlier call of unknown outcome): never `Ok` then.
     ///
     /// # Cancel safety
     /// Cancel safe: once sent, the release completes in the background.
@@ -286,7 +288,10 @@ impl Lock {
             lease_ms,
             script,
         };
-        let reply = send_release(client, &release, call).await?;
+        // An unknown outcome is `Error::ReleaseUnknown`, never `Ok`.
+        let reply = send_release(client, &release, call)
+            .await?
+            .reply(self.name())?;
         match reply {
             Value::Null => Err(self.not_held()),
             _ => Ok(()),

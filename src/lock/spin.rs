@@ -401,7 +401,8 @@ impl SpinLock {
     }
 
     /// Releases one hold of this handle's owner without a guard, publishing nothing. Fails with
-    /// [`Error::NotHeld`] when the owner holds none.
+    /// [`Error::NotHeld`] when the owner holds none, [`Error::ReleaseUnknown`] when the outcome
+    /// is unknown (see [`Lock::unlock`]).
     ///
     /// # Cancel safety
     /// Cancel safe: once sent, the release completes in the background.

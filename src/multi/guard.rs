@@ -73,8 +73,10 @@ impl MultiGuard {
 
     /// Releases every part now, in parallel. `Ok` when at least as many parts were released as
     /// the lock needs held (all for a MultiLock, a majority for a RedLock); otherwise the first
-    /// part's error (such as [`Error::LeaseLost`](crate::Error::LeaseLost)): the work the guard
-    /// protected may have overlapped another holder's. Every part is released either way.
+    /// part's error (such as [`Error::LeaseLost`](crate::Error::LeaseLost), or
+    /// [`Error::ReleaseUnknown`](crate::Error::ReleaseUnknown) for a part whose release has an
+    /// unknown outcome): the work the guard protected may have overlapped another holder's.
+    /// Every part is released either way.
     ///
     /// # Cancel safety
     /// Cancel safe: each part's release, once sent, is finished by its client in the background;

@@ -11,6 +11,7 @@ use crate::config::lease_millis;
 use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
 use crate::kit::janitor::{Job, Release};
+use crate::kit::release::release_error;
 use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
@@ -288,7 +289,8 @@ impl PermitExpirableSemaphore {
     /// Fails with [`Error::NotHeld`] when no such permit is taken (released already, reclaimed
     /// after its lease, or never taken), and with [`Error::LeaseLost`] when the permit was still
     /// there but its lease had ended: it is given back all the same. An id that is not hex is
-    /// [`Error::InvalidArgument`].
+    /// [`Error::InvalidArgument`]. [`Error::ReleaseUnknown`] when the release failed after it
+    /// may have reached Redis (also from [`try_release`](Self::try_release)).
     ///
     /// # Cancel safety
     /// Cancel safe once sent: the release completes in the background.
@@ -553,9 +555,10 @@ impl PermitExpirableSemaphore {
         let redis = Arc::clone(&self.client.redis);
         let by = self.format.release_script();
         let send = async move { redis.run_release(&release, by).await };
+        // A release that failed after it may have been sent is `Error::ReleaseUnknown`.
         let reply = InFlight::new(send, None, None, self.client.janitor.clone())
             .await
-            .map_err(|err| self.error(err))?;
+            .map_err(|err| release_error(&self.client, &self.name, err))?;
         tracing::debug!(semaphore = %self.name, reply = %crate::shown::Reply(&reply), "released a permit");
         Ok(reply)
     }
@@ -845,6 +848,8 @@ impl Permit {
 
     /// Releases the permit now and wakes waiters. [`Error::LeaseLost`] when its lease had
     /// ended: reclaimed already, or given back now (Redisson 4's `tryRelease` says false then).
+    /// [`Error::ReleaseUnknown`] when the release failed after it may have reached Redis: the
+    /// permit may still be taken, until its lease ends if it has one.
     ///
     /// # Cancel safety
     /// Cancel safe: once sent, the release completes in the background; dropped before that,

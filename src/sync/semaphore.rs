@@ -13,6 +13,7 @@ use super::{check_name, get, integer, unexpected, write};
 use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
 use crate::kit::janitor::{Job, Release};
+use crate::kit::release::release_error;
 use crate::kit::wait::{acquire_with_wait, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
@@ -237,6 +238,8 @@ impl Semaphore {
     /// Adds `permits` permits (`INCRBY`) and publishes the new count, whoever took them
     /// (Redisson's `release(permits)`): for permits kept with [`SemaphorePermits::forget`], or
     /// taken elsewhere. `permits` must be positive. Creates the semaphore when absent.
+    /// [`Error::ReleaseUnknown`] when the release failed after it may have reached Redis: the
+    /// permits may or may not have been given back (releasing again could add them twice).
     ///
     /// # Cancel safety
     /// Cancel safe: once sent, the release completes.
@@ -499,7 +502,8 @@ impl Semaphore {
     }
 }
 
-/// Runs `release` (`RELEASE`, synced when configured).
+/// Runs `release` (`RELEASE`, synced when configured). A release that failed after it may
+/// have been sent is [`Error::ReleaseUnknown`]: the permits may not have been given back.
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, the janitor finishes it.
@@ -513,7 +517,7 @@ async fn send_release(client: &ClientInner, release: Release) -> Result<()> {
         client.janitor.clone(),
     )
     .await
-    .map_err(|err| client.redis_error(&name, err))?;
+    .map_err(|err| release_error(client, &name, err))?;
     match reply {
         Value::Integer(1) => Ok(()),
         other => Err(unexpected("semaphore release", &other)),
@@ -580,6 +584,8 @@ impl SemaphorePermits {
     }
 
     /// Gives the permits back now (one `release`, publishing the new count).
+    /// [`Error::ReleaseUnknown`] when the release failed after it may have reached Redis: the
+    /// permits may still be taken.
     ///
     /// # Cancel safety
     /// Cancel safe: a release dropped before it was sent is sent in the background, as for a

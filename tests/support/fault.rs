@@ -161,6 +161,17 @@ impl FaultProxy {
     pub fn reset_all(&self) {
         self.resets.send_modify(|generation| *generation += 1);
     }
+
+    /// Takes the proxy down for good: returns once its port no longer listens (a connect is
+    /// refused at once; dropping the proxy only asks its listening task to stop), and closes
+    /// every carried connection with a reset. The client behind it stays disconnected,
+    /// whatever becomes of the server.
+    pub async fn close(mut self) {
+        self.acceptor.abort();
+        // Resolves once the task, and with it the listener, is gone.
+        let _ = (&mut self.acceptor).await;
+        self.reset_all();
+    }
 }
 
 impl Drop for FaultProxy {

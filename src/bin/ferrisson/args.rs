@@ -29,14 +29,14 @@ Errors: one line on stderr, `ferrisson: error: <message>`. With --json, also one
 {"error":{"kind":K,"message":M}} as the last line on stdout; for `run`, whose stdout is its
 command's, an {"event":"error","name":N,"error":{"kind":K,"message":M}} line in its event stream
 on stderr instead. K is stable: invalid_argument, unavailable, timeout, permission_denied,
-wrong_type, redis, not_held, not_replicated, command_not_found, cannot_execute, internal,
-other.
+wrong_type, redis, not_held, not_replicated, release_unknown, command_not_found,
+cannot_execute, internal, other.
 
 Exit status: 0 on success; 2 for bad arguments, including a URL the server rejects (scheme,
 credentials, database, TLS); 65 when a key is not a lock; 69 when Redis cannot be reached;
 77 when its ACL user may not run ferrisson's commands; 1 for other errors. `run` exits with its
-command's status, 75 when the lock was not acquired, 76 when it was lost (`ferrisson run
---help`).
+command's status, 75 when the lock was not acquired, 76 when it was lost or its release did not
+show that it lasted (`ferrisson run --help`).
 
 Logging: the library's log events go to stderr (JSON lines with --json): by default its
 warnings (RUST_LOG=warn,fred=error); RUST_LOG=ferrisson=debug for details, RUST_LOG=off for
@@ -209,6 +209,11 @@ automatically, since another holder may already be inside. --kill-on-lost sends 
 instead. Either way ferrisson then exits 76, whatever CMD's status, since CMD's work was not
 protected by the lock.
 
+The release after CMD must show that the lock was still held: if it fails, or its outcome is
+unknown (its reply was lost, say because Redis restarted), ferrisson reconnects within the
+lease's proven end and reads whether the lock still held its hold (then releases it); when that
+does not show the hold lasted, it exits 76 too, as for a loss.
+
 With --json, events are printed on stderr, one JSON object per line:
   {"event":"acquired","name":...,"field":...,"waited_ms":int,
    "woken_by":"immediate"|"message"|"ttl"|"backoff"}
@@ -217,14 +222,17 @@ With --json, events are printed on stderr, one JSON object per line:
   {"event":"lost","name":...,"exit_status":76}
   {"event":"exited","name":...,"code":int|null,"signal":int|null}
   {"event":"released","name":...}
+  {"event":"release_failed","name":...,"may_remain":bool,"error":{"kind":...,"message":...}}
+     (the release did not show that the lock lasted; "lost" follows unless it came already)
   {"event":"error","name":...,"error":{"kind":...,"message":...}}  (then exits non-zero)
 Log events (RUST_LOG) are JSON lines there too, with "level" and "fields" instead of "event".
 
 Exit status: CMD's status, or 128+N when CMD was killed by signal N; 76 when the lock was lost
-while CMD ran (even if CMD succeeded); 75 when the lock was not acquired within --wait;
-128+N when signal N ended the wait; 126 when CMD cannot be executed, 127 when it is not found;
-65 when NAME is not a lock; 69 when Redis cannot be reached; 77 when its ACL user may not take
-locks; 2 for bad arguments or a URL the server rejects.
+while CMD ran, or its release did not show that it lasted (even if CMD succeeded); 75 when the
+lock was not acquired within --wait; 128+N when signal N ended the wait; 126 when CMD cannot
+be executed, 127 when it is not found; 65 when NAME is not a lock; 69 when Redis cannot be
+reached; 77 when its ACL user may not take locks; 2 for bad arguments or a URL the server
+rejects.
 
 Examples:
   ferrisson run nightly-report -- ./make-report.sh --full

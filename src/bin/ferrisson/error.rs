@@ -154,6 +154,11 @@ pub fn not_a_lock(name: &str, redis_type: &str) -> String {
     }
 }
 
+/// The stable kind of a library error (`unavailable`, `release_unknown`, ...).
+pub fn kind(err: &ferrisson::Error) -> &'static str {
+    classify(err).1
+}
+
 /// Exit status and kind of a library error.
 fn classify(err: &ferrisson::Error) -> (u8, &'static str) {
     use ferrisson::Error;
@@ -165,6 +170,7 @@ fn classify(err: &ferrisson::Error) -> (u8, &'static str) {
         Error::WrongType { .. } => (exit::NOT_A_LOCK, "wrong_type"),
         Error::NotHeld { .. } => (exit::FAILURE, "not_held"),
         Error::LeaseLost { .. } => (exit::LOST, "lease_lost"),
+        Error::ReleaseUnknown { .. } => (exit::LOST, "release_unknown"),
         Error::Redis(_) => (exit::FAILURE, "redis"),
         Error::NotReplicated { .. } => (exit::FAILURE, "not_replicated"),
         Error::Shutdown => (exit::FAILURE, "shutdown"),

@@ -79,16 +79,16 @@ fn main() -> ExitCode {
 /// out by default: an outage makes it warn per connection, in `Debug` text, about what the
 /// tool reports itself. With `--json` they are JSON lines, so that `run --json`'s event stream
 /// on stderr stays JSON.
+/// A RUST_LOG that does not parse is ignored with a warning: a line of text, or with `--json` a
+/// log event (a JSON line, so that stderr stays JSON).
 fn init_logging(json: bool) {
     const DEFAULT: &str = "warn,fred=error";
-    let filter = match std::env::var("RUST_LOG") {
-        Err(_) => EnvFilter::new(DEFAULT),
-        Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|err| {
-            output::stderr_line(&format!(
-                "ferrisson: warning: ignoring RUST_LOG `{spec}` ({err}); using the default, {DEFAULT}"
-            ));
-            EnvFilter::new(DEFAULT)
-        }),
+    let (filter, ignored) = match std::env::var("RUST_LOG") {
+        Err(_) => (EnvFilter::new(DEFAULT), None),
+        Ok(spec) => match EnvFilter::try_new(&spec) {
+            Ok(filter) => (filter, None),
+            Err(err) => (EnvFilter::new(DEFAULT), Some((spec, err))),
+        },
     };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -99,6 +99,15 @@ fn init_logging(json: bool) {
     } else {
         logs.with_ansi(std::io::stderr().is_terminal()).try_init()
     };
+    if let Some((spec, err)) = ignored {
+        if json {
+            tracing::warn!(rust_log = %spec, error = %err, "ignoring RUST_LOG; using the default, {DEFAULT}");
+        } else {
+            output::stderr_line(&format!(
+                "ferrisson: warning: ignoring RUST_LOG `{spec}` ({err}); using the default, {DEFAULT}"
+            ));
+        }
+    }
 }
 
 async fn dispatch(cli: Cli) -> Outcome {

@@ -47,6 +47,21 @@ enum Event<'a> {
     Released {
         name: &'a str,
     },
+    /// The release did not show that the lock lasted until CMD ended: it failed, or its
+    /// outcome stayed unknown. A `lost` event follows (unless one came already).
+    ReleaseFailed {
+        name: &'a str,
+        /// Whether the lock may still be held (by this run's hold) until its lease runs out.
+        may_remain: bool,
+        error: ErrorJson<'a>,
+    },
+}
+
+/// An error in an event.
+#[derive(Serialize)]
+struct ErrorJson<'a> {
+    kind: &'static str,
+    message: &'a str,
 }
 
 /// Prints events as JSON lines or as `ferrisson: ...` messages on stderr.
@@ -173,6 +188,74 @@ impl Reporter<'_> {
                 signal: status.signal(),
             });
         }
+    }
+
+    /// The release did not show that the lock lasted until CMD ended (`err`, not
+    /// `LeaseLost`): the lock counts as lost. `lost_reported`: whether the loss was told already.
+    fn release_failed(&self, err: &ferrisson::Error, lost_reported: bool) {
+        use ferrisson::Error;
+        let may_remain = match err {
+            Error::ReleaseUnknown { may_remain, .. } => *may_remain,
+            // The key is no lock of ours any more.
+            Error::WrongType { .. } => false,
+            // The release did not run (the server refused it, or the client is gone).
+            _ => true,
+        };
+        let describe = |err: &Error| crate::error::describe(err, self.conn);
+        let message = match err {
+            Error::ReleaseUnknown { cause, .. } => {
+                let cause = cause.as_deref().map_or_else(
+                    || "left to the settling of an earlier call of unknown outcome".to_owned(),
+                    describe,
+                );
+                let then = if may_remain {
+                    "Redis was not reached again before the lease end: the lock may stay held \
+                     until its lease runs out"
+                } else {
+                    "the lock was no longer held when Redis was reached again"
+                };
+                format!(
+                    "the release of `{}` has an unknown outcome ({cause}), and {then}",
+                    self.name
+                )
+            }
+            err => format!(
+                "could not release `{}`: {}{}",
+                self.name,
+                describe(err),
+                if may_remain {
+                    "; it stays held until its lease runs out"
+                } else {
+                    ""
+                }
+            ),
+        };
+        if self.json {
+            self.json(&Event::ReleaseFailed {
+                name: self.name,
+                may_remain,
+                error: ErrorJson {
+                    kind: crate::error::kind(err),
+                    message: &message,
+                },
+            });
+            if !lost_reported {
+                self.json(&Event::Lost {
+                    name: self.name,
+                    exit_status: exit::LOST,
+                });
+            }
+            return;
+        }
+        let status = if lost_reported {
+            String::new()
+        } else {
+            format!("; exit status {}", exit::LOST)
+        };
+        self.say(&format!(
+            "warning: {message}; it cannot be shown that the lock was held until the command \
+             ended, so the command's work was not protected{status}"
+        ));
     }
 
     fn released(&self) {
@@ -353,9 +436,13 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
 }
 
 /// Releases the hold, reporting the release, or the loss if it was not reported yet. Returns
-/// whether the lock was lost.
+/// whether the lock counts as lost: whether the release failed to show that the hold lasted
+/// until now. A release whose outcome is unknown (its reply was lost) is settled first: the
+/// library reads, within the lease's proven end, whether the server still had the hold (and
+/// then releases it); if it did not, or Redis was not reached in time, nothing shows that the
+/// lock was held until CMD ended, and the run exits 76 as for a loss.
 async fn release(report: &Reporter<'_>, guard: LockGuard, lost_reported: bool) -> bool {
-    match guard.unlock().await {
+    match guard.unlock_settled().await {
         Ok(()) => {
             report.released();
             lost_reported
@@ -367,12 +454,8 @@ async fn release(report: &Reporter<'_>, guard: LockGuard, lost_reported: bool) -
             true
         }
         Err(err) => {
-            report.say(&format!(
-                "warning: could not release `{}`: {}; it is freed when its lease runs out",
-                report.name,
-                crate::error::describe(&err, report.conn)
-            ));
-            lost_reported
+            report.release_failed(&err, lost_reported);
+            true
         }
     }
 }
