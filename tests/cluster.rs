@@ -179,6 +179,44 @@ async fn watchdog_renewals_are_batched_per_slot() {
     }
 }
 
+/// Holds of one hash slot whose tracking began at two watchdog grid ticks share one renewal
+/// call a round: the first bucket due tops its slot's batch up from the next one. Renewed
+/// apart, they would take two calls a round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_of_one_slot_taken_across_grid_ticks_share_one_renewal_call() {
+    let cluster = RedisCluster::start(3, 0).await;
+    let raw = cluster.raw().await;
+    let mut config = Config::new(cluster.url());
+    // Renewals every 300 ms on a grid of 30 ms ticks.
+    config.watchdog_timeout = Duration::from_millis(900);
+    let client = ferrisson::Client::new(config).await.expect("connect");
+    let master = cluster.master_of_slot(keyslot(&raw, "{split}").await);
+    let mut guards = Vec::new();
+    for i in 0..8 {
+        if i == 4 {
+            // Past a grid tick: the watchdog takes the next four in at a later tick.
+            sleep(Duration::from_millis(40)).await;
+        }
+        let lock = client
+            .lock(format!("{{split}}:renewed:{i}"))
+            .with_owner(Owner::new());
+        guards.push(lock.lock().await.expect("lock"));
+    }
+    reset_stats(&cluster.master_clients[master]).await;
+    sleep(Duration::from_millis(1200)).await;
+    let renewals = command_calls(&cluster.master_clients[master], "evalsha").await;
+    assert!(guards.iter().all(|guard| !guard.is_lost()), "renewed");
+    // Rounds are at least 300 ms apart (a renewal's next tick is at least ten after the tick it
+    // was sent at), so 1.2 s holds 3 to 5 of them; two calls a round would make 6 or more.
+    assert!(
+        (3..=5).contains(&renewals),
+        "{renewals} renewal calls for 8 locks in one slot over 1.2 s"
+    );
+    for guard in guards {
+        guard.unlock().await.expect("release");
+    }
+}
+
 /// The messages a release sends, by kind, as raw classic and sharded subscribers see them.
 async fn messages_of_a_release(
     cluster: &RedisCluster,

@@ -9,9 +9,9 @@
 //! of a grid of ticks (a tenth of the renewal interval) about a third of the watchdog timeout
 //! ahead; each non-empty bucket has one timer in a hashed timing wheel
 //! (`tokio_util::time::DelayQueue`). When a bucket is due, its holds are renewed by one script
-//! call per `renewal_batch_size` holds (per hash slot in a cluster), and a partial last batch is
-//! topped up with holds of the next buckets, so that batches are full and L held locks cost about
-//! L / batch size calls per period. Renewing a little early is always safe.
+//! call per `renewal_batch_size` holds (per hash slot in a cluster), and a partial last batch (of
+//! each slot, in a cluster) is topped up with holds (of that slot) of the next buckets, so that
+//! batches are full and L held locks cost about L / batch size calls per period. Renewing a little early is always safe.
 //! A renewal that finds the field gone marks the lease lost and stops renewing it.
 //!
 //! Acquires and releases never wake the watchdog: they append track/untrack requests to a list
@@ -780,7 +780,8 @@ impl Watchdog {
             self.take_live(tick, bucket.holds, &mut due, expired, usize::MAX, now);
         }
         if self.redis.clustered {
-            return due; // batches are per hash slot there; topping up one would not help
+            self.top_up_slots(&mut due, expired, now);
+            return due;
         }
         let horizon = self.tick_after(self.interval / 2);
         while due.len() % self.batch_size != 0 {
@@ -801,6 +802,66 @@ impl Watchdog {
             }
         }
         due
+    }
+
+    /// In a cluster a batch keeps to one hash slot, so each slot's partial batch is topped up
+    /// with holds of the same slot from the next buckets within half an interval: the holds of
+    /// one slot taken across a grid tick (their tracking drained at two ticks) are renewed by
+    /// one call a round rather than one per bucket, and keep that common phase from then on.
+    fn top_up_slots(&mut self, due: &mut Vec<Due>, expired: &mut Vec<(HoldKey, u64)>, now: u64) {
+        let mut wanted: HashMap<u16, usize> = HashMap::default();
+        for (key, _, _) in due.iter() {
+            *wanted.entry(slot_of(key)).or_default() += 1;
+        }
+        for count in wanted.values_mut() {
+            *count = (self.batch_size - *count % self.batch_size) % self.batch_size;
+        }
+        wanted.retain(|_, count| *count > 0);
+        let horizon = self.tick_after(self.interval / 2);
+        let next_ticks: Vec<u64> = self
+            .buckets
+            .range(..=horizon)
+            .map(|(tick, _)| *tick)
+            .collect();
+        for next in next_ticks {
+            if wanted.is_empty() {
+                break;
+            }
+            let Some(bucket) = self.buckets.remove(&next) else {
+                continue;
+            };
+            let mut kept = Vec::with_capacity(bucket.holds.len());
+            for generation in bucket.holds {
+                let Some(tracked) = self.tracked.get(&generation) else {
+                    continue; // untracked: a stale entry
+                };
+                if tracked.tick != next {
+                    continue; // rescheduled: a stale entry
+                }
+                let slot = slot_of(&tracked.key);
+                match wanted.get_mut(&slot) {
+                    Some(count) => {
+                        *count -= 1;
+                        if *count == 0 {
+                            wanted.remove(&slot);
+                        }
+                        self.take_live(next, vec![generation], due, expired, 1, now);
+                    }
+                    None => kept.push(generation),
+                }
+            }
+            if kept.is_empty() {
+                self.queue.try_remove(&bucket.timer);
+            } else {
+                self.buckets.insert(
+                    next,
+                    Bucket {
+                        holds: kept,
+                        timer: bucket.timer,
+                    },
+                );
+            }
+        }
     }
 
     /// Moves the live entries of `holds` (due at `tick`) into `due`, marking them in flight,
@@ -932,16 +993,17 @@ fn check(redis: Arc<Redis>, key: HoldKey, generation: u64) -> BoxFuture<'static,
 /// A hold due for renewal: its key, generation and expiry tick.
 type Due = (HoldKey, u64, u64);
 
+/// The cluster hash slot of a hold's lock.
+fn slot_of(key: &HoldKey) -> u16 {
+    fred::util::redis_keyslot(key.name.as_bytes())
+}
+
 /// Groups `due` per hash slot (in a cluster; one group otherwise) and cuts each group into
 /// batches of at most `batch_size`.
 fn split_into_batches(due: Vec<Due>, batch_size: usize, clustered: bool) -> Vec<Vec<Due>> {
     let mut groups: HashMap<u16, Vec<Due>> = HashMap::default();
     for hold in due {
-        let slot = if clustered {
-            fred::util::redis_keyslot(hold.0.name.as_bytes())
-        } else {
-            0
-        };
+        let slot = if clustered { slot_of(&hold.0) } else { 0 };
         groups.entry(slot).or_default().push(hold);
     }
     // Each batch in a vector of its own size: splitting one vector in place (`split_off`)
