@@ -193,6 +193,8 @@ impl RedisSentinel {
             replication_info(client).await.contains("role:master")
         })
         .await;
+        // Closed here, not whenever it is dropped: a test may watch the new master's clients.
+        let _ = client.quit().await;
         new
     }
 
