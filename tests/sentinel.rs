@@ -40,9 +40,16 @@ fn config(
     config
 }
 
-/// Takes and releases fresh locks on `client` until one is taken and released on `master`,
-/// panicking if that takes longer than [`FOLLOW_WITHIN`]: the client follows the new master.
-async fn locks_land_on(client: &ferrisson::Client, master: &fred::clients::Client) -> Duration {
+/// Takes and releases fresh locks on `client` until one is taken and released on `master`
+/// (node `index` of `fixture`), panicking if that takes longer than [`FOLLOW_WITHIN`]: the
+/// client follows the new master. Panics at once if the sentinels have replaced that master
+/// meanwhile (a second failover): the client follows them, not the test's handle.
+async fn locks_land_on(
+    fixture: &RedisSentinel,
+    client: &ferrisson::Client,
+    master: &fred::clients::Client,
+    index: usize,
+) -> Duration {
     let start = Instant::now();
     for attempt in 0.. {
         let name = format!("sentinel:probe:{attempt}");
@@ -64,10 +71,18 @@ async fn locks_land_on(client: &ferrisson::Client, master: &fred::clients::Clien
             Err(err) if err.is_transient() => err.to_string(),
             Err(err) => panic!("taking {name} failed: {err}"),
         };
+        if fixture.agreed_master_port().await != Some(fixture.nodes[index].port()) {
+            panic!(
+                "the sentinels no longer name node {index}, the master they had agreed on \
+                 (last: {name}: {missed}): {}",
+                fixture.announcement().await
+            );
+        }
         assert!(
             start.elapsed() < FOLLOW_WITHIN,
-            "locks did not go to the new master within {FOLLOW_WITHIN:?} after the sentinels \
-             announced it (last: {name}: {missed})"
+            "locks did not go to the new master (node {index}) within {FOLLOW_WITHIN:?} after \
+             the sentinels announced it (last: {name}: {missed}); {}",
+            fixture.announcement().await
         );
         sleep(Duration::from_millis(50)).await;
     }
@@ -179,9 +194,10 @@ async fn a_planned_failover_is_followed_and_wakes_parked_waiters() {
     let fixture = RedisSentinel::start().await;
     let parked = Parked::on(&fixture).await;
 
-    let new = fixture.node_client(fixture.failover().await).await;
-    let followed = locks_land_on(&parked.holder_client, &new).await;
-    locks_land_on(&parked.waiter_client, &new).await;
+    let new_index = fixture.failover().await;
+    let new = fixture.node_client(new_index).await;
+    let followed = locks_land_on(&fixture, &parked.holder_client, &new, new_index).await;
+    locks_land_on(&fixture, &parked.waiter_client, &new, new_index).await;
     release_wakes(parked.held, &new, parked.waiter).await;
     eprintln!("followed the planned failover in {followed:?}");
 }
@@ -221,7 +237,7 @@ async fn a_killed_master_is_followed_and_wakes_parked_waiters() {
         "taken on the new master"
     );
     through.unlock().await.expect("release");
-    locks_land_on(&parked.waiter_client, &new).await;
+    locks_land_on(&fixture, &parked.waiter_client, &new, new_index).await;
     release_wakes(parked.held, &new, parked.waiter).await;
     eprintln!(
         "master killed: promoted after {promoted:?}, followed after {:?}",
@@ -239,8 +255,9 @@ async fn a_watchdog_hold_is_renewed_on_the_new_master_after_a_planned_failover()
     let client = connect_with(config(&fixture, watchdog, WhenUnavailable::FailFast)).await;
     let guard = hold(&client, "sentinel:renewed").await;
 
-    let new = fixture.node_client(fixture.failover().await).await;
-    locks_land_on(&client, &new).await;
+    let new_index = fixture.failover().await;
+    let new = fixture.node_client(new_index).await;
+    locks_land_on(&fixture, &client, &new, new_index).await;
     // A renewal (every third of the timeout) raises the PTTL on the new master; it only ever
     // falls otherwise.
     let lowest = std::cell::Cell::new(i64::MAX);
@@ -285,10 +302,9 @@ async fn a_watchdog_hold_through_a_master_kill_is_held_iff_not_lost() {
 
     fixture.nodes[old_index].kill();
     let killed = Instant::now();
-    let new = fixture
-        .node_client(fixture.wait_for_promotion(old_index).await)
-        .await;
-    locks_land_on(&client, &new).await;
+    let new_index = fixture.wait_for_promotion(old_index).await;
+    let new = fixture.node_client(new_index).await;
+    locks_land_on(&fixture, &client, &new, new_index).await;
     // Past the last lease granted before the kill: still held now means renewed on the new
     // master.
     tokio::time::sleep_until(killed + watchdog + Duration::from_secs(1)).await;
@@ -411,8 +427,8 @@ async fn a_dead_master_named_to_a_reconnecting_listener_is_not_chased() {
 
     let new_index = fixture.wait_for_promotion(old_index).await;
     let new = fixture.node_client(new_index).await;
-    locks_land_on(&parked.holder_client, &new).await;
-    locks_land_on(&parked.waiter_client, &new).await;
+    locks_land_on(&fixture, &parked.holder_client, &new, new_index).await;
+    locks_land_on(&fixture, &parked.waiter_client, &new, new_index).await;
     wait_numsub(
         &new,
         &channel_of(parked.held.lock().name()),
