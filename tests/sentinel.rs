@@ -2,7 +2,8 @@
 //! sentinels (`support::sentinel`). Clients connect through the sentinels and lock on the
 //! master; after a planned failover (`SENTINEL FAILOVER`) and after the master is killed
 //! (SIGKILL) they follow the new master and keep locking, parked waiters are woken there by the
-//! release, and a hold kept by the watchdog is renewed on the new master or reported lost.
+//! release, and a hold kept by the watchdog is renewed on the new master or reported lost. A
+//! sentinel that names the dead master to a reconnecting listener does not make them chase it.
 
 mod support;
 
@@ -13,7 +14,8 @@ use std::time::Duration;
 use ferrisson::{Config, Owner, WhenUnavailable, WokenBy};
 use fred::prelude::*;
 use support::redis_state::{
-    channel_of, clients_of_type, exists, holder_fields, poll_until, pttl, wait_numsub,
+    channel_of, clients_of_type, command_calls, exists, holder_fields, poll_until, pttl,
+    wait_numsub,
 };
 use support::sentinel::RedisSentinel;
 use support::{connect_with, hand_over, hold, hold_with_lease, spawn_waiter};
@@ -39,9 +41,16 @@ fn config(
     config
 }
 
-/// Takes and releases fresh locks on `client` until one is taken and released on `master`,
-/// panicking if that takes longer than [`FOLLOW_WITHIN`]: the client follows the new master.
-async fn locks_land_on(client: &ferrisson::Client, master: &fred::clients::Client) -> Duration {
+/// Takes and releases fresh locks on `client` until one is taken and released on `master`
+/// (node `index` of `fixture`), panicking if that takes longer than [`FOLLOW_WITHIN`]: the
+/// client follows the new master. Panics at once if the sentinels have replaced that master
+/// meanwhile (a second failover): the client follows them, not the test's handle.
+async fn locks_land_on(
+    fixture: &RedisSentinel,
+    client: &ferrisson::Client,
+    master: &fred::clients::Client,
+    index: usize,
+) -> Duration {
     let start = Instant::now();
     for attempt in 0.. {
         let name = format!("sentinel:probe:{attempt}");
@@ -63,10 +72,18 @@ async fn locks_land_on(client: &ferrisson::Client, master: &fred::clients::Clien
             Err(err) if err.is_transient() => err.to_string(),
             Err(err) => panic!("taking {name} failed: {err}"),
         };
+        if fixture.agreed_master_port().await != Some(fixture.nodes[index].port()) {
+            panic!(
+                "the sentinels no longer name node {index}, the master they had agreed on \
+                 (last: {name}: {missed}): {}",
+                fixture.announcement().await
+            );
+        }
         assert!(
             start.elapsed() < FOLLOW_WITHIN,
-            "locks did not go to the new master within {FOLLOW_WITHIN:?} after the sentinels \
-             announced it (last: {name}: {missed})"
+            "locks did not go to the new master (node {index}) within {FOLLOW_WITHIN:?} after \
+             the sentinels announced it (last: {name}: {missed}); {}",
+            fixture.announcement().await
         );
         sleep(Duration::from_millis(50)).await;
     }
@@ -160,10 +177,25 @@ async fn locks_through_the_sentinels_live_on_the_master() {
     guard.unlock().await.expect("release");
     assert_eq!(exists(&master, "sentinel:lock").await, 0);
 
-    // A waiter of another client, subscribed on the master, is woken by the release.
+    // A waiter of another client, subscribed on the master, is woken by the release. Released
+    // once the waiter has subscribed and has made the retry that follows its subscription (a
+    // release between the two lets that retry take the lock without waiting: `Immediate`).
     let channel = channel_of("sentinel:handed");
+    let scripts = command_calls(&master, "evalsha").await;
     let guard = hand_over(&client, &other, "sentinel:handed", LONG_LEASE, async {
         wait_numsub(&master, &channel, 1, Duration::from_secs(5)).await;
+        // The holder's acquire, the waiter's first attempt and its retry.
+        let retried = poll_until(
+            Duration::from_secs(5),
+            Duration::from_millis(10),
+            || command_calls(&master, "evalsha"),
+            |calls| *calls >= scripts + 3,
+        )
+        .await;
+        assert!(
+            retried.is_ok(),
+            "the waiter's retry after subscribing: {retried:?} scripts run, from {scripts}"
+        );
     })
     .await;
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
@@ -178,9 +210,10 @@ async fn a_planned_failover_is_followed_and_wakes_parked_waiters() {
     let fixture = RedisSentinel::start().await;
     let parked = Parked::on(&fixture).await;
 
-    let new = fixture.node_client(fixture.failover().await).await;
-    let followed = locks_land_on(&parked.holder_client, &new).await;
-    locks_land_on(&parked.waiter_client, &new).await;
+    let new_index = fixture.failover().await;
+    let new = fixture.node_client(new_index).await;
+    let followed = locks_land_on(&fixture, &parked.holder_client, &new, new_index).await;
+    locks_land_on(&fixture, &parked.waiter_client, &new, new_index).await;
     release_wakes(parked.held, &new, parked.waiter).await;
     eprintln!("followed the planned failover in {followed:?}");
 }
@@ -220,7 +253,7 @@ async fn a_killed_master_is_followed_and_wakes_parked_waiters() {
         "taken on the new master"
     );
     through.unlock().await.expect("release");
-    locks_land_on(&parked.waiter_client, &new).await;
+    locks_land_on(&fixture, &parked.waiter_client, &new, new_index).await;
     release_wakes(parked.held, &new, parked.waiter).await;
     eprintln!(
         "master killed: promoted after {promoted:?}, followed after {:?}",
@@ -238,8 +271,9 @@ async fn a_watchdog_hold_is_renewed_on_the_new_master_after_a_planned_failover()
     let client = connect_with(config(&fixture, watchdog, WhenUnavailable::FailFast)).await;
     let guard = hold(&client, "sentinel:renewed").await;
 
-    let new = fixture.node_client(fixture.failover().await).await;
-    locks_land_on(&client, &new).await;
+    let new_index = fixture.failover().await;
+    let new = fixture.node_client(new_index).await;
+    locks_land_on(&fixture, &client, &new, new_index).await;
     // A renewal (every third of the timeout) raises the PTTL on the new master; it only ever
     // falls otherwise.
     let lowest = std::cell::Cell::new(i64::MAX);
@@ -284,10 +318,9 @@ async fn a_watchdog_hold_through_a_master_kill_is_held_iff_not_lost() {
 
     fixture.nodes[old_index].kill();
     let killed = Instant::now();
-    let new = fixture
-        .node_client(fixture.wait_for_promotion(old_index).await)
-        .await;
-    locks_land_on(&client, &new).await;
+    let new_index = fixture.wait_for_promotion(old_index).await;
+    let new = fixture.node_client(new_index).await;
+    locks_land_on(&fixture, &client, &new, new_index).await;
     // Past the last lease granted before the kill: still held now means renewed on the new
     // master.
     tokio::time::sleep_until(killed + watchdog + Duration::from_secs(1)).await;
@@ -331,6 +364,106 @@ async fn a_watchdog_hold_through_a_master_kill_is_held_iff_not_lost() {
     }
 }
 
+/// Waits until every sentinel of `fixture` has `count` subscribed connections (the clients'
+/// listeners, subscribed to `+switch-master`), panicking after 5 s.
+async fn listening(fixture: &RedisSentinel, count: usize) {
+    for index in 0..fixture.sentinels.len() {
+        let sentinel = fixture.sentinel_client(index);
+        let polled = poll_until(
+            Duration::from_secs(5),
+            Duration::from_millis(20),
+            || clients_of_type(sentinel, "pubsub"),
+            |n| *n == count,
+        )
+        .await;
+        assert_eq!(
+            polled,
+            Ok(count),
+            "listeners subscribed on sentinel {index}"
+        );
+    }
+}
+
+/// The ids of the connections on a node that are neither a sentinel's (named `sentinel-...`), a
+/// replica's (`S` flag) nor `raw`'s own: the ferrisson clients' connections.
+async fn client_connections(raw: &fred::clients::Client) -> std::collections::BTreeSet<u64> {
+    let own: u64 = raw
+        .custom(fred::cmd!("CLIENT"), vec!["ID"])
+        .await
+        .expect("CLIENT ID");
+    let list: String = raw
+        .custom(fred::cmd!("CLIENT"), vec!["LIST"])
+        .await
+        .expect("CLIENT LIST");
+    list.lines()
+        .filter_map(|line| {
+            let field = |name: &str| {
+                line.split(' ')
+                    .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+            };
+            let id: u64 = field("id")?.parse().ok()?;
+            let named = !field("name")?.is_empty();
+            let replica = field("flags")?.contains('S');
+            (id != own && !named && !replica).then_some(id)
+        })
+        .collect()
+}
+
+/// A listener that reconnects to its sentinel while the master is down (killed, not yet noticed
+/// by the sentinels) is told the dead master. The client does not chase it: every listener asks
+/// and subscribes again at once (a chase of the dead master held the other listeners back for
+/// 10 s, deaf to the switch to come), and once the clients follow the promoted replica their
+/// connections stay there (the chase kept reconnecting all of them) and the parked waiter is
+/// woken there by the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_master_named_to_a_reconnecting_listener_is_not_chased() {
+    let mut fixture = RedisSentinel::start().await;
+    let old_index = fixture.master().await;
+    let parked = Parked::on(&fixture).await;
+    replicated(&fixture.node_client(old_index).await).await;
+    // Both clients listen on every sentinel.
+    listening(&fixture, 2).await;
+
+    fixture.nodes[old_index].kill();
+    for index in 0..fixture.sentinels.len() {
+        let _: fred::types::Value = fixture
+            .sentinel_client(index)
+            .custom(fred::cmd!("CLIENT"), vec!["KILL", "TYPE", "pubsub"])
+            .await
+            .expect("CLIENT KILL TYPE pubsub on a sentinel");
+    }
+    // Each listener reconnects, asks its sentinel for the master and subscribes again.
+    listening(&fixture, 2).await;
+    let old_port = fixture.nodes[old_index].port();
+    assert_eq!(
+        fixture.agreed_master_port().await,
+        Some(old_port),
+        "the listeners asked before the sentinels noticed the kill: they were told the dead master"
+    );
+
+    let new_index = fixture.wait_for_promotion(old_index).await;
+    let new = fixture.node_client(new_index).await;
+    locks_land_on(&fixture, &parked.holder_client, &new, new_index).await;
+    locks_land_on(&fixture, &parked.waiter_client, &new, new_index).await;
+    wait_numsub(
+        &new,
+        &channel_of(parked.held.lock().name()),
+        1,
+        FOLLOW_WITHIN,
+    )
+    .await;
+    let settled = client_connections(&new).await;
+    sleep(Duration::from_secs(2)).await;
+    let now = client_connections(&new).await;
+    let replaced: Vec<_> = settled.difference(&now).collect();
+    assert!(
+        replaced.is_empty(),
+        "the clients' connections to the new master were replaced after they followed it: {replaced:?} \
+         of {settled:?} gone, now {now:?}"
+    );
+    release_wakes(parked.held, &new, parked.waiter).await;
+}
+
 /// A client listens for master switches on every sentinel of its URL, keeps retrying one that is
 /// down (here a port that drops every connection) without failing or delaying anything, and
 /// `shutdown` closes all of those connections and stops the retries.
@@ -354,21 +487,7 @@ async fn shutdown_closes_the_sentinel_listeners_also_of_a_sentinel_that_is_down(
     let url = format!("{}&node=127.0.0.1:{down_port}", fixture.url());
     let client = connect_with(Config::new(url)).await;
 
-    let fixture = &fixture;
-    let listening = |count: usize| async move {
-        for index in 0..fixture.sentinels.len() {
-            let sentinel = fixture.sentinel_client(index);
-            let polled = poll_until(
-                Duration::from_secs(5),
-                Duration::from_millis(20),
-                || clients_of_type(sentinel, "pubsub"),
-                |n| *n == count,
-            )
-            .await;
-            assert_eq!(polled, Ok(count), "listeners on sentinel {index}");
-        }
-    };
-    listening(1).await;
+    listening(&fixture, 1).await;
     let retried = poll_until(
         Duration::from_secs(5),
         Duration::from_millis(20),
@@ -381,7 +500,7 @@ async fn shutdown_closes_the_sentinel_listeners_also_of_a_sentinel_that_is_down(
     guard.unlock().await.expect("release");
 
     client.shutdown().await;
-    listening(0).await;
+    listening(&fixture, 0).await;
     let after = attempts.load(Ordering::Relaxed);
     // Longer than the longest reconnect backoff (2 s).
     sleep(Duration::from_secs(3)).await;

@@ -15,6 +15,15 @@
 //! re-subscribes and wakes every waiter (`pubsub.rs`). A sentinel that has not heard of the switch
 //! yet may still name the old master: the reconnection is repeated, for a while, until it lands
 //! on the new one.
+//!
+//! Only the latest master named is pursued, and the pursuit never holds up the listeners: a
+//! switch announced while another master is pursued (the sentinels may fail over again within
+//! seconds) replaces that pursuit at once, and a listener that reconnects meanwhile asks and
+//! subscribes again at once. A sentinel's answer when a listener connects is only a snapshot (the
+//! master it names may die a moment later, before the sentinels notice) and may be stale: it
+//! moves the connections that are up and elsewhere once, and is never chased. Chasing it kept
+//! every connection reconnecting for 10 s to a master that was gone, deaf to the switch that
+//! followed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +32,7 @@ use fred::clients::{Pool, SubscriberClient};
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use fred::types::config::{Server, ServerConfig};
 use fred::types::{Builder, Message, Value};
+use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{BoxStream, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -50,6 +60,18 @@ enum Event {
     Connected(usize),
     /// A sentinel announced this new master of the service.
     Switched(Server),
+}
+
+/// How a master the sentinels named is pursued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pursuit {
+    /// Announced by `+switch-master`: reconnect until there, for at most [`FOLLOW_FOR`] (fred may
+    /// ask a sentinel that has not heard of the switch yet).
+    Switch,
+    /// One sentinel's answer when a listener connected: reconnect once the connections that are
+    /// up and on another node; a connection that is down reconnects on its own, asking the
+    /// sentinels.
+    Answer,
 }
 
 impl Sentinels {
@@ -112,31 +134,48 @@ impl Sentinels {
         }
         let sentinels = self.clone();
         tokio::spawn(async move {
+            // The pursuit of the latest master named, polled beside the listeners' events so
+            // that a newer one replaces it; `None` once it is over.
+            let mut pursuit: Option<(Pursuit, BoxFuture<'static, ()>)> = None;
             loop {
+                let pursued = async {
+                    match pursuit.as_mut() {
+                        Some((_, pursuing)) => pursuing.await,
+                        None => std::future::pending().await,
+                    }
+                };
                 let event = tokio::select! {
                     _ = stop.cancelled() => break,
                     event = events.next() => event,
+                    () = pursued => {
+                        pursuit = None;
+                        continue;
+                    }
                 };
                 let Some(event) = event else {
                     // The listeners live as long as this task: not expected.
                     stop.cancelled().await;
                     break;
                 };
-                let handle = async {
-                    let master = match event {
-                        Event::Switched(master) => Some(master),
-                        Event::Connected(index) => {
-                            sentinels.on_connect(&sentinels.listeners[index]).await
-                        }
-                    };
-                    if let Some(master) = master {
-                        follow(&commands, &subscriber, &master).await;
+                let named = match event {
+                    Event::Switched(master) => Some((master, Pursuit::Switch)),
+                    Event::Connected(index) => {
+                        let asked = tokio::select! {
+                            _ = stop.cancelled() => break,
+                            asked = sentinels.on_connect(&sentinels.listeners[index]) => asked,
+                        };
+                        asked.map(|master| (master, Pursuit::Answer))
                     }
                 };
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    () = handle => {}
+                let Some((master, how)) = named else { continue };
+                if how == Pursuit::Answer && matches!(pursuit, Some((Pursuit::Switch, _))) {
+                    // A switch, announced before this answer, is still being pursued: the answer
+                    // is that master, or a sentinel's that has not heard of the switch yet.
+                    tracing::debug!(%master, "a sentinel's answer during a switch; still following the switch");
+                    continue;
                 }
+                let following = follow(commands.clone(), subscriber.clone(), master, how);
+                pursuit = Some((how, following.boxed()));
             }
             sentinels.quit().await;
         })
@@ -217,23 +256,39 @@ fn switched_to(message: &Message, service: &str) -> Option<Server> {
     }
 }
 
-/// Moves every command connection and the subscriber to `master`.
-async fn follow(commands: &Pool, subscriber: &SubscriberClient, master: &Server) {
+/// Moves every command connection and the subscriber to `master`, pursued as `how` says.
+async fn follow(commands: Pool, subscriber: SubscriberClient, master: Server, how: Pursuit) {
     let deadline = Instant::now() + FOLLOW_FOR;
     let commands = futures::future::join_all(
         commands
             .clients()
             .iter()
-            .map(|client| reconnect_to(client, master, deadline)),
+            .map(|client| reconnect_to(client, &master, how, deadline)),
     );
-    futures::future::join(commands, reconnect_to(subscriber, master, deadline)).await;
+    futures::future::join(commands, reconnect_to(&subscriber, &master, how, deadline)).await;
+}
+
+/// Whether `client` is connected to `master`.
+fn on<C: ClientLike>(client: &C, master: &Server) -> bool {
+    client.is_connected() && client.active_connections().contains(master)
 }
 
 /// Reconnects `client` until it is connected to `master` (fred asks the sentinels each time),
-/// at most until `deadline`.
-async fn reconnect_to<C: ClientLike>(client: &C, master: &Server, deadline: Instant) {
+/// at most until `deadline`; as an [`Pursuit::Answer`], at most once, and only if it is connected
+/// elsewhere.
+async fn reconnect_to<C: ClientLike>(client: &C, master: &Server, how: Pursuit, deadline: Instant) {
+    if how == Pursuit::Answer {
+        if client.is_connected() && !on(client, master) {
+            tracing::debug!(%master, "a sentinel names another master; reconnecting once");
+            match tokio::time::timeout_at(deadline, client.force_reconnection()).await {
+                Ok(Ok(())) | Err(_) => {}
+                Ok(Err(err)) => tracing::debug!(error = %err, "reconnecting failed"),
+            }
+        }
+        return;
+    }
     let mut again = false;
-    while !(client.is_connected() && client.active_connections().contains(master)) {
+    while !on(client, master) {
         if Instant::now() >= deadline {
             tracing::warn!(%master, "could not reach the master the sentinels announced");
             return;

@@ -16,7 +16,15 @@ use super::{raw_client, RedisServer};
 /// The name under which the sentinels monitor the master (`sentinelServiceName`).
 pub const SERVICE: &str = "ferrisson-master";
 /// `sentinel down-after-milliseconds`: how long a silent master takes to be judged down.
-pub const DOWN_AFTER_MS: u64 = 1000;
+///
+/// Well above a sentinel's pause between reconnections (1 s, `SENTINEL_PING_PERIOD`): when a
+/// sentinel switches to a new master it opens its link to it at its next reconnection, up to
+/// 1 s later (it kept retrying the dead old master every second), and judges the new master down
+/// unless a PONG came within this time of the switch. With 1000 ms that failed now and then under
+/// load, and since the other sentinels' votes that the old master was down still counted (for
+/// 5 s), the new master was at once objectively down and replaced by a second failover, about 2 s
+/// after the sentinels had agreed on it: the tests' handle of "the new master" was stale.
+pub const DOWN_AFTER_MS: u64 = 2000;
 /// `sentinel failover-timeout`: also the pause before a sentinel retries a failed election.
 pub const FAILOVER_TIMEOUT_MS: u64 = 3000;
 /// How many data nodes (a master and its replicas) and sentinels the fixture runs.
@@ -124,6 +132,34 @@ impl RedisSentinel {
         Some(first)
     }
 
+    /// What each sentinel says of the master now, for failure messages: the node it names and
+    /// its configuration epoch (1 after one failover).
+    pub async fn announcement(&self) -> String {
+        let mut said = Vec::new();
+        for (index, sentinel) in self.sentinel_clients.iter().enumerate() {
+            let master: Vec<String> = sentinel
+                .custom(fred::cmd!("SENTINEL"), vec!["MASTER", SERVICE])
+                .await
+                .unwrap_or_default();
+            let field = |name: &str| {
+                master
+                    .chunks(2)
+                    .find(|pair| pair[0] == name)
+                    .map_or("?", |pair| pair[1].as_str())
+            };
+            let node = field("port")
+                .parse()
+                .ok()
+                .and_then(|port: u16| self.nodes.iter().position(|node| node.port() == port));
+            said.push(format!(
+                "sentinel {index}: node {node:?} (port {}), config epoch {}",
+                field("port"),
+                field("config-epoch")
+            ));
+        }
+        said.join("; ")
+    }
+
     /// The index in [`RedisSentinel::nodes`] of the current master, as the sentinels announce
     /// it (they must agree).
     pub async fn master(&self) -> usize {
@@ -193,6 +229,8 @@ impl RedisSentinel {
             replication_info(client).await.contains("role:master")
         })
         .await;
+        // Closed here, not whenever it is dropped: a test may watch the new master's clients.
+        let _ = client.quit().await;
         new
     }
 
