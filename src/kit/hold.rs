@@ -22,7 +22,9 @@ pub(crate) struct Hold {
     client: Arc<ClientInner>,
     /// Its key is the lock's name and the holder field.
     ticket: Ticket,
-    /// When a fixed lease ends, measured from before the acquire was sent.
+    /// When this hold's fixed lease ends, measured from before the acquire was sent. The lease
+    /// table keeps the key's end (`lease_end`), which the owner's later acquires and releases
+    /// move; `is_lost` and `lost` go by whichever comes first.
     lease_ends: Option<Instant>,
     acquisition: Acquisition,
     /// The primitive's own release script (`None`: `RELEASE`).
@@ -108,19 +110,39 @@ impl Hold {
         self.done = true;
     }
 
-    /// Resolves when the lease is lost or can no longer be proven (see `LockGuard::lost`).
+    /// Resolves when the lease is lost or can no longer be proven (see `LockGuard::lost`): when
+    /// `is_lost` turns true. Besides the lost token, it wakes at the key's end as the lease
+    /// table keeps it, which renewals and re-entries move, and checks again.
     pub(crate) fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         let token = self.client.leases.lost_token(&self.ticket);
-        let lease_ends = self.lease_ends;
+        // Weak: the future may outlive the client, and must not keep its table.
+        let leases = Arc::downgrade(&self.client.leases);
+        let ticket = self.ticket.clone();
+        let own_end = self.lease_ends;
         async move {
-            match lease_ends {
-                Some(end) => {
-                    tokio::select! {
-                        _ = token.cancelled() => {}
-                        _ = tokio::time::sleep_until(end) => {}
-                    }
+            loop {
+                let key_end = match leases.upgrade() {
+                    Some(leases) => match leases.lease_end(&ticket) {
+                        Some(end) => Some(end),
+                        None => return, // lost
+                    },
+                    None => None, // the client is gone: its holds end as their leases say
+                };
+                let end = match (key_end, own_end) {
+                    (Some(key), Some(own)) => Some(key.min(own)),
+                    (key, own) => key.or(own),
+                };
+                let Some(end) = end else {
+                    token.cancelled().await;
+                    return;
+                };
+                tokio::select! {
+                    _ = token.cancelled() => return,
+                    _ = tokio::time::sleep_until(end) => {}
                 }
-                None => token.cancelled().await,
+                if own_end.is_some_and(|own| Instant::now() >= own) {
+                    return;
+                }
             }
         }
     }
@@ -129,24 +151,26 @@ impl Hold {
         self.client.leases.lost_token(&self.ticket)
     }
 
-    /// Read from the clock too, so that a holder that was paused knows at once when it resumes.
+    /// Read from the clock too (the key's end, and this hold's own fixed lease), so that a
+    /// holder that was paused knows at once when it resumes.
     pub(crate) fn is_lost(&self) -> bool {
         self.client.leases.is_lost(&self.ticket)
             || self.lease_ends.is_some_and(|end| Instant::now() >= end)
     }
 
-    /// Records that the hold's fixed lease was set again on the server, to `lease_ms` by a
+    /// Records that the hold's key had its TTL set again on the server, to `lease_ms` by a
     /// command sent at `sent_at`, so that `is_lost`, `lost` and a partial release's re-arm use
     /// the new end. Generic: for any primitive that resets the TTL of holds it took (the
-    /// MultiLock's "lease recalculation", say). A watchdog hold is left as it is: the watchdog
-    /// keeps renewing it.
+    /// MultiLock's "lease recalculation", say). A watchdog hold keeps its lease kind: the
+    /// watchdog keeps renewing it (before the new end, if that is sooner).
     pub(crate) fn relet(&mut self, lease_ms: u64, sent_at: Instant) {
+        // The key's TTL is the table's business whatever this hold's lease.
+        self.client.leases.relet(&self.ticket, lease_ms, sent_at);
         if self.ticket.lease == Lease::Watchdog {
             return;
         }
         self.lease_ends = sent_at.checked_add(Duration::from_millis(lease_ms));
         self.ticket.lease = Lease::Fixed(lease_ms);
-        self.client.leases.relet(&self.ticket, lease_ms);
     }
 
     pub(crate) fn acquisition(&self) -> &Acquisition {
