@@ -565,3 +565,173 @@ async fn a_hold_whose_lease_a_re_entry_extended_releases_ok_after_its_own_end() 
     assert!(unlocked.is_ok(), "got {unlocked:?}");
     assert_eq!(support::redis_state::exists(&raw, name).await, 0);
 }
+
+/// How the same owner takes the lock again in the tests below.
+#[derive(Clone, Copy, Debug)]
+enum Again {
+    /// A fixed lease of 10 s.
+    Fixed,
+    /// The watchdog lease.
+    Watchdog,
+}
+
+impl Again {
+    async fn lock(self, lock: &ferrisson::Lock) -> ferrisson::LockGuard {
+        match self {
+            Again::Fixed => lock.lock_with_lease(Duration::from_secs(10)).await,
+            Again::Watchdog => lock.lock().await,
+        }
+        .expect("lock again")
+    }
+}
+
+/// After the old hold's lease ended on the server, the same owner's new acquisition is one
+/// fresh hold: counted once, held and (under the watchdog) renewed; the old guard stays lost
+/// and its unlock is `LeaseLost` and leaves the new hold alone.
+async fn the_new_hold_is_fresh(
+    raw: &fred::clients::Client,
+    lock: &ferrisson::Lock,
+    old: ferrisson::LockGuard,
+    again: Again,
+) {
+    let name = lock.name().to_owned();
+    let new = again.lock(lock).await;
+    assert_eq!(
+        lock.hold_count().await.expect("hold_count"),
+        1,
+        "{again:?}: the server counts one hold"
+    );
+    assert!(
+        old.is_lost(),
+        "{again:?}: the new hold does not revive the old one"
+    );
+    assert!(!new.is_lost(), "{again:?}: the new hold is held");
+    let err = old
+        .unlock()
+        .await
+        .expect_err("the old hold has nothing to release");
+    assert!(matches!(err, Error::LeaseLost { .. }), "{again:?}: {err:?}");
+    assert_eq!(
+        lock.hold_count().await.expect("hold_count"),
+        1,
+        "{again:?}: the old guard's unlock left the new hold alone"
+    );
+    if let Again::Watchdog = again {
+        wait_ttl_reset(raw, &name, WATCHDOG).await;
+        assert_eq!(lock.hold_count().await.expect("hold_count"), 1, "renewed");
+    }
+    assert!(!new.is_lost(), "{again:?}: still held");
+    new.unlock().await.expect("unlock the new hold");
+    // The old holds' field was put in doubt (their end was only read from the clock): the
+    // reconciler, not the release, may be the one that frees the lock.
+    wait_key_gone(raw, &name, Duration::from_secs(2)).await;
+}
+
+/// A fixed lease ran out on the server, unseen by the lease table (no watchdog times fixed
+/// leases); the same owner then locks again, with a fixed lease or the watchdog's. The
+/// acquire's nil reply looks like a re-entry, but the server took the lock afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_lease_that_ran_out_is_not_reentered() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(timed_config(server.url(), WATCHDOG, Duration::from_secs(5))).await;
+    for again in [Again::Fixed, Again::Watchdog] {
+        let name = format!("loss:fixed-ran-out:{again:?}");
+        let lock = client.lock(&name).with_owner(Owner::new());
+        let old = lock
+            .lock_with_lease(Duration::from_millis(300))
+            .await
+            .expect("lock");
+        wait_key_gone(&raw, &name, Duration::from_secs(2)).await;
+        assert!(
+            old.is_lost(),
+            "{again:?}: a fixed lease's end is read from the clock"
+        );
+        the_new_hold_is_fresh(&raw, &lock, old, again).await;
+    }
+}
+
+/// The reverse: a watchdog lease that ended unseen (its acquire was answered after it, as in
+/// `a_reentry_after_the_lease_ran_out_unseen_is_a_fresh_hold`), then the same owner locks
+/// again with a fixed lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watchdog_lease_that_ran_out_unseen_is_not_reentered_by_a_fixed_lease() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let link = FaultProxy::start(server.port()).await;
+    let client = connect_with(timed_config(link.url(), WATCHDOG, Duration::from_secs(30))).await;
+    let name = "loss:late-reply:fixed";
+    let lock = client.lock(name).with_owner(Owner::new());
+    link.set_mode(ProxyMode::Delay(WATCHDOG + Duration::from_millis(500)));
+    let old = lock.lock().await.expect("lock");
+    link.set_mode(ProxyMode::Pass);
+    assert_eq!(exists(&raw, name).await, 0, "the server dropped the hold");
+    the_new_hold_is_fresh(&raw, &lock, old, Again::Fixed).await;
+}
+
+/// Redisson's re-entry resets the key's TTL to the new lease (protocol §2.2), and a partial
+/// release re-arms the last fixed lease (§2.3): a short inner hold sets the lifetime of the
+/// whole lock, whatever the outer guard's own lease said. The outer guard must not claim a
+/// hold the server dropped, nor re-enter or release the owner's next, fresh hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_inner_lease_ends_the_outer_hold_too() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(timed_config(server.url(), WATCHDOG, Duration::from_secs(5))).await;
+    let name = "loss:short-inner";
+    let lock = client.lock(name).with_owner(Owner::new());
+    let outer = lock
+        .lock_with_lease(Duration::from_secs(10))
+        .await
+        .expect("lock");
+    let inner = lock
+        .lock_with_lease(Duration::from_millis(300))
+        .await
+        .expect("re-enter");
+    assert_eq!(lock.hold_count().await.expect("hold_count"), 2);
+    inner.unlock().await.expect("partial release");
+    assert!(!outer.is_lost(), "the key lives on for the re-armed 300 ms");
+    lost_within(&outer, Duration::from_secs(2)).await;
+    wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+    assert!(
+        outer.is_lost(),
+        "the server dropped the lock with its last TTL"
+    );
+    the_new_hold_is_fresh(&raw, &lock, outer, Again::Fixed).await;
+}
+
+/// A watchdog hold re-entered with a fixed lease shorter than the renewal interval: the key's
+/// TTL is now that lease (§2.2), and the watchdog renews before it ends, so the watchdog hold
+/// (and with it the re-entry) stays held as long as it is not released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_fixed_reentry_of_a_watchdog_hold_is_renewed_in_time() {
+    // Renewals every second (a grid tick of 100 ms); the re-entry's lease ends well before the
+    // first one was due, and leaves the watchdog a few ticks to renew before it.
+    let watchdog = Duration::from_secs(3);
+    let short = Duration::from_millis(600);
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(timed_config(server.url(), watchdog, Duration::from_secs(5))).await;
+    let name = "loss:short-reentry";
+    let lock = client.lock(name).with_owner(Owner::new());
+    let outer = lock.lock().await.expect("lock");
+    let inner = lock.lock_with_lease(short).await.expect("re-enter");
+    // Past the short lease and the first renewal interval.
+    tokio::time::sleep(watchdog / 3 + Duration::from_millis(300)).await;
+    assert_eq!(
+        lock.hold_count().await.expect("hold_count"),
+        2,
+        "the watchdog kept the lock (PTTL {})",
+        support::redis_state::pttl(&raw, name).await
+    );
+    assert!(!outer.is_lost());
+    // A fixed-lease guard reports the end of its own lease, even when the server keeps the
+    // lock longer for another hold of its owner; its hold is still counted and released.
+    assert!(inner.is_lost(), "its own lease is over");
+    inner.unlock().await.expect("partial release");
+    wait_ttl_reset(&raw, name, watchdog).await;
+    assert!(!outer.is_lost());
+    assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
+    outer.unlock().await.expect("unlock");
+    assert_eq!(exists(&raw, name).await, 0);
+}

@@ -23,7 +23,9 @@ pub(crate) struct Hold {
     client: Arc<ClientInner>,
     /// Its key is the lock's name and the holder field.
     ticket: Ticket,
-    /// When a fixed lease ends, measured from before the acquire was sent.
+    /// When this hold's fixed lease ends, measured from before the acquire was sent. The lease
+    /// table keeps the key's end (`lease_end`), which the owner's later acquires and releases
+    /// move; `is_lost` and `lost` go by whichever comes first.
     lease_ends: Option<Instant>,
     acquisition: Acquisition,
     /// The primitive's own release script (`None`: `RELEASE`).
@@ -102,14 +104,12 @@ impl Hold {
     async fn finish(mut self, settle: bool) -> Result<()> {
         self.done = true;
         self.client.ensure_open()?;
-        // Read before the release: a hold past its proven end never reports `Ok`, so that the
-        // release agrees with `is_lost` and `lost`. A fixed-lease hold's own end is what the
-        // key's TTL was set to only while it is its field's one acquisition: every re-entry
-        // resets the TTL to its own lease, so past that the server's reply is the word.
-        let ended = self.is_lost()
-            && (self.ticket.lease == Lease::Watchdog
-                || self.client.leases.sole_acquisition(&self.ticket));
-        let proven_until = self.proven_until();
+        // Read before the release: a hold whose key is past its proven end never reports `Ok`.
+        // That end is the key's as this client last set its TTL (`LeaseTable::lease_end`), not
+        // this hold's own lease: a re-entry resets the TTL to its own lease, so a hold past its
+        // own fixed lease may still be on the server, and then the server's reply is the word.
+        let proven_until = self.client.leases.lease_end(&self.ticket);
+        let ended = proven_until.is_none();
         // Registered before the lease table counts the hold released (see `doubt.rs`).
         let call = self.client.leases.doubts.enter();
         let released = self.client.leases.released(&self.ticket);
@@ -123,7 +123,7 @@ impl Hold {
             // Settling, the whole release is bounded by the proven end: a reply after it could
             // not show that the hold lasted (a dropped release is finished by the janitor, and
             // a failure of unknown outcome settled by the reconciler).
-            Some(end) if settle && !ended => {
+            Some(end) if settle => {
                 let started = Instant::now();
                 match tokio::time::timeout_at(end, send).await {
                     Ok(sent) => sent?,
@@ -142,34 +142,18 @@ impl Hold {
             Sent::Unknown { .. } if ended => Err(self.lease_lost()),
             Sent::Unknown { cause, .. } if !settle => Err(release_unknown(name, true, cause)),
             Sent::Unknown { cause, settlement } => {
-                let settled = match proven_until {
-                    Some(end) => tokio::time::timeout_at(end, settlement.wait())
-                        .await
-                        .ok()
-                        .flatten(),
-                    None => settlement.wait().await,
-                };
+                // Not `ended`, so the proven end is known.
+                let end = proven_until.unwrap_or_else(Instant::now);
+                let settled = tokio::time::timeout_at(end, settlement.wait())
+                    .await
+                    .ok()
+                    .flatten();
                 match settled {
                     Some(true) => Ok(()),
                     Some(false) => Err(release_unknown(name, false, cause)),
                     None => Err(release_unknown(name, true, cause)),
                 }
             }
-        }
-    }
-
-    /// Until when the hold is proven, the bound of `release_settled`: a fixed lease's end (or
-    /// the latest end a re-entry of its field was given, which reset the key's TTL), or the
-    /// watchdog lease's last confirmed end (`None`: no end in sight, a lease beyond the clock's
-    /// range).
-    fn proven_until(&self) -> Option<Instant> {
-        match self.ticket.lease {
-            Lease::Fixed(_) => match (self.lease_ends, self.client.leases.latest_end(&self.ticket))
-            {
-                (Some(own), Some(latest)) => Some(own.max(latest)),
-                (own, _) => own,
-            },
-            Lease::Watchdog => Some(self.client.leases.renewed_until(&self.ticket)),
         }
     }
 
@@ -184,19 +168,39 @@ impl Hold {
         self.done = true;
     }
 
-    /// Resolves when the lease is lost or can no longer be proven (see `LockGuard::lost`).
+    /// Resolves when the lease is lost or can no longer be proven (see `LockGuard::lost`): when
+    /// `is_lost` turns true. Besides the lost token, it wakes at the key's end as the lease
+    /// table keeps it, which renewals and re-entries move, and checks again.
     pub(crate) fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         let token = self.client.leases.lost_token(&self.ticket);
-        let lease_ends = self.lease_ends;
+        // Weak: the future may outlive the client, and must not keep its table.
+        let leases = Arc::downgrade(&self.client.leases);
+        let ticket = self.ticket.clone();
+        let own_end = self.lease_ends;
         async move {
-            match lease_ends {
-                Some(end) => {
-                    tokio::select! {
-                        _ = token.cancelled() => {}
-                        _ = tokio::time::sleep_until(end) => {}
-                    }
+            loop {
+                let key_end = match leases.upgrade() {
+                    Some(leases) => match leases.lease_end(&ticket) {
+                        Some(end) => Some(end),
+                        None => return, // lost
+                    },
+                    None => None, // the client is gone: its holds end as their leases say
+                };
+                let end = match (key_end, own_end) {
+                    (Some(key), Some(own)) => Some(key.min(own)),
+                    (key, own) => key.or(own),
+                };
+                let Some(end) = end else {
+                    token.cancelled().await;
+                    return;
+                };
+                tokio::select! {
+                    _ = token.cancelled() => return,
+                    _ = tokio::time::sleep_until(end) => {}
                 }
-                None => token.cancelled().await,
+                if own_end.is_some_and(|own| Instant::now() >= own) {
+                    return;
+                }
             }
         }
     }
@@ -205,26 +209,26 @@ impl Hold {
         self.client.leases.lost_token(&self.ticket)
     }
 
-    /// Read from the clock too, so that a holder that was paused knows at once when it resumes.
+    /// Read from the clock too (the key's end, and this hold's own fixed lease), so that a
+    /// holder that was paused knows at once when it resumes.
     pub(crate) fn is_lost(&self) -> bool {
         self.client.leases.is_lost(&self.ticket)
             || self.lease_ends.is_some_and(|end| Instant::now() >= end)
     }
 
-    /// Records that the hold's fixed lease was set again on the server, to `lease_ms` by a
+    /// Records that the hold's key had its TTL set again on the server, to `lease_ms` by a
     /// command sent at `sent_at`, so that `is_lost`, `lost` and a partial release's re-arm use
     /// the new end. Generic: for any primitive that resets the TTL of holds it took (the
-    /// MultiLock's "lease recalculation", say). A watchdog hold is left as it is: the watchdog
-    /// keeps renewing it.
+    /// MultiLock's "lease recalculation", say). A watchdog hold keeps its lease kind: the
+    /// watchdog keeps renewing it (before the new end, if that is sooner).
     pub(crate) fn relet(&mut self, lease_ms: u64, sent_at: Instant) {
+        // The key's TTL is the table's business whatever this hold's lease.
+        self.client.leases.relet(&self.ticket, lease_ms, sent_at);
         if self.ticket.lease == Lease::Watchdog {
             return;
         }
         self.lease_ends = sent_at.checked_add(Duration::from_millis(lease_ms));
         self.ticket.lease = Lease::Fixed(lease_ms);
-        self.client
-            .leases
-            .relet(&self.ticket, lease_ms, self.lease_ends);
     }
 
     pub(crate) fn acquisition(&self) -> &Acquisition {

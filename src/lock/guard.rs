@@ -174,7 +174,10 @@ impl LockGuard {
     /// * a watchdog lease reached its end without a confirmed renewal (Redis down, paused or
     ///   too slow), timed locally, without waiting for Redis; the client then takes back what
     ///   the server may still keep of the hold once Redis answers;
-    /// * a fixed lease's time ran out.
+    /// * a fixed lease's time ran out: this hold's own, or the lock's TTL as the owner's last
+    ///   acquire or partial release set it (a re-entry resets the TTL of the whole lock to its
+    ///   own lease, as in Redisson, so a short re-entry ends a long outer hold with it unless a
+    ///   watchdog hold keeps the lock).
     ///
     /// The ends are measured from when the acquire or renewal was *sent*, so they err on the
     /// early side. Never resolves for a hold that stays held. The future is independent of the
@@ -200,8 +203,8 @@ impl LockGuard {
     }
 
     /// A token cancelled when this hold's lease is found lost or given up (the cases of
-    /// [`lost`](LockGuard::lost) but the end of a fixed lease), for code that prefers
-    /// `CancellationToken`s.
+    /// [`lost`](LockGuard::lost) but the end of a fixed lease, the hold's own or the lock's),
+    /// for code that prefers `CancellationToken`s.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
