@@ -94,10 +94,16 @@ async fn waiters_in_other_processes_open_when_the_count_reaches_zero() {
     let latch = client.count_down_latch(name);
     assert!(latch.try_set_count(3).await.expect("set"));
     let url = server.url();
-    let children =
-        tokio::spawn(
-            async move { run_contenders(CROSS_PROCESS, CHILD_URL, &url, 3, "OPENED ").await },
-        );
+    let children = tokio::spawn(async move {
+        run_contenders(
+            &support::processes::test_name(module_path!(), CROSS_PROCESS),
+            CHILD_URL,
+            &url,
+            3,
+            "OPENED ",
+        )
+        .await
+    });
     // Every process waits (one subscription each) before the count goes down.
     wait_numsub(&raw, &channel(name), 3, Duration::from_secs(10)).await;
     for _ in 0..2 {

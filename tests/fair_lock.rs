@@ -683,9 +683,11 @@ const CHILD_INDEX: &str = "FERRISSON_FAIR_CHILD_INDEX";
 const ORDER_TEST: &str = "waiters_in_separate_processes_acquire_in_arrival_order";
 const CRASH_TEST: &str = "a_crashed_waiter_is_pruned_after_its_deadline_and_the_next_gets_the_lock";
 
+/// Runs this binary's test `test` (a function of this module) as waiter number `index`.
 fn spawn_child(test: &str, url: &str, index: usize) -> std::process::Child {
+    let test = support::processes::test_name(module_path!(), test);
     std::process::Command::new(std::env::current_exe().expect("test binary path"))
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .args([&*test, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_URL, url)
         .env(CHILD_INDEX, index.to_string())
         .stdout(std::process::Stdio::piped())
@@ -743,13 +745,14 @@ async fn waiters_in_separate_processes_acquire_in_arrival_order() {
             .await
             .expect("join")
             .expect("the waiter's output");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
             output.status.success(),
-            "waiter failed: {}\n{}\n{}",
+            "waiter failed: {}\n{stdout}\n{stderr}",
             output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
         );
+        support::processes::assert_ran_one_test(ORDER_TEST, &stdout, &stderr);
     }
     let order: Vec<String> = raw.lrange("fair:order", 0, -1).await.expect("LRANGE");
     assert_eq!(

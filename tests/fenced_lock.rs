@@ -421,12 +421,16 @@ async fn contenders_in_separate_processes_take_increasing_tokens_and_never_overl
         return;
     }
     let server = RedisServer::start();
-    let mut holds: Vec<(u128, u128, u128)> =
-        contenders::run(CROSS_PROCESS, CHILD_URL, &server.url(), 3)
-            .await
-            .into_iter()
-            .map(|numbers| (numbers[2], numbers[0], numbers[1]))
-            .collect();
+    let mut holds: Vec<(u128, u128, u128)> = contenders::run(
+        &support::processes::test_name(module_path!(), CROSS_PROCESS),
+        CHILD_URL,
+        &server.url(),
+        3,
+    )
+    .await
+    .into_iter()
+    .map(|numbers| (numbers[2], numbers[0], numbers[1]))
+    .collect();
     assert_eq!(holds.len(), 60, "every contender reported its 20 holds");
     holds.sort_unstable();
     for pair in holds.windows(2) {

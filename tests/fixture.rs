@@ -118,12 +118,9 @@ fn missing_binary_gives_a_clear_panic() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
+    let me = support::processes::test_name(module_path!(), "missing_binary_gives_a_clear_panic");
     let out = std::process::Command::new(exe)
-        .args([
-            "missing_binary_gives_a_clear_panic",
-            "--exact",
-            "--nocapture",
-        ])
+        .args([&*me, "--exact", "--nocapture"])
         .env("FERRISSON_FIXTURE_CHILD", "1")
         .env("REDIS_SERVER", "/nonexistent/redis-server")
         .output()

@@ -359,5 +359,9 @@ async fn contenders_in_separate_processes_never_hold_the_multilock_at_once() {
         return;
     }
     let s = Servers::start(3).await;
-    contenders::assert_holds_never_overlap(CROSS_PROCESS, &s.urls()).await;
+    contenders::assert_holds_never_overlap(
+        &support::processes::test_name(module_path!(), CROSS_PROCESS),
+        &s.urls(),
+    )
+    .await;
 }

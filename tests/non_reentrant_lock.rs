@@ -208,7 +208,11 @@ async fn contenders_in_separate_processes_never_overlap() {
         return;
     }
     let server = RedisServer::start();
-    contenders::assert_holds_never_overlap(CROSS_PROCESS, &server.url()).await;
+    contenders::assert_holds_never_overlap(
+        &support::processes::test_name(module_path!(), CROSS_PROCESS),
+        &server.url(),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -134,7 +134,13 @@ async fn processes_never_hold_more_permits_than_set() {
     let client = connect(&server).await;
     let semaphore = client.permit_expirable_semaphore(name);
     assert!(semaphore.try_set_permits(2).await.expect("set"));
-    let holds = contenders::run(CROSS_PROCESS, CHILD_URL, &server.url(), 3).await;
+    let holds = contenders::run(
+        &support::processes::test_name(module_path!(), CROSS_PROCESS),
+        CHILD_URL,
+        &server.url(),
+        3,
+    )
+    .await;
     // (instant, +1 start / -1 end); ends sort before starts at the same instant.
     let mut events: Vec<(u128, i32)> = Vec::new();
     for numbers in holds {

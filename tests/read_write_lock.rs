@@ -845,7 +845,7 @@ async fn readers_share_and_writers_exclude_across_processes() {
     }
     let server = RedisServer::start();
     let reports = support::processes::contenders(
-        CROSS_PROCESS,
+        &support::processes::test_name(module_path!(), CROSS_PROCESS),
         CHILD_URL,
         &server.url(),
         PROCESSES as usize,

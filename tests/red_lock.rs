@@ -344,12 +344,16 @@ async fn contenders_in_separate_processes_never_hold_the_redlock_at_once() {
     }
     let s = Servers::start(3).await;
     let urls: Vec<String> = s.servers.iter().map(|server| server.url()).collect();
-    let mut holds: Vec<(u128, u128)> =
-        contenders::run(CROSS_PROCESS, CHILD_URLS, &urls.join(" "), 3)
-            .await
-            .into_iter()
-            .map(|numbers| (numbers[0], numbers[1]))
-            .collect();
+    let mut holds: Vec<(u128, u128)> = contenders::run(
+        &support::processes::test_name(module_path!(), CROSS_PROCESS),
+        CHILD_URLS,
+        &urls.join(" "),
+        3,
+    )
+    .await
+    .into_iter()
+    .map(|numbers| (numbers[0], numbers[1]))
+    .collect();
     assert_eq!(holds.len(), 30, "every contender reported its 10 holds");
     holds.sort_unstable();
     for pair in holds.windows(2) {

@@ -144,7 +144,14 @@ async fn permits_are_never_over_granted_among_processes() {
         .try_set_permits(2)
         .await
         .expect("set"));
-    let reports = run_contenders(CROSS_PROCESS, CHILD_URL, &server.url(), 3, "SEEN ").await;
+    let reports = run_contenders(
+        &support::processes::test_name(module_path!(), CROSS_PROCESS),
+        CHILD_URL,
+        &server.url(),
+        3,
+        "SEEN ",
+    )
+    .await;
     let seen: Vec<i64> = reports
         .iter()
         .flatten()

@@ -15,7 +15,8 @@
 //!         return;
 //!     }
 //!     let server = RedisServer::start();
-//!     contenders::assert_holds_never_overlap("contenders_in_processes_never_overlap", &server.url()).await;
+//!     let me = support::processes::test_name(module_path!(), "contenders_in_processes_never_overlap");
+//!     contenders::assert_holds_never_overlap(&me, &server.url()).await;
 //! }
 //! ```
 
@@ -43,7 +44,8 @@ pub fn micros_since_epoch() -> u128 {
         .as_micros()
 }
 
-/// Runs `count` copies of this test binary's test `test` (exact name), each with `env` set to
+/// Runs `count` copies of this test binary's test `test` (its full name:
+/// [`test_name`](super::processes::test_name)), each with `env` set to
 /// `url`, waits for all of them and returns the numbers of every `HOLD ` line they printed, in
 /// the order of the contenders. Panics when a contender fails.
 pub async fn run(test: &str, env: &str, url: &str, count: usize) -> Vec<Vec<u128>> {
@@ -79,7 +81,7 @@ where
     }
 }
 
-/// Runs [`PROCESSES`] contenders (this binary running `test`, the caller, against `url`) at
+/// Runs [`PROCESSES`] contenders (this binary running `test`, the caller's full name, against `url`) at
 /// once and asserts that every hold was reported and that, sorted by start, each starts after
 /// the previous one ended.
 pub async fn assert_holds_never_overlap(test: &str, url: &str) {

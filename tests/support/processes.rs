@@ -1,12 +1,35 @@
 //! Contenders in separate processes: the test binary re-executes one of its own tests with an
 //! environment variable that turns that test into a contender, and collects what each printed.
+//!
+//! A test re-runs itself by its full libtest name, module path included (`red_lock::NAME` in
+//! the `it` binary): [`test_name`] makes it from the caller's `module_path!()`.
 
 use std::process::{Command, Stdio};
+
+/// The name libtest runs the test function `function` of the module `module` under: `module`
+/// is the caller's `module_path!()` (`it::red_lock`), whose first part, the crate, libtest
+/// leaves out (`red_lock::function`).
+pub fn test_name(module: &str, function: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{function}"),
+        None => function.to_owned(),
+    }
+}
+
+/// Panics unless `stdout`, a re-run test binary's output, shows that exactly one test ran and
+/// passed: a name that matched no test would otherwise pass with nothing run.
+pub fn assert_ran_one_test(test: &str, stdout: &str, stderr: &str) {
+    assert!(
+        stdout.contains("test result: ok. 1 passed;"),
+        "the re-run binary did not run exactly `{test}`, passed:\n{stdout}\n{stderr}"
+    );
+}
 
 /// The environment variable that tells each contender its number (0, 1, ...).
 pub const CONTENDER_INDEX: &str = "FERRISSON_CONTENDER_INDEX";
 
-/// Runs `count` copies of this test binary's test `test` (exactly, with its output shown) with
+/// Runs `count` copies of this test binary's test `test` (its full name, see [`test_name`];
+/// exactly, with its output shown) with
 /// `env` set to `value` and its number in [`CONTENDER_INDEX`], waits for all of them, and returns each one's report lines: the part
 /// after `marker` of every line that contains it (libtest prints `test NAME ... ` before the
 /// test's own output, on the same line). Panics, with its output, if a contender failed.
@@ -37,12 +60,13 @@ pub async fn contenders(
             .expect("join")
             .expect("the contender's output");
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
             output.status.success(),
-            "contender failed: {}\n{stdout}\n{}",
+            "contender failed: {}\n{stdout}\n{stderr}",
             output.status,
-            String::from_utf8_lossy(&output.stderr)
         );
+        assert_ran_one_test(test, &stdout, &stderr);
         let lines = stdout
             .lines()
             .filter_map(|line| line.split_once(marker).map(|(_, report)| report.to_owned()))
