@@ -4,9 +4,10 @@
 //! (unlock, drop, re-entry, detach, loss, shutdown, a dropped client).
 //!
 //! The metrics facade has one global recorder, and the client's background tasks (watchdog,
-//! janitor) record from other threads than the test's: so one `DebuggingRecorder` is installed
-//! for the whole test binary, the tests run one at a time (`SERIAL`), and each compares
-//! counters before and after.
+//! janitor) record from other threads than the test's: so each test runs in a process of its
+//! own (`support::processes::in_own_process`: in a process shared with other tests, their
+//! clients would record into the same recorder), installs one `DebuggingRecorder` there before
+//! any client connects, and compares counters before and after.
 
 mod support;
 
@@ -26,15 +27,17 @@ use metrics_util::MetricKind;
 use support::redis_state::{poll_until, wait_numsub};
 use support::{connect_with, raw_client, RedisServer};
 
-/// Serialises the tests: they share the process-wide recorder and its gauge.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Waits for this test's turn, with the recorder installed (before any client connects: the
-/// held-locks gauge counts with increments, which a recorder installed later would miss).
-async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
-    let turn = SERIAL.lock().await;
+/// Whether the calling test `function` of this module goes on in this process: in its own
+/// process, with the recorder installed (before any client connects: the held-locks gauge counts
+/// with increments, which a recorder installed later would miss), `true`; in the shared test
+/// process `false`, after running it in its own and checking that it passed there.
+async fn in_own_process(function: &str) -> bool {
+    let test = support::processes::test_name(module_path!(), function);
+    if !support::processes::in_own_process(&test).await {
+        return false;
+    }
     snapshotter();
-    turn
+    true
 }
 
 fn snapshotter() -> &'static Snapshotter {
@@ -44,7 +47,7 @@ fn snapshotter() -> &'static Snapshotter {
         let snapshotter = recorder.snapshotter();
         recorder
             .install()
-            .expect("no other recorder in this test binary");
+            .expect("no other recorder in this test's own process");
         snapshotter
     })
 }
@@ -181,7 +184,9 @@ async fn released_to_waiter(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquisitions_and_failed_attempts_are_counted_by_how() {
-    let _serial = serial().await;
+    if !in_own_process("acquisitions_and_failed_attempts_are_counted_by_how").await {
+        return;
+    }
     let server = RedisServer::start();
     let client = connect_with(Config::new(server.url())).await;
     let other_client = connect_with(Config::new(server.url())).await;
@@ -252,7 +257,9 @@ async fn acquisitions_and_failed_attempts_are_counted_by_how() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_handoff_is_counted_once() {
-    let _serial = serial().await;
+    if !in_own_process("a_local_handoff_is_counted_once").await {
+        return;
+    }
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let client = connect_with(Config::new(server.url())).await;
@@ -279,7 +286,9 @@ async fn a_local_handoff_is_counted_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_renewals_are_counted_per_hold() {
-    let _serial = serial().await;
+    if !in_own_process("watchdog_renewals_are_counted_per_hold").await {
+        return;
+    }
     let server = RedisServer::start();
     let client = connect(&server).await;
     let before = Metrics::now();
@@ -298,7 +307,9 @@ async fn watchdog_renewals_are_counted_per_hold() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_is_counted_once_and_leaves_the_gauge() {
-    let _serial = serial().await;
+    if !in_own_process("a_lost_lease_is_counted_once_and_leaves_the_gauge").await {
+        return;
+    }
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let client = connect(&server).await;
@@ -339,7 +350,9 @@ async fn a_lost_lease_is_counted_once_and_leaves_the_gauge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_held_gauge_returns_to_zero_however_holds_end() {
-    let _serial = serial().await;
+    if !in_own_process("the_held_gauge_returns_to_zero_however_holds_end").await {
+        return;
+    }
     let server = RedisServer::start();
     let client = connect(&server).await;
     let held = || Metrics::now().held;
@@ -392,7 +405,9 @@ async fn the_held_gauge_returns_to_zero_however_holds_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_given_up_when_the_server_is_gone_is_counted_as_unconfirmed() {
-    let _serial = serial().await;
+    if !in_own_process("a_lease_given_up_when_the_server_is_gone_is_counted_as_unconfirmed").await {
+        return;
+    }
     let mut server = RedisServer::start();
     let client = connect(&server).await;
     let before = Metrics::now();

@@ -75,3 +75,41 @@ pub async fn contenders(
     }
     reports
 }
+
+/// The env variable that runs a test in its own process ([`in_own_process`]): the test's name.
+const OWN_PROCESS: &str = "FERRISSON_OWN_PROCESS";
+
+/// For a test that installs process-wide state (the global `tracing` subscriber, the `metrics`
+/// recorder), which every other test running in the same process would then write into, and
+/// which must see nothing of theirs. `test` is the caller's full name ([`test_name`]).
+///
+/// In the test's own process (this binary re-run with `test`'s exact name and
+/// `FERRISSON_OWN_PROCESS` set to it) returns `true`: the caller goes on with the test there.
+/// Otherwise runs that process, waits for it, panics with its output unless the test ran there
+/// and passed, and returns `false`: the caller returns, its result is the child's.
+pub async fn in_own_process(test: &str) -> bool {
+    if std::env::var(OWN_PROCESS).is_ok_and(|name| name == test) {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let child = Command::new(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(OWN_PROCESS, test)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the test's own process");
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("the test process's output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "`{test}` failed in its own process: {}\n{stdout}\n{stderr}",
+        output.status,
+    );
+    assert_ran_one_test(test, &stdout, &stderr);
+    false
+}
