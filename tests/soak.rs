@@ -27,6 +27,7 @@
 //! With `--bypass`, one task of each worker sometimes enters the section without the lock; the
 //! checker must then report overlaps (outside the pause class), which shows that it can fail.
 
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;
