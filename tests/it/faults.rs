@@ -1,7 +1,7 @@
 //! Real faults on loopback (issue 13, section 1): the server killed and restarted with and
 //! without persistence, connections killed by the server, a slow server (`DEBUG SLEEP`), and a
 //! TCP proxy that delays, blackholes and resets the client's traffic. Holder processes killed or
-//! paused are in `tests/cli.rs` (they run `ferrisson run`); the random mix of all of them is the
+//! paused are in `tests/it/cli.rs` (they run `ferrisson run`); the random mix of all of them is the
 //! soak checker (`tests/soak.rs`).
 //!
 //! What every test checks, in its own terms: no panic, no waiter stranded (none waits anywhere

@@ -1,4 +1,4 @@
-//! Proves the real-Redis test fixture in `tests/support` works.
+//! Proves the real-Redis test fixture in `tests/it/support` works.
 
 use crate::support;
 

@@ -1,6 +1,6 @@
 //! `Client::inspect_as` (async and blocking) on keys written as Java Redisson writes them: the
 //! named primitive is read where the stored value agrees, and refused with a typed error where
-//! the key holds another primitive of the family. (The CLI tests in `tests/cli.rs` cover every
+//! the key holds another primitive of the family. (The CLI tests in `tests/it/cli.rs` cover every
 //! kind's layout through `ferrisson status`.)
 
 use crate::support;

@@ -1,8 +1,11 @@
 //! Reusable real-Redis test fixture.
 //!
-//! Integration tests include it with `mod support;` and then:
+//! The integration tests' binary (`tests/it/main.rs`) declares it with `mod support;` (the soak
+//! checker and the benches include it by `#[path]`); a test module then writes:
 //!
 //! ```ignore
+//! use crate::support;
+//!
 //! let server = support::RedisServer::start();
 //! let client = support::raw_client(&server.url()).await;
 //! let ferrisson = support::connect(&server).await;
@@ -21,7 +24,8 @@
 //! [`cluster`] and [`sentinel`] run a real local Redis Cluster and a Sentinel deployment;
 //! [`tls`] a TLS server with a private CA.
 //!
-//! [`contenders`] runs copies of a test's binary as contender processes.
+//! [`contenders`] runs copies of a test's binary as contender processes; [`processes`] re-runs a
+//! test under its full name, also in a process of its own for process-wide state.
 //!
 //! [`redis_state`] reads server-side state (lock hashes, TTLs, subscriber counts, command
 //! statistics) through a raw client and waits for it to change.

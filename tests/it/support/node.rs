@@ -1,4 +1,4 @@
-//! The Node.js side shared by the interop tests (`tests/interop_node.rs`, `tests/interop/peer.js`)
+//! The Node.js side shared by the interop tests (`tests/it/interop_node.rs`, `tests/interop/peer.js`)
 //! and the scenario benchmark (`benches/scenarios/peers.rs`, `tests/interop/bench.js`): both run
 //! scripts in `tests/interop` against the npm packages pinned by its `package-lock.json`.
 //!
