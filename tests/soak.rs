@@ -474,7 +474,7 @@ fn worker(args: &[String]) {
                     let lock_index = rng.usize(..locks);
                     let lock = client.lock(lock_name(lock_index)).with_owner(owner);
                     // The bypassing task enters every third section without the lock.
-                    if bypass && task == 0 && round % 3 == 0 {
+                    if bypass && task == 0 && round.is_multiple_of(3) {
                         let start = now_us();
                         tokio::time::sleep(Duration::from_millis(rng.u64(5..20))).await;
                         let _ = sender.send(Record::Section {

@@ -46,6 +46,7 @@ mod interop_node;
 mod lease_loss;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod msrv;
 mod multi_lock;
 mod non_reentrant_lock;
 mod permit_expirable_semaphore;
