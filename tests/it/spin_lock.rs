@@ -12,7 +12,7 @@ use ferrisson::{BackOff, Config, Error, Owner, SyncedWrites, WokenBy};
 use fred::prelude::*;
 use support::contenders;
 use support::redis_state::{
-    channel_of, command_calls, exists, hgetall, numsub, pttl, reset_stats, wait_replication,
+    channel_of, command_calls, exists, hgetall, numsub, pttl, reset_stats, wait_replica_streaming,
 };
 use support::{connect, connect_with, raw_client, timed_config, RedisServer};
 use tokio::time::Instant;
@@ -413,7 +413,7 @@ async fn an_unreplicated_spin_acquisition_is_rolled_back_without_publishing() {
     let port = master.port().to_string();
     let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
     let raw = raw_client(&master.url()).await;
-    wait_replication(&raw, "state=online").await;
+    wait_replica_streaming(&raw).await;
     let mut config = Config::new(master.url());
     config.synced_writes = SyncedWrites::Always;
     // Long enough for an online replica to acknowledge on a loaded machine; the paused one

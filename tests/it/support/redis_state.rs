@@ -133,6 +133,32 @@ pub async fn wait_replication(raw: &RawClient, needle: &str) {
     }
 }
 
+/// Waits until the master of `raw` streams its writes to a replica, so that the next `WAIT`
+/// (synced writes) is answered at once: until `INFO replication` shows the replica
+/// `state=online`, and then until a write of `raw` is acknowledged by `WAIT 1`.
+///
+/// `state=online` alone is not enough. After a diskless sync (Redis' default) the master
+/// starts streaming to the replica at the replica's first `REPLCONF ACK` once the transfer is
+/// over; an ACK that arrives before the master has reaped its RDB child is not that one, and
+/// the stream then waits for the replica's periodic ACK, up to a second later (the master logs
+/// "Waiting for REPLCONF ACK from slave to enable streaming"). Meanwhile every `WAIT` blocks:
+/// 820 and 908 ms in 2 of 24 plain redis-server pairs here, longer than a test's short lease.
+///
+/// The write (`INCR ferrisson:fixture:streamed`) and the `WAIT` show in `INFO commandstats`;
+/// a test that counts commands resets them after ([`reset_stats`]).
+pub async fn wait_replica_streaming(raw: &RawClient) {
+    wait_replication(raw, "state=online").await;
+    let _: i64 = raw.incr("ferrisson:fixture:streamed").await.expect("INCR");
+    let acknowledged: i64 = raw
+        .custom(cmd!("WAIT"), vec!["1", "10000"])
+        .await
+        .expect("WAIT");
+    assert_eq!(
+        acknowledged, 1,
+        "no replica acknowledged a write within 10 s"
+    );
+}
+
 /// `CONFIG RESETSTAT`: zeroes the server's command statistics.
 pub async fn reset_stats(raw: &RawClient) {
     let _: Value = raw
