@@ -1,6 +1,6 @@
 //! The integration tests, in one test binary (`it`): one module per area, all sharing the
-//! real-Redis fixture in [`support`]. One binary links the library and the fixture once,
-//! where a binary per file linked them 39 times.
+//! real-Redis fixture in [`support`]. The fixture is compiled, and the library linked, once
+//! for all of them, where a binary per file did so 38 times.
 //!
 //! ```text
 //! cargo test --all-features --test it                  # all of them
