@@ -14,7 +14,7 @@
 //! Under `cargo test --benches` (or `--all-targets`) criterion runs every benchmark once as a
 //! smoke test; the whole target then takes about as long as starting `redis-server`.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::hint::black_box;

@@ -30,6 +30,7 @@
 //! publishes nothing; the hang detector must then report waiters parked on the free lock
 //! (liveness faults), which shows that it can fail.
 
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;
@@ -568,7 +569,7 @@ fn worker(args: &[String]) {
                     let lock_index = rng.usize(..locks);
                     let lock = client.lock(lock_name(lock_index)).with_owner(owner);
                     // The bypassing task enters every third section without the lock.
-                    if bypass && task == 0 && round % 3 == 0 {
+                    if bypass && task == 0 && round.is_multiple_of(3) {
                         let start = now_us();
                         tokio::time::sleep(Duration::from_millis(rng.u64(5..20))).await;
                         let _ = sender.send(Record::Section {
@@ -583,7 +584,7 @@ fn worker(args: &[String]) {
                     }
                     // The silent task takes every third lock with a long lease and frees it
                     // with a bare DEL, which publishes nothing: its waiters stay parked.
-                    let silent_round = silent && task == 0 && round % 3 == 0;
+                    let silent_round = silent && task == 0 && round.is_multiple_of(3);
                     let lease = silent_round.then_some(SILENT_LEASE);
                     let asked = Instant::now();
                     let asked_us = now_us();

@@ -26,7 +26,7 @@
 //! `cargo test --all-targets`) it runs a tiny smoke configuration in a few seconds that writes
 //! to `target/bench-smoke/` and fails only when one of ferrisson's own scenarios fails.
 
-#[path = "../../tests/support/mod.rs"]
+#[path = "../../tests/it/support/mod.rs"]
 mod support;
 
 mod cluster;

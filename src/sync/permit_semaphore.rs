@@ -777,7 +777,7 @@ fn encode_hex(bytes: &[u8]) -> String {
 
 /// The bytes of a hex string (either case), as Redisson's `ByteBufUtil.decodeHexDump`.
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     let digit = |c: u8| char::from(c).to_digit(16);

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// A node-redisson peer process for ferrisson's interop tests (tests/interop_node.rs).
+// A node-redisson peer process for ferrisson's interop tests (tests/it/interop_node.rs).
 //
 // Usage: node peer.js <redis-url> [watchdog-ms]   (redis:// or redis-cluster://)
 //

@@ -1,0 +1,522 @@
+//! Wake-ups of waiting acquires: the unlock message on the lock channel, the shared per-client
+//! subscription, TTL-bounded waits, force-unlock, hand-off under churn and re-subscription after
+//! a server restart. Every test runs against its own real `redis-server`.
+
+use crate::support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson::{Client, LockGuard, Owner, RemainingTtl, WokenBy};
+use fred::prelude::*;
+use support::redis_state::{channel_of, command_calls, hgetall, numsub, reset_stats, wait_numsub};
+use support::{connect, hold_with_lease, raw_client, RedisServer};
+use tokio::time::{sleep, timeout, Instant};
+
+const HOLD: Duration = Duration::from_secs(20);
+
+fn message_text(message: fred::types::Message) -> (String, String) {
+    let value: String = message
+        .value
+        .convert()
+        .expect("pub/sub payload is a string");
+    (message.channel.to_string(), value)
+}
+
+// 1 -------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn full_release_publishes_zero_and_partial_release_publishes_nothing() {
+    let server = RedisServer::start();
+    let client = connect(&server).await;
+    let subscriber = raw_client(&server.url()).await;
+    let name = "wake:partial";
+    let channel = channel_of(name);
+    let mut messages = subscriber.message_rx();
+    subscriber
+        .subscribe(channel.as_str())
+        .await
+        .expect("raw SUBSCRIBE");
+
+    let lock = client.lock(name).with_owner(Owner::new());
+    let outer = lock.lock().await.expect("first acquire");
+    let inner = lock.lock().await.expect("reentrant acquire");
+    assert_eq!(lock.hold_count().await.expect("hold_count"), 2);
+
+    inner.unlock().await.expect("partial release");
+    assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
+    if let Ok(message) = timeout(Duration::from_millis(300), messages.recv()).await {
+        panic!("a partial (reentrant) release published {message:?}");
+    }
+
+    outer.unlock().await.expect("full release");
+    let message = timeout(Duration::from_secs(2), messages.recv())
+        .await
+        .expect("no unlock message within 2 s of the full release")
+        .expect("message receiver");
+    assert_eq!(message_text(message), (channel.clone(), "0".to_string()));
+    if let Ok(message) = timeout(Duration::from_millis(200), messages.recv()).await {
+        panic!("one full release published a second message {message:?}");
+    }
+    assert!(!lock.is_locked().await.expect("is_locked"));
+}
+
+#[tokio::test]
+async fn name_with_braces_publishes_on_channel_without_extra_braces() {
+    let server = RedisServer::start();
+    let client = connect(&server).await;
+    let subscriber = raw_client(&server.url()).await;
+    let name = "{order}:42";
+    let right = "redisson_lock__channel:{order}:42";
+    let wrong = "redisson_lock__channel:{{order}:42}";
+    let mut messages = subscriber.message_rx();
+    subscriber.subscribe(right).await.expect("raw SUBSCRIBE");
+    subscriber.subscribe(wrong).await.expect("raw SUBSCRIBE");
+
+    let lock = client.lock(name).with_owner(Owner::new());
+    let guard = lock.lock().await.expect("acquire");
+    guard.unlock().await.expect("release");
+
+    let message = timeout(Duration::from_secs(2), messages.recv())
+        .await
+        .expect("no unlock message within 2 s")
+        .expect("message receiver");
+    assert_eq!(message_text(message), (right.to_string(), "0".to_string()));
+    if let Ok(message) = timeout(Duration::from_millis(300), messages.recv()).await {
+        panic!("unexpected second message {message:?}");
+    }
+}
+
+// 2 -------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_is_woken_by_the_unlock_message_not_by_the_lease() {
+    let server = RedisServer::start();
+    let holder_client = connect(&server).await;
+    let waiter_client = connect(&server).await;
+    let raw = raw_client(&server.url()).await;
+    let name = "wake:message";
+
+    let holder = holder_client.lock(name).with_owner(Owner::new());
+    let guard = holder.lock_with_lease(HOLD).await.expect("holder acquires");
+
+    let waiter_lock = waiter_client.lock(name).with_owner(Owner::new());
+    let waiter = tokio::spawn(async move {
+        let guard = waiter_lock.lock().await.expect("waiter acquires");
+        (guard, Instant::now())
+    });
+    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
+    sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "waiter got a lock that is held");
+
+    let remaining = holder.remaining_ttl().await.expect("remaining_ttl");
+    match remaining {
+        RemainingTtl::Expires(left) => assert!(
+            left > Duration::from_millis(18_500),
+            "holder's lease should still be ~19 s, is {left:?}"
+        ),
+        other => panic!("holder's lock should expire in ~19 s, got {other:?}"),
+    }
+    guard.unlock().await.expect("holder releases");
+    let released = Instant::now();
+
+    let (waiter_guard, acquired_at) = timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("waiter not woken within 5 s of the release")
+        .expect("waiter task");
+    let lag = acquired_at.saturating_duration_since(released);
+    assert!(
+        lag < Duration::from_millis(200),
+        "waiter acquired {lag:?} after the release"
+    );
+    let acquisition = *waiter_guard.acquisition();
+    assert_eq!(acquisition.woken_by, WokenBy::Message, "{acquisition:?}");
+    assert!(
+        acquisition.waited < Duration::from_secs(5),
+        "waited {:?}, far less than the 20 s lease expected",
+        acquisition.waited
+    );
+    let fields = hgetall(&raw, name).await;
+    assert_eq!(
+        fields.keys().collect::<Vec<_>>(),
+        vec![waiter_guard.holder_field()]
+    );
+    waiter_guard.unlock().await.expect("waiter releases");
+}
+
+// 3 -------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn try_lock_for_gives_up_after_its_wait_bound() {
+    let server = RedisServer::start();
+    let holder_client = connect(&server).await;
+    let waiter_client = connect(&server).await;
+    let name = "wake:bounded";
+    let guard = hold_with_lease(&holder_client, name, HOLD).await;
+
+    let waiter = waiter_client.lock(name).with_owner(Owner::new());
+    let wait = Duration::from_millis(300);
+    let start = Instant::now();
+    let got = waiter.try_lock_for(wait, None).await.expect("try_lock_for");
+    let took = start.elapsed();
+    assert!(got.is_busy(), "got a lock that is held: {got:?}");
+    assert!(
+        took >= wait && took <= wait + Duration::from_millis(500),
+        "try_lock_for({wait:?}) returned after {took:?}"
+    );
+    // Same client, other owner: the same bound applies.
+    let same_client = holder_client.lock(name).with_owner(Owner::new());
+    let start = Instant::now();
+    let got = same_client
+        .try_lock_for(wait, None)
+        .await
+        .expect("try_lock_for");
+    let took = start.elapsed();
+    assert!(got.is_busy(), "got a lock that is held: {got:?}");
+    assert!(
+        took >= wait && took <= wait + Duration::from_millis(500),
+        "try_lock_for({wait:?}) returned after {took:?}"
+    );
+    guard.unlock().await.expect("holder releases");
+}
+
+#[tokio::test]
+async fn waiter_acquires_when_a_short_lease_expires_woken_by_ttl() {
+    let server = RedisServer::start();
+    let holder_client = connect(&server).await;
+    let waiter_client = connect(&server).await;
+    let name = "wake:ttl";
+    let holder_guard = hold_with_lease(&holder_client, name, Duration::from_millis(200)).await;
+
+    let waiter = waiter_client.lock(name).with_owner(Owner::new());
+    let start = Instant::now();
+    let guard = waiter
+        .try_lock_for(Duration::from_secs(2), Some(HOLD))
+        .await
+        .expect("try_lock_for")
+        .acquired()
+        .expect("waiter gets the lock once the 200 ms lease expired");
+    let took = start.elapsed();
+    let acquisition = *guard.acquisition();
+    assert_eq!(acquisition.woken_by, WokenBy::Ttl, "{acquisition:?}");
+    assert!(
+        took >= Duration::from_millis(150) && took < Duration::from_secs(2),
+        "acquired after {took:?}, expected right after the 200 ms lease"
+    );
+    assert!(waiter.is_held_by_current_owner().await.expect("hexists"));
+    // The expired holder's release must not touch the waiter's hold.
+    assert!(
+        matches!(
+            holder_guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "stale release"
+    );
+    assert_eq!(waiter.hold_count().await.expect("hold_count"), 1);
+    guard.unlock().await.expect("waiter releases");
+}
+
+// 4 -------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_wakes_a_waiter_and_reports_whether_a_lock_existed() {
+    let server = RedisServer::start();
+    let holder_client = connect(&server).await;
+    let waiter_client = connect(&server).await;
+    let admin_client = connect(&server).await;
+    let raw = raw_client(&server.url()).await;
+    let name = "wake:force";
+
+    let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
+    let waiter_lock = waiter_client.lock(name).with_owner(Owner::new());
+    let waiter = tokio::spawn(async move {
+        let guard = waiter_lock.lock().await.expect("waiter acquires");
+        (guard, Instant::now())
+    });
+    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
+    sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "waiter got a lock that is held");
+
+    let admin = admin_client.lock(name);
+    assert!(admin.force_unlock().await.expect("force_unlock"));
+    let forced = Instant::now();
+    let (guard, acquired_at) = timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("waiter not woken within 5 s of force_unlock")
+        .expect("waiter task");
+    let lag = acquired_at.saturating_duration_since(forced);
+    assert!(
+        lag < Duration::from_secs(1),
+        "waiter acquired {lag:?} after force_unlock"
+    );
+    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
+
+    // The force-unlocked holder's release changes nothing.
+    assert!(
+        matches!(
+            holder_guard.unlock().await,
+            Err(ferrisson::Error::LeaseLost { .. })
+        ),
+        "stale release"
+    );
+    assert!(admin.is_locked().await.expect("is_locked"));
+    guard.unlock().await.expect("waiter releases");
+    assert!(!admin
+        .force_unlock()
+        .await
+        .expect("force_unlock on a free lock"));
+}
+
+// 5 -------------------------------------------------------------------------------------------
+
+/// Spawns `n` waiters on `client`'s lock `name`, each with its own owner; each returns its
+/// acquisition after taking and releasing the lock.
+fn spawn_waiters(
+    client: &Client,
+    name: &str,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<ferrisson::Acquisition>> {
+    (0..n)
+        .map(|_| {
+            let lock = client.lock(name).with_owner(Owner::new());
+            tokio::spawn(async move {
+                let guard = lock.lock().await.expect("waiter acquires");
+                let acquisition = *guard.acquisition();
+                guard.unlock().await.expect("waiter releases");
+                acquisition
+            })
+        })
+        .collect()
+}
+
+async fn join_all(
+    waiters: Vec<tokio::task::JoinHandle<ferrisson::Acquisition>>,
+    within: Duration,
+) -> Vec<ferrisson::Acquisition> {
+    timeout(within, futures::future::join_all(waiters))
+        .await
+        .expect("waiters did not all finish in time")
+        .into_iter()
+        .map(|r| r.expect("waiter task"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_waiters_of_one_client_share_one_subscription() {
+    let server = RedisServer::start();
+    let holder_client = connect(&server).await;
+    let waiter_client = connect(&server).await;
+    let raw = raw_client(&server.url()).await;
+    let name = "wake:shared";
+    let channel = channel_of(name);
+    reset_stats(&raw).await;
+
+    let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
+    let waiters = spawn_waiters(&waiter_client, name, 20);
+    wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
+    sleep(Duration::from_millis(300)).await;
+    assert!(waiters.iter().all(|w| !w.is_finished()));
+    assert_eq!(numsub(&raw, &channel).await, 1);
+    assert_eq!(
+        command_calls(&raw, "subscribe").await,
+        1,
+        "20 waiters of one client must share one SUBSCRIBE"
+    );
+
+    holder_guard.unlock().await.expect("holder releases");
+    let acquisitions = join_all(waiters, Duration::from_secs(10)).await;
+    assert_eq!(acquisitions.len(), 20);
+    assert!(
+        acquisitions.iter().all(|a| a.woken_by != WokenBy::Ttl),
+        "{acquisitions:?}"
+    );
+    wait_numsub(&raw, &channel, 0, Duration::from_secs(3)).await;
+    assert_eq!(command_calls(&raw, "subscribe").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_hold_one_subscription_each() {
+    let server = RedisServer::start();
+    let holder_client = connect(&server).await;
+    let client_b = connect(&server).await;
+    let client_c = connect(&server).await;
+    let raw = raw_client(&server.url()).await;
+    let name = "wake:two-clients";
+    let channel = channel_of(name);
+    reset_stats(&raw).await;
+
+    let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
+    let mut waiters = spawn_waiters(&client_b, name, 10);
+    waiters.extend(spawn_waiters(&client_c, name, 10));
+    wait_numsub(&raw, &channel, 2, Duration::from_secs(5)).await;
+    sleep(Duration::from_millis(300)).await;
+    assert_eq!(numsub(&raw, &channel).await, 2);
+    assert_eq!(command_calls(&raw, "subscribe").await, 2);
+
+    holder_guard.unlock().await.expect("holder releases");
+    let acquisitions = join_all(waiters, Duration::from_secs(10)).await;
+    assert_eq!(acquisitions.len(), 20);
+    assert!(
+        acquisitions.iter().all(|a| a.woken_by != WokenBy::Ttl),
+        "{acquisitions:?}"
+    );
+    wait_numsub(&raw, &channel, 0, Duration::from_secs(3)).await;
+}
+
+// 6 -------------------------------------------------------------------------------------------
+
+/// `tasks` waiters (spread round-robin over `clients`) each take and release the lock `rounds`
+/// times with a 20 s lease, checking mutual exclusion; returns every acquisition.
+async fn churn(
+    clients: &[Client],
+    name: &str,
+    tasks: usize,
+    rounds: usize,
+) -> Vec<ferrisson::Acquisition> {
+    let inside = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..tasks)
+        .map(|i| {
+            let lock = clients[i % clients.len()]
+                .lock(name)
+                .with_owner(Owner::new());
+            let inside = Arc::clone(&inside);
+            tokio::spawn(async move {
+                let mut seen = Vec::with_capacity(rounds);
+                for _ in 0..rounds {
+                    let guard: LockGuard = lock.lock_with_lease(HOLD).await.expect("acquire");
+                    assert_eq!(
+                        inside.fetch_add(1, Ordering::SeqCst),
+                        0,
+                        "two holders at once"
+                    );
+                    seen.push(*guard.acquisition());
+                    tokio::task::yield_now().await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.unlock().await.expect("release");
+                }
+                seen
+            })
+        })
+        .collect();
+    timeout(Duration::from_secs(15), futures::future::join_all(handles))
+        .await
+        .expect("churn stalled: a wake-up was lost (a 20 s lease would have to expire)")
+        .into_iter()
+        .flat_map(|r| r.expect("churn task"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn churn_on_one_client_never_loses_a_wake_up() {
+    let server = RedisServer::start();
+    let client = connect(&server).await;
+    let raw = raw_client(&server.url()).await;
+    let name = "wake:churn-one";
+    let acquisitions = churn(std::slice::from_ref(&client), name, 10, 10).await;
+    assert_eq!(acquisitions.len(), 100);
+    for a in &acquisitions {
+        assert!(
+            matches!(a.woken_by, WokenBy::Immediate | WokenBy::Message),
+            "woken by the lease, i.e. a lost wake-up: {a:?}"
+        );
+    }
+    assert!(!client.lock(name).is_locked().await.expect("is_locked"));
+    wait_numsub(&raw, &channel_of(name), 0, Duration::from_secs(3)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn churn_across_two_clients_never_loses_a_wake_up() {
+    let server = RedisServer::start();
+    let clients = [connect(&server).await, connect(&server).await];
+    let raw = raw_client(&server.url()).await;
+    let name = "wake:churn-two";
+    let acquisitions = churn(&clients, name, 10, 10).await;
+    assert_eq!(acquisitions.len(), 100);
+    for a in &acquisitions {
+        assert!(
+            matches!(a.woken_by, WokenBy::Immediate | WokenBy::Message),
+            "woken by the lease, i.e. a lost wake-up: {a:?}"
+        );
+    }
+    assert!(!clients[0].lock(name).is_locked().await.expect("is_locked"));
+    wait_numsub(&raw, &channel_of(name), 0, Duration::from_secs(3)).await;
+}
+
+// 7 -------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_resubscribe_and_acquire_promptly_after_a_server_restart() {
+    let mut server = RedisServer::start();
+    let holder_client = connect(&server).await;
+    let waiter_client = connect(&server).await;
+    let raw = raw_client(&server.url()).await;
+    let name = "wake:restart";
+    let channel = channel_of(name);
+
+    let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let lock = waiter_client.lock(name).with_owner(Owner::new());
+            tokio::spawn(async move {
+                let guard = lock
+                    .lock_with_lease(HOLD)
+                    .await
+                    .expect("waiter acquires after the restart");
+                let acquisition = *guard.acquisition();
+                sleep(Duration::from_millis(20)).await;
+                guard.unlock().await.expect("waiter releases");
+                (acquisition, Instant::now())
+            })
+        })
+        .collect();
+    wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
+    sleep(Duration::from_millis(200)).await;
+    assert!(waiters.iter().all(|w| !w.is_finished()));
+    drop(raw);
+
+    tokio::task::block_in_place(|| server.restart());
+    let restarted = Instant::now();
+    let results: Vec<_> = timeout(Duration::from_secs(8), futures::future::join_all(waiters))
+        .await
+        .expect("waiters parked across the restart were not woken (20 s lease still pending?)")
+        .into_iter()
+        .map(|r| r.expect("waiter task"))
+        .collect();
+    let last_done = results.iter().map(|(_, at)| *at).max().expect("3 waiters");
+    let took = last_done.saturating_duration_since(restarted);
+    assert!(
+        took < Duration::from_secs(5),
+        "waiters needed {took:?} after the restart"
+    );
+    // Only one waiter can win the wake-everyone retry; the others were then woken by the
+    // winners' unlock messages, which needs the re-established subscription.
+    for (acquisition, _) in &results {
+        assert_ne!(acquisition.woken_by, WokenBy::Ttl, "{acquisition:?}");
+    }
+
+    // Afterwards a fresh waiter is woken by an unlock message again.
+    let raw = raw_client(&server.url()).await;
+    let holder = holder_client.lock(name).with_owner(Owner::new());
+    let guard = holder
+        .lock_with_lease(HOLD)
+        .await
+        .expect("holder re-acquires");
+    let waiter_lock = waiter_client.lock(name).with_owner(Owner::new());
+    let waiter = tokio::spawn(async move {
+        let guard = waiter_lock.lock().await.expect("waiter acquires");
+        (guard, Instant::now())
+    });
+    wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
+    sleep(Duration::from_millis(200)).await;
+    guard.unlock().await.expect("holder releases");
+    let released = Instant::now();
+    let (waiter_guard, at) = timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("waiter not woken after the restart")
+        .expect("waiter task");
+    assert!(at.saturating_duration_since(released) < Duration::from_secs(1));
+    assert_eq!(waiter_guard.acquisition().woken_by, WokenBy::Message);
+    waiter_guard.unlock().await.expect("waiter releases");
+    drop(holder_guard);
+}
