@@ -248,6 +248,9 @@ mod shown;
 mod sync;
 mod transport;
 
+#[cfg(test)]
+mod model;
+
 pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, TlsOptions, WhenUnavailable};
 pub use error::{Error, Result};
 pub use inspect::{ExpirablePermit, Holder, LockInfo, LockKind, Primitive, QueuedWaiter};

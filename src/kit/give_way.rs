@@ -83,6 +83,15 @@ pub(crate) struct PlainRelease<'a> {
     /// Registered as in flight (local waiters wait for the outcome).
     pending: Option<Arc<Courtesy>>,
     sent_at: Instant,
+    /// Whether this client may have been subscribed to the lock's channel when the release was
+    /// sent, and the subscriptions it had torn down by then: the unlock message is published
+    /// somewhere between the send and the reply, and this client's own subscription may end
+    /// (or begin and end) meanwhile. Counted as its own receiver whenever it may have been
+    /// one, so that it never gives way to itself (found by the model checks, `crate::model`:
+    /// a waiter's share that ended during the release made the message's one receiver look
+    /// like another client's).
+    subscribed_at_send: bool,
+    teardowns_at_send: usize,
 }
 
 impl GiveWay {
@@ -107,6 +116,8 @@ impl GiveWay {
             name: Arc::clone(name),
             pending,
             sent_at: Instant::now(),
+            subscribed_at_send: self.own_listeners(name) > 0,
+            teardowns_at_send: self.pubsub.teardowns(),
         }
     }
 
@@ -224,7 +235,12 @@ impl PlainRelease<'_> {
     }
 
     fn finish(&mut self, receivers: u64, took: Duration) {
-        let others = receivers > 0 && receivers > self.give_way.own_listeners(&self.name);
+        let own = u64::from(
+            self.subscribed_at_send
+                || self.give_way.own_listeners(&self.name) > 0
+                || self.give_way.pubsub.teardowns() != self.teardowns_at_send,
+        );
+        let others = receivers > 0 && receivers > own;
         let courtesy = match (others, self.pending.take()) {
             (false, None) => return,
             (true, None) => self.give_way.entry(&self.name),

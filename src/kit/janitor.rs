@@ -72,6 +72,13 @@ impl Janitor {
         (Janitor { jobs }, task)
     }
 
+    /// A janitor whose jobs the model checks (`crate::model`) run themselves.
+    #[cfg(test)]
+    pub(crate) fn detached() -> (Janitor, mpsc::UnboundedReceiver<Job>) {
+        let (jobs, receiver) = mpsc::unbounded_channel();
+        (Janitor { jobs }, receiver)
+    }
+
     /// Queues a job; never blocks. If the task is gone (runtime shut down) the lock simply
     /// expires with its lease.
     pub(crate) fn submit(&self, job: Job) {

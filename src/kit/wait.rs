@@ -29,13 +29,53 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::handoff::Turn;
+use super::handoff::{Handoffs, Turn};
+use super::janitor::Janitor;
 use crate::config::WhenUnavailable;
 use crate::error::{Error, Result};
 use crate::kit::ClientInner;
 use crate::lease::watchdog::HoldKey;
 use crate::metrics;
-use crate::transport::pubsub::Wake;
+use crate::transport::pubsub::{PubSub, Wake};
+
+/// What the wait loop needs of its client: its subscriptions, its local lines and janitor,
+/// whether it holds a field already, and two settings. [`ClientInner`]; in the model checks
+/// (`crate::model`), a client on an in-memory server, so that they run this very loop.
+pub(crate) trait Waiting {
+    fn pubsub(&self) -> &PubSub;
+    fn handoffs(&self) -> &Arc<Handoffs>;
+    fn janitor(&self) -> &Janitor;
+    /// Whether the client has a live hold of `key` (a re-entry must not wait for itself).
+    fn holds(&self, key: &HoldKey) -> bool;
+    fn watchdog_timeout(&self) -> Duration;
+    fn when_unavailable(&self) -> WhenUnavailable;
+    /// The error to report for `err` (see [`ClientInner::explain`]).
+    fn explain(&self, err: Error) -> Error;
+}
+
+impl Waiting for ClientInner {
+    fn pubsub(&self) -> &PubSub {
+        &self.pubsub
+    }
+    fn handoffs(&self) -> &Arc<Handoffs> {
+        &self.handoffs
+    }
+    fn janitor(&self) -> &Janitor {
+        &self.janitor
+    }
+    fn holds(&self, key: &HoldKey) -> bool {
+        self.leases.holds(key)
+    }
+    fn watchdog_timeout(&self) -> Duration {
+        self.config.watchdog_timeout
+    }
+    fn when_unavailable(&self) -> WhenUnavailable {
+        self.config.when_unavailable
+    }
+    fn explain(&self, err: Error) -> Error {
+        ClientInner::explain(self, err)
+    }
+}
 
 /// What ended an acquire's wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +151,7 @@ impl metrics::How {
 /// What a bounded wait (`wait`) that ran out reports: the lock is busy only if Redis said so
 /// (`answered`); while Redis was unreachable or silent, the `outage` or a timeout instead.
 pub(crate) fn out_of_time<T>(
-    client: &ClientInner,
+    client: &(impl Waiting + ?Sized),
     wait: Option<Duration>,
     answered: bool,
     outage: Option<Error>,
@@ -179,6 +219,21 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<TryOutcome<T>>>,
 {
+    acquire_on(client, waiter, wait, attempt, adopt).await
+}
+
+/// [`acquire_with_wait`] for any [`Waiting`] client (the model checks' too).
+pub(crate) async fn acquire_on<T, F, Fut>(
+    client: &(impl Waiting + ?Sized),
+    waiter: &Waiter,
+    wait: Option<Duration>,
+    attempt: F,
+    adopt: impl FnMut(Instant) -> T,
+) -> Result<Option<(T, Acquisition)>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<TryOutcome<T>>>,
+{
     // Acquisitions are counted where the loop knows how they happened; the other ends here.
     let outcome = wait_loop(client, waiter, wait, attempt, adopt).await;
     match &outcome {
@@ -191,7 +246,7 @@ where
 
 /// [`acquire_with_wait`]'s loop.
 async fn wait_loop<T, F, Fut>(
-    client: &ClientInner,
+    client: &(impl Waiting + ?Sized),
     waiter: &Waiter,
     wait: Option<Duration>,
     mut attempt: F,
@@ -208,22 +263,22 @@ where
     let acquired = |woken_by, attempts, how| Acquisition::record(start, woken_by, attempts, how);
     // Waiting already (a live subscription): join it first, so that no retry is needed after
     // the first attempt. Only when nobody waits does the uncontended path stay subscription-free.
-    let mut subscription = if client.pubsub.is_idle() {
+    let mut subscription = if client.pubsub().is_idle() {
         None // no subscription at all: skip deriving the channel
     } else {
-        client.pubsub.join_active(&waiter.channel())
+        client.pubsub().join_active(&waiter.channel())
     };
     // Without a place, no releaser hands this waiter the lock, and step 0 never applies.
     let join_line = |retrying| {
         if !waiter.handoff {
             return None;
         }
-        client.handoffs.join(
+        client.handoffs().join(
             &waiter.name,
             &waiter.field,
             waiter.lease_ms,
             retrying,
-            &client.janitor,
+            client.janitor(),
         )
     };
     let mut place = None;
@@ -235,8 +290,8 @@ where
     if subscription.is_some() {
         let may_wait = time_left().is_none_or(|left| !left.is_zero());
         if may_wait
-            && client.handoffs.contended(&waiter.name)
-            && !client.leases.holds(&HoldKey {
+            && client.handoffs().contended(&waiter.name)
+            && !client.holds(&HoldKey {
                 name: Arc::clone(&waiter.name),
                 field: Arc::clone(&waiter.field),
             })
@@ -263,7 +318,7 @@ where
             let known = place.as_ref().and_then(|place| place.known_expiry());
             let ttl = match known {
                 Some(at) => at.saturating_duration_since(Instant::now()),
-                None => client.config.watchdog_timeout,
+                None => client.watchdog_timeout(),
             };
             Some(Ok(TryOutcome::Busy(
                 i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
@@ -295,7 +350,7 @@ where
             }
             Err(err)
                 if err.is_transient()
-                    && client.config.when_unavailable == WhenUnavailable::KeepWaiting =>
+                    && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
             {
                 // Redis is unreachable: wait for it within the bound, backing off.
                 let pause = match time_left() {
@@ -327,7 +382,7 @@ where
             // Boxed: the subscribe future is large and runs once per acquire at most, while a
             // parked waiter's future should stay small (it is what a waiting task costs).
             let channel = waiter.channel();
-            let subscribe = Box::pin(client.pubsub.subscribe(&channel));
+            let subscribe = Box::pin(client.pubsub().subscribe(&channel));
             let share = match time_left() {
                 Some(left) => match tokio::time::timeout(left, subscribe).await {
                     Ok(share) => share,
@@ -339,7 +394,7 @@ where
                 Ok(share) => subscription = Some(share),
                 Err(err)
                     if err.is_transient()
-                        && client.config.when_unavailable == WhenUnavailable::KeepWaiting =>
+                        && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
                 {
                     outage = Some(err);
                     tokio::time::sleep(time_left().map_or(backoff, |left| left.min(backoff))).await;
@@ -397,8 +452,8 @@ where
 /// Waits, before an attempt, while this client gives way on the lock to other clients' waiters
 /// after a release of its own (see `give_way.rs`), at most until `deadline`. Not for a lone try
 /// (no time to wait), nor for a re-entry by a holder.
-async fn give_way(client: &ClientInner, waiter: &Waiter, deadline: Option<Instant>) {
-    if client.handoffs.give_way.is_idle()
+async fn give_way(client: &(impl Waiting + ?Sized), waiter: &Waiter, deadline: Option<Instant>) {
+    if client.handoffs().give_way.is_idle()
         || deadline.is_some_and(|deadline| deadline <= Instant::now())
     {
         return;
@@ -407,11 +462,11 @@ async fn give_way(client: &ClientInner, waiter: &Waiter, deadline: Option<Instan
         name: Arc::clone(&waiter.name),
         field: Arc::clone(&waiter.field),
     };
-    if client.leases.holds(&key) {
+    if client.holds(&key) {
         return;
     }
     client
-        .handoffs
+        .handoffs()
         .give_way
         .wait_turn(&waiter.name, deadline)
         .await;

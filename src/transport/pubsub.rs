@@ -47,6 +47,12 @@ struct Shared {
     when_unavailable: WhenUnavailable,
     response_timeout: Duration,
     entries: Mutex<HashMap<Arc<str>, Arc<Entry>>>,
+    /// Entries removed so far (their UNSUBSCRIBE answered): see [`PubSub::teardowns`].
+    teardowns: AtomicUsize,
+    /// The model checks' stand-in for the server (`crate::model`): subscriptions go to it
+    /// instead of `subscriber`, and background work runs as a task of their scheduler.
+    #[cfg(test)]
+    model: Option<crate::model::server::Connection>,
 }
 
 struct Entry {
@@ -111,6 +117,9 @@ impl PubSub {
             when_unavailable,
             response_timeout,
             entries: Mutex::new(HashMap::default()),
+            teardowns: AtomicUsize::new(0),
+            #[cfg(test)]
+            model: None,
         });
         // fred's notifications are broadcasts: a receiver hears only what is sent after it was
         // made. Every receiver is therefore made here, before `start` returns and any waiter can
@@ -145,6 +154,48 @@ impl PubSub {
         (PubSub { shared }, tasks)
     }
 
+    /// A `PubSub` on a connection to the model checks' in-memory server, and its message loop
+    /// for the checks' scheduler to run. `late_receiver` reproduces the order before the fix of
+    /// issue 24's fresh-start hang: the loop makes its receiver when it first runs.
+    #[cfg(test)]
+    pub(crate) fn model(
+        connection: crate::model::server::Connection,
+        late_receiver: bool,
+    ) -> (PubSub, futures::future::BoxFuture<'static, ()>) {
+        let builder = fred::types::Builder::default_centralized();
+        let (subscriber, commands) =
+            match (builder.build_subscriber_client(), builder.build_pool(1)) {
+                (Ok(subscriber), Ok(commands)) => (subscriber, commands),
+                _ => unreachable!("fred builds unconnected clients from its default config"),
+            };
+        let (watched, _) = tokio::sync::mpsc::unbounded_channel();
+        let early = (!late_receiver).then(|| connection.message_rx());
+        let shared = Arc::new(Shared {
+            subscriber,
+            watched,
+            commands,
+            mode: PublishMode::Classic,
+            when_unavailable: WhenUnavailable::KeepWaiting,
+            response_timeout: Duration::from_secs(5),
+            entries: Mutex::new(HashMap::default()),
+            teardowns: AtomicUsize::new(0),
+            model: Some(connection),
+        });
+        let looping = Arc::clone(&shared);
+        let messages = Box::pin(async move {
+            let messages = match early {
+                Some(messages) => messages,
+                None => looping
+                    .model
+                    .as_ref()
+                    .map(|model| model.message_rx())
+                    .expect("model"),
+            };
+            message_loop(looping, messages, CancellationToken::new()).await;
+        });
+        (PubSub { shared }, messages)
+    }
+
     /// Whether no channel has a subscription entry (a cheap check before deriving a channel).
     pub(crate) fn is_idle(&self) -> bool {
         self.shared.entries.lock().is_empty()
@@ -155,6 +206,15 @@ impl PubSub {
     /// on it counts this client among its receivers.
     pub(crate) fn may_receive(&self, channel: &str) -> bool {
         self.shared.entries.lock().contains_key(channel)
+    }
+
+    /// How many subscription entries this client has removed so far, each after its
+    /// UNSUBSCRIBE was answered. A count that moved between two [`may_receive`] reads means a
+    /// subscription may have come and gone between them, unseen by either.
+    ///
+    /// [`may_receive`]: PubSub::may_receive
+    pub(crate) fn teardowns(&self) -> usize {
+        self.shared.teardowns.load(Ordering::Acquire)
     }
 
     /// The state of every channel subscription whose name `belongs` accepts (for
@@ -252,6 +312,10 @@ impl PubSub {
 
 impl Shared {
     fn check_connected(&self) -> Result<()> {
+        #[cfg(test)]
+        if self.model.is_some() {
+            return Ok(());
+        }
         if self.when_unavailable == WhenUnavailable::FailFast && !self.subscriber.is_connected() {
             return Err(Error::Unavailable(fred::error::Error::new(
                 fred::error::ErrorKind::IO,
@@ -262,6 +326,11 @@ impl Shared {
     }
 
     async fn send_subscribe(&self, channel: &Arc<str>) -> Result<()> {
+        #[cfg(test)]
+        if let Some(model) = &self.model {
+            model.subscribe(channel).await;
+            return Ok(());
+        }
         self.check_connected()?;
         let channel_name: &str = channel;
         let subscribe = async {
@@ -287,6 +356,11 @@ impl Shared {
     }
 
     async fn send_unsubscribe(&self, channel: &str) {
+        #[cfg(test)]
+        if let Some(model) = &self.model {
+            model.unsubscribe(channel).await;
+            return;
+        }
         let unsubscribe = async {
             if self.mode.classic() {
                 self.subscriber.unsubscribe(channel).await?;
@@ -339,13 +413,9 @@ impl Shared {
                 return;
             }
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // No runtime (the process is shutting down): the connection goes away with it.
-            return;
-        };
         let shared = Arc::clone(self);
         let entry = Arc::clone(entry);
-        runtime.spawn(async move {
+        let unsubscribe = async move {
             let mut state = entry.state.lock().await;
             {
                 let _entries = shared.entries.lock();
@@ -366,8 +436,22 @@ impl Shared {
                     .is_some_and(|e| Arc::ptr_eq(e, &entry))
             {
                 entries.remove(&entry.channel);
+                shared.teardowns.fetch_add(1, Ordering::Release);
             }
-        });
+        };
+        #[cfg(test)]
+        if self.model.is_some() {
+            // Not while the scheduler tears a finished (or failed) schedule down.
+            if shuttle::current::try_get_current_task().is_some() && !std::thread::panicking() {
+                drop(shuttle::future::spawn(unsubscribe));
+            }
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime (the process is shutting down): the connection goes away with it.
+            return;
+        };
+        runtime.spawn(unsubscribe);
     }
 }
 

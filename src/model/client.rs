@@ -1,0 +1,318 @@
+//! A client of the model server that runs the crate's own in-process machinery: the wait loop
+//! (`kit/wait.rs`), the local lines and hand-off slots (`kit/handoff.rs`), giving way
+//! (`kit/give_way.rs`) and the subscription shares and message loop (`transport/pubsub.rs`).
+//! What it adds is what talks to Redis: the attempt, and a release that takes the steps of
+//! `kit/release.rs::release_or_hand_off` in its order (claim, transfer, settle, release an
+//! orphaned hand-off) against the model server. A map of live holds stands in for the lease
+//! table, and a janitor task for the client's.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+
+use super::server::{Connection, Released, Server};
+use crate::config::WhenUnavailable;
+use crate::error::Error;
+use crate::kit::handoff::Handoffs;
+use crate::kit::janitor::{Janitor, Job, Release};
+use crate::kit::wait::{acquire_on, lock_channel, TryOutcome, Waiter, Waiting};
+use crate::lease::watchdog::HoldKey;
+use crate::transport::pubsub::PubSub;
+
+pub(crate) struct ModelClient {
+    pub(crate) server: Arc<Server>,
+    pub(crate) connection: Connection,
+    pub(crate) pubsub: PubSub,
+    handoffs: Arc<Handoffs>,
+    janitor: Janitor,
+    /// The lease table's part: live holds per field.
+    holds: Mutex<HashMap<HoldKey, u32>>,
+}
+
+/// How a model client is made.
+#[derive(Clone, Copy)]
+pub(crate) struct Setup {
+    /// Hand-offs in a row before a plain release (`Config::max_local_handoffs`); 0: none.
+    pub(crate) max_in_row: u32,
+    /// Whether a spent budget may end in a conditional hand-off.
+    pub(crate) conditional: bool,
+    /// The message loop makes its receiver when it first runs (the order before issue 24's fix).
+    pub(crate) late_receiver: bool,
+}
+
+impl ModelClient {
+    /// Starts a client: its message loop and janitor run as tasks of the scheduler. The janitor
+    /// task ends once the client and every place of its lines are gone; await it before
+    /// judging the server's final state.
+    pub(crate) fn start(
+        server: &Arc<Server>,
+        setup: Setup,
+    ) -> (Arc<ModelClient>, shuttle::future::JoinHandle<()>) {
+        let connection = server.connect();
+        let (pubsub, message_loop) = PubSub::model(connection.clone(), setup.late_receiver);
+        drop(shuttle::future::spawn(message_loop)); // detached: it never ends
+        let handoffs = Arc::new(Handoffs::new(
+            setup.max_in_row,
+            setup.conditional,
+            pubsub.clone(),
+        ));
+        let (janitor, jobs) = Janitor::detached();
+        let client = Arc::new(ModelClient {
+            server: Arc::clone(server),
+            connection,
+            pubsub,
+            handoffs,
+            janitor,
+            holds: Mutex::new(HashMap::new()),
+        });
+        // A subscription is never dropped while a waiter relies on it: whenever a share is
+        // confirmed with waiters on it, the server has this client subscribed.
+        let (pubsub, id) = (client.pubsub.clone(), client.connection.id);
+        let watched = Arc::downgrade(server);
+        server.check_always(move || {
+            let Some(server) = watched.upgrade() else {
+                return;
+            };
+            for share in pubsub.snapshot(|_| true) {
+                if share.confirmed && share.waiters > 0 {
+                    assert!(
+                        server.subscribed(id, &share.channel),
+                        "{} waiters rely on {}, which the server no longer sends them",
+                        share.waiters,
+                        share.channel
+                    );
+                }
+            }
+        });
+        let janitor_task = shuttle::future::spawn(run_janitor(
+            Arc::downgrade(&client),
+            Arc::clone(server),
+            Arc::clone(&client.handoffs),
+            jobs,
+        ));
+        (client, janitor_task)
+    }
+
+    /// `Lock::lock` for owner `field`: the crate's wait loop with a model attempt.
+    pub(crate) async fn lock(self: &Arc<Self>, name: &str, field: &str) -> Held {
+        let name: Arc<str> = name.into();
+        let field: Arc<str> = field.into();
+        let waiter = Waiter {
+            name: Arc::clone(&name),
+            field: Arc::clone(&field),
+            lease_ms: super::server::LEASE_MS as u64,
+            handoff: true,
+            channel: lock_channel,
+        };
+        let attempt = || {
+            let (client, name, field) = (Arc::clone(self), Arc::clone(&name), Arc::clone(&field));
+            async move {
+                match client.server.acquire(&name, &field).await {
+                    Ok(reentered) => Ok(TryOutcome::Acquired(
+                        Held::taken(&client, &name, &field),
+                        reentered,
+                    )),
+                    Err(ttl) => Ok(TryOutcome::Busy(ttl)),
+                }
+            }
+        };
+        let adopt = |_sent_at| Held::taken(self, &name, &field);
+        match acquire_on(&**self, &waiter, None, attempt, adopt).await {
+            Ok(Some((held, _acquisition))) => held,
+            Ok(None) => unreachable!("an unbounded wait ends acquired"),
+            Err(err) => panic!("the model server never fails: {err}"),
+        }
+    }
+
+    /// What the client and the server know of `name`, for a failing check's report.
+    pub(crate) fn describe(&self, name: &str) -> String {
+        let (line, in_row) = self.handoffs.snapshot(name);
+        let shares: Vec<String> = self
+            .pubsub
+            .snapshot(|_| true)
+            .iter()
+            .map(|share| {
+                format!(
+                    "{} confirmed={} server-subscribed={} waiters={} parked={} banked={}",
+                    share.channel,
+                    share.confirmed,
+                    self.server.subscribed(self.connection.id, &share.channel),
+                    share.waiters,
+                    share.parked,
+                    share.banked
+                )
+            })
+            .collect();
+        format!(
+            "server holder: {:?}; local holds: {:?}; line: {line:?} ({in_row} hand-offs in a row); shares: {shares:?}",
+            self.server.holder(name),
+            self.holds.lock().iter().map(|(key, count)| (key.field.to_string(), *count)).collect::<Vec<_>>(),
+        )
+    }
+
+    fn count(&self, key: &HoldKey, up: bool) {
+        let mut holds = self.holds.lock();
+        let count = holds.entry(key.clone()).or_default();
+        if up {
+            *count += 1;
+        } else {
+            *count = count
+                .checked_sub(1)
+                .unwrap_or_else(|| panic!("{} released a hold it did not count", key.field));
+        }
+        if *count == 0 {
+            holds.remove(key);
+        }
+    }
+}
+
+impl Waiting for ModelClient {
+    fn pubsub(&self) -> &PubSub {
+        &self.pubsub
+    }
+    fn handoffs(&self) -> &Arc<Handoffs> {
+        &self.handoffs
+    }
+    fn janitor(&self) -> &Janitor {
+        &self.janitor
+    }
+    fn holds(&self, key: &HoldKey) -> bool {
+        self.holds.lock().contains_key(key)
+    }
+    fn watchdog_timeout(&self) -> Duration {
+        Duration::from_millis(super::server::LEASE_MS as u64)
+    }
+    fn when_unavailable(&self) -> WhenUnavailable {
+        WhenUnavailable::KeepWaiting
+    }
+    fn explain(&self, err: Error) -> Error {
+        err
+    }
+}
+
+/// One hold taken through the model client. Dropped without [`Held::unlock`] (its task was
+/// cancelled, say), it is released by the janitor, as a guard's is.
+pub(crate) struct Held {
+    client: Arc<ModelClient>,
+    key: HoldKey,
+    armed: bool,
+}
+
+impl Held {
+    /// A hold the server just gave `field`, counted at once (the lease table's `acquired`).
+    fn taken(client: &Arc<ModelClient>, name: &Arc<str>, field: &Arc<str>) -> Held {
+        let key = HoldKey {
+            name: Arc::clone(name),
+            field: Arc::clone(field),
+        };
+        client.count(&key, true);
+        Held {
+            client: Arc::clone(client),
+            key,
+            armed: true,
+        }
+    }
+
+    pub(crate) fn field(&self) -> &str {
+        &self.key.field
+    }
+
+    /// `LockGuard::unlock`: counted released, then released on the server (or handed over).
+    pub(crate) async fn unlock(mut self) {
+        self.armed = false;
+        self.client.count(&self.key, false);
+        release_or_hand_off(
+            &self.client.server,
+            &self.client.handoffs,
+            release_of(&self.key),
+        )
+        .await;
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.armed {
+            self.client.count(&self.key, false);
+            self.client
+                .janitor
+                .submit(Job::Release(release_of(&self.key), None));
+        }
+    }
+}
+
+fn release_of(key: &HoldKey) -> Release {
+    Release {
+        name: Arc::clone(&key.name),
+        field: Arc::clone(&key.field),
+        lease_ms: super::server::LEASE_MS as u64,
+        script: None,
+    }
+}
+
+/// `kit/release.rs::release_or_hand_off` for a script-less release with no field in doubt, step
+/// for step, against the model server.
+async fn release_or_hand_off(server: &Server, handoffs: &Handoffs, mut release: Release) {
+    let channel = crate::name::lock_channel(&release.name);
+    loop {
+        let (claim, heir) = match handoffs.claim(&release.name) {
+            Ok(claimed) => claimed,
+            Err(local_waiters) => {
+                let plain = handoffs.plain_release(&release.name, local_waiters);
+                let released = server
+                    .release(&release.name, &channel, &release.field, None, None)
+                    .await;
+                if let (Some(plain), Released::Freed { receivers }) = (plain, released) {
+                    plain.settle(receivers);
+                }
+                return;
+            }
+        };
+        let plain = handoffs.plain_release(&release.name, claim.conditional);
+        let released = server
+            .release(
+                &release.name,
+                &channel,
+                &release.field,
+                Some(&heir.field),
+                heir.unless_listeners_above,
+            )
+            .await;
+        let handed = released == Released::HandedOver;
+        match claim.settle(handed) {
+            // The waiter left while the lock was handed to it: release its hold too.
+            Some(lease_ms) => {
+                release = Release {
+                    field: Arc::clone(&heir.field),
+                    lease_ms,
+                    ..release
+                };
+            }
+            None => {
+                if let (Some(plain), Released::Freed { receivers }) = (plain, released) {
+                    plain.settle(receivers);
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// The client's janitor: releases of dropped holds and of hand-offs whose waiter left.
+async fn run_janitor(
+    client: std::sync::Weak<ModelClient>,
+    server: Arc<Server>,
+    handoffs: Arc<Handoffs>,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+) {
+    drop(client);
+    while let Some(job) = jobs.recv().await {
+        match job {
+            Job::Release(release, _) => release_or_hand_off(&server, &handoffs, release).await,
+            Job::Settle { .. } | Job::Flush(_) => unreachable!("the model sends only releases"),
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The model checks' in-memory server: the reentrant lock's hash (one holder field and its hold
+//! count) with its acquire and release steps as `lua/acquire.lua` and `lua/release.lua` take
+//! them (protocol §2.2, §2.3), and pub/sub delivered as fred delivers it, on a broadcast channel
+//! per connection, so that a receiver made after a message never hears it.
+//!
+//! Every request is a round trip: the scheduler may run other tasks between the call and the
+//! server's step, and between that step and the caller seeing the reply. The step itself is
+//! atomic, as a script is. Bad protocol use panics, so that the checks fail on it: a release
+//! of a field that holds nothing, a hold count below zero.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use fred::types::config::Server as ServerName;
+use fred::types::{Message, MessageKind, Value};
+use parking_lot::Mutex;
+use tokio::sync::broadcast;
+
+/// The TTL (ms) a refused acquire reports: longer than any check, so that a waiter whose
+/// wake-up was lost stays parked and the scheduler reports the deadlock.
+pub(crate) const LEASE_MS: i64 = 3_600_000;
+
+/// An invariant the server checks after every step it takes.
+type Invariant = Box<dyn Fn() + Send + Sync>;
+
+pub(crate) struct Server {
+    state: Mutex<State>,
+    invariants: Mutex<Vec<Invariant>>,
+    /// Touched on each side of every request: a scheduling point of the checks' scheduler that,
+    /// unlike a yield, does not count as the task backing off (PCT lowers a yielding task).
+    round_trips: shuttle::sync::atomic::AtomicUsize,
+    /// How many acquires were refused so far.
+    refusals: tokio::sync::watch::Sender<usize>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Lock name → its one holder field and hold count.
+    locks: HashMap<String, (String, u32)>,
+    /// Channel → the connections subscribed to it.
+    subscribers: HashMap<String, HashSet<usize>>,
+    /// Per connection, where its messages go.
+    connections: Vec<broadcast::Sender<Message>>,
+}
+
+/// What a release step replied (`lua/release.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// One hold of several was released (`0`).
+    Partial,
+    /// The lock was freed and `0` published to this many subscribers (`1 + receivers`).
+    Freed { receivers: u64 },
+    /// The lock went straight to the heir (`-1`).
+    HandedOver,
+}
+
+impl Server {
+    /// A server; made inside a check's schedule (its scheduling point belongs to it).
+    pub(crate) fn new() -> Arc<Server> {
+        Arc::new(Server {
+            state: Mutex::default(),
+            invariants: Mutex::default(),
+            round_trips: shuttle::sync::atomic::AtomicUsize::new(0),
+            refusals: tokio::sync::watch::Sender::new(0),
+        })
+    }
+
+    /// A point where the scheduler may run another task: one side of a round trip.
+    fn switch(&self) {
+        self.round_trips
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A subscriber connection of a client.
+    pub(crate) fn connect(self: &Arc<Self>) -> Connection {
+        let (sender, _) = broadcast::channel(1024);
+        let mut state = self.state.lock();
+        state.connections.push(sender);
+        Connection {
+            server: Arc::clone(self),
+            id: state.connections.len() - 1,
+        }
+    }
+
+    /// `lua/acquire.lua` for `field`: `Ok(reentered)`, or the lock's TTL when another field
+    /// holds it.
+    pub(crate) async fn acquire(&self, name: &str, field: &str) -> Result<bool, i64> {
+        self.switch();
+        let reply = {
+            let mut state = self.state.lock();
+            match state.locks.get_mut(name) {
+                None => {
+                    state.locks.insert(name.to_owned(), (field.to_owned(), 1));
+                    Ok(false)
+                }
+                Some((holder, count)) if holder == field => {
+                    *count += 1;
+                    Ok(true)
+                }
+                Some(_) => Err(LEASE_MS),
+            }
+        };
+        if reply.is_err() {
+            self.refusals.send_modify(|refusals| *refusals += 1);
+        }
+        self.stepped();
+        self.switch();
+        reply
+    }
+
+    /// `lua/release.lua` for `field`, handing the lock to `heir` when this was its last hold
+    /// (unless more than `own` subscribers listen, with `own` given). Panics when `field` holds
+    /// nothing: a double release.
+    pub(crate) async fn release(
+        &self,
+        name: &str,
+        channel: &str,
+        field: &str,
+        heir: Option<&str>,
+        own: Option<u64>,
+    ) -> Released {
+        self.switch();
+        let reply = {
+            let mut state = self.state.lock();
+            let Some((holder, count)) = state.locks.get_mut(name) else {
+                panic!("{field} released {name}, which nobody holds: a hold counted twice");
+            };
+            assert_eq!(
+                holder, field,
+                "{field} released {name}, which {holder} holds: a hold counted twice"
+            );
+            if *count > 1 {
+                *count -= 1;
+                Released::Partial
+            } else {
+                let listeners = state.subscribers.get(channel).map_or(0, |subs| subs.len());
+                let others_listen = own.is_some_and(|own| listeners as u64 > own);
+                match heir {
+                    Some(heir) if !others_listen => {
+                        state.locks.insert(name.to_owned(), (heir.to_owned(), 1));
+                        Released::HandedOver
+                    }
+                    _ => {
+                        state.locks.remove(name);
+                        let receivers = state.publish(channel, 0);
+                        Released::Freed { receivers }
+                    }
+                }
+            }
+        };
+        self.stepped();
+        self.switch();
+        reply
+    }
+
+    /// Waits until `count` acquires have been refused.
+    pub(crate) async fn refused(&self, count: usize) {
+        let mut refusals = self.refusals.subscribe();
+        let _ = refusals.wait_for(|refusals| *refusals >= count).await;
+    }
+
+    /// Checks `invariant` after every step from now on (it may read the server).
+    pub(crate) fn check_always(&self, invariant: impl Fn() + Send + Sync + 'static) {
+        self.invariants.lock().push(Box::new(invariant));
+    }
+
+    fn stepped(&self) {
+        for invariant in self.invariants.lock().iter() {
+            invariant();
+        }
+    }
+
+    /// The holder field of `name` and its count, if held.
+    pub(crate) fn holder(&self, name: &str) -> Option<(String, u32)> {
+        self.state.lock().locks.get(name).cloned()
+    }
+
+    /// Whether connection `id` is subscribed to `channel`.
+    pub(crate) fn subscribed(&self, id: usize, channel: &str) -> bool {
+        self.state
+            .lock()
+            .subscribers
+            .get(channel)
+            .is_some_and(|subs| subs.contains(&id))
+    }
+}
+
+impl State {
+    /// `PUBLISH channel message`: the number of connections it reached.
+    fn publish(&mut self, channel: &str, message: i64) -> u64 {
+        let Some(subscribers) = self.subscribers.get(channel) else {
+            return 0;
+        };
+        for id in subscribers {
+            // A connection without a receiver yet loses the message, as fred's broadcast does.
+            let _ = self.connections[*id].send(Message {
+                channel: channel.into(),
+                value: Value::Integer(message),
+                kind: MessageKind::Message,
+                server: ServerName::new("model", 0),
+            });
+        }
+        subscribers.len() as u64
+    }
+}
+
+/// A client's subscriber connection to the model server.
+#[derive(Clone)]
+pub(crate) struct Connection {
+    server: Arc<Server>,
+    pub(crate) id: usize,
+}
+
+impl Connection {
+    /// A receiver of the messages sent to this connection from now on.
+    pub(crate) fn message_rx(&self) -> broadcast::Receiver<Message> {
+        self.server.state.lock().connections[self.id].subscribe()
+    }
+
+    pub(crate) async fn subscribe(&self, channel: &str) {
+        self.server.switch();
+        self.server
+            .state
+            .lock()
+            .subscribers
+            .entry(channel.to_owned())
+            .or_default()
+            .insert(self.id);
+        self.server.stepped();
+        self.server.switch();
+    }
+
+    pub(crate) async fn unsubscribe(&self, channel: &str) {
+        self.server.switch();
+        {
+            let mut state = self.server.state.lock();
+            if let Some(subs) = state.subscribers.get_mut(channel) {
+                subs.remove(&self.id);
+                if subs.is_empty() {
+                    state.subscribers.remove(channel);
+                }
+            }
+        }
+        self.server.stepped();
+        self.server.switch();
+    }
+}
