@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::kit::ClientInner;
 use crate::lease::watchdog::HoldKey;
 use crate::metrics;
-use crate::transport::pubsub::{PubSub, Wake};
+use crate::transport::pubsub::{PubSub, Unanswered, Wake};
 
 /// What the wait loop needs of its client: its subscriptions, its local lines and janitor,
 /// whether it holds a field already, and two settings. [`ClientInner`]; in the model checks
@@ -301,6 +301,9 @@ where
         }
     }
     let mut woken_by = WokenBy::Immediate;
+    // A wake-up taken from the channel that no attempt of this waiter has answered yet: passed
+    // on to the next waiter if this one goes away first (see `Subscription::unanswered`).
+    let mut unanswered: Option<Unanswered> = None;
     let mut attempts = 0u32;
     let mut backoff = Duration::from_millis(50);
     // What the wait reports when its bound runs out: the lock is busy only if Redis said so.
@@ -326,6 +329,9 @@ where
         } else {
             give_way(client, waiter, deadline).await;
             attempts += 1;
+            if let Some(wake) = unanswered.take() {
+                wake.answered();
+            }
             attempt_within(time_left(), attempts == 1, &mut attempt).await
         };
         let outcome = match outcome {
@@ -431,13 +437,19 @@ where
         };
         woken_by = tokio::select! {
             wake = share.wait(bound) => match wake {
-                Wake::Message => WokenBy::Message,
+                Wake::Message => {
+                    unanswered = Some(share.unanswered());
+                    WokenBy::Message
+                }
                 Wake::Timeout => WokenBy::Ttl,
             },
             () = handed => WokenBy::Message,
         };
         if let Some(current) = &place {
             if let Turn::Owned(sent_at) = current.turn().await {
+                if let Some(wake) = unanswered.take() {
+                    wake.answered(); // the lock is this waiter's: nobody else can take it
+                }
                 if let Some(place) = place.take() {
                     place.done();
                 }

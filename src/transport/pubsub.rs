@@ -538,6 +538,39 @@ impl Subscription {
     }
 }
 
+impl Subscription {
+    /// Marks a wake-up this waiter just took ([`Wake::Message`]) as not yet answered by an
+    /// attempt of its own. Dropped before [`Unanswered::answered`] (the waiter went away:
+    /// cancelled, or out of time), it goes back to the channel for the next waiter: a waiter
+    /// that takes the one wake-up of a release and leaves must not strand the others on a free
+    /// lock until their TTL (found by the model checks, `crate::model`).
+    pub(crate) fn unanswered(&self) -> Unanswered {
+        Unanswered {
+            entry: Some(Arc::clone(&self.entry)),
+        }
+    }
+}
+
+/// A wake-up taken and not yet answered (see [`Subscription::unanswered`]).
+pub(crate) struct Unanswered {
+    entry: Option<Arc<Entry>>,
+}
+
+impl Unanswered {
+    /// The waiter answered the wake-up (its attempt is on its way, or it was handed the lock).
+    pub(crate) fn answered(mut self) {
+        self.entry = None;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(entry) = self.entry.take() {
+            entry.add_permits(1);
+        }
+    }
+}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         if self.watcher {
