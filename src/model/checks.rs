@@ -8,7 +8,7 @@ use std::sync::Arc;
 use shuttle::future::{self, JoinHandle};
 
 use super::client::{ModelClient, Setup};
-use super::server::Server;
+use crate::transport::model_server::Server;
 
 const LOCK: &str = "orders:42";
 

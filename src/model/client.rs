@@ -13,13 +13,13 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use super::server::{Connection, Released, Server};
 use crate::config::WhenUnavailable;
 use crate::error::Error;
 use crate::kit::handoff::Handoffs;
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::kit::wait::{acquire_on, lock_channel, TryOutcome, Waiter, Waiting};
 use crate::lease::watchdog::HoldKey;
+use crate::transport::model_server::{Connection, Released, Server};
 use crate::transport::pubsub::PubSub;
 
 pub(crate) struct ModelClient {
@@ -103,7 +103,7 @@ impl ModelClient {
         let waiter = Waiter {
             name: Arc::clone(&name),
             field: Arc::clone(&field),
-            lease_ms: super::server::LEASE_MS as u64,
+            lease_ms: crate::transport::model_server::LEASE_MS as u64,
             handoff: true,
             channel: lock_channel,
         };
@@ -183,7 +183,7 @@ impl Waiting for ModelClient {
         self.holds.lock().contains_key(key)
     }
     fn watchdog_timeout(&self) -> Duration {
-        Duration::from_millis(super::server::LEASE_MS as u64)
+        Duration::from_millis(crate::transport::model_server::LEASE_MS as u64)
     }
     fn when_unavailable(&self) -> WhenUnavailable {
         WhenUnavailable::KeepWaiting
@@ -248,7 +248,7 @@ fn release_of(key: &HoldKey) -> Release {
     Release {
         name: Arc::clone(&key.name),
         field: Arc::clone(&key.field),
-        lease_ms: super::server::LEASE_MS as u64,
+        lease_ms: crate::transport::model_server::LEASE_MS as u64,
         script: None,
     }
 }

@@ -11,7 +11,7 @@
 //! The code under test is the crate's own: the wait loop (`kit/wait.rs`), the local lines and
 //! hand-off slots (`kit/handoff.rs`), giving way (`kit/give_way.rs`), and the subscription
 //! shares, their reference counts and unsubscribe task, and the message loop
-//! (`transport/pubsub.rs`). In place of Redis: [`server`], an in-memory server with the lock's
+//! (`transport/pubsub.rs`). In place of Redis: `transport/model_server.rs`, an in-memory server with the lock's
 //! acquire and release steps, pub/sub delivered as fred delivers it, and a yield on each side
 //! of every request, so that the scheduler interleaves round trips. [`client`] adds the
 //! attempt and a release in `kit/release.rs`'s order.
@@ -37,4 +37,3 @@
 
 mod checks;
 mod client;
-pub(crate) mod server;

@@ -6,6 +6,9 @@
 //! the lease table, the lock kit or the primitives above it.
 
 pub(crate) mod dispatch;
+/// The model checks' in-memory server (`crate::model`).
+#[cfg(test)]
+pub(crate) mod model_server;
 pub(crate) mod pubsub;
 pub(crate) mod replica_sync;
 pub(crate) mod script;

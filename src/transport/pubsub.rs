@@ -52,7 +52,7 @@ struct Shared {
     /// The model checks' stand-in for the server (`crate::model`): subscriptions go to it
     /// instead of `subscriber`, and background work runs as a task of their scheduler.
     #[cfg(test)]
-    model: Option<crate::model::server::Connection>,
+    model: Option<crate::transport::model_server::Connection>,
 }
 
 struct Entry {
@@ -159,7 +159,7 @@ impl PubSub {
     /// issue 24's fresh-start hang: the loop makes its receiver when it first runs.
     #[cfg(test)]
     pub(crate) fn model(
-        connection: crate::model::server::Connection,
+        connection: crate::transport::model_server::Connection,
         late_receiver: bool,
     ) -> (PubSub, futures::future::BoxFuture<'static, ()>) {
         let builder = fred::types::Builder::default_centralized();
