@@ -58,7 +58,7 @@ impl Scene {
     /// The scene with the client behind the proxy logged in as `user` (`ACL SETUSER` rule
     /// words), with the password `PASSWORD`.
     async fn start_as(user: Option<(&str, &[&str])>) -> Scene {
-        let server = RedisServer::start_with_args(&fault::DEBUG_COMMAND);
+        let server = RedisServer::start();
         let proxy = FaultProxy::start(server.port()).await;
         let raw = fault::resilient_raw_client(&server.url(), Duration::from_secs(5)).await;
         let url = match user {
@@ -89,35 +89,29 @@ impl Scene {
     }
 
     /// Runs `acquire` (a call through the proxy) so that its script runs but its reply is lost:
-    /// the server sleeps when the call arrives, and the proxy goes silent before it wakes. The
-    /// call fails with a transient error, and its caller gives up. The proxy stays silent until
-    /// [`Scene::restore`]. `warm_up` (the same kind of acquire and release, on another name)
-    /// runs first, so that the server has the scripts cached: a `NOSCRIPT` reply lost instead
-    /// would leave nothing to settle.
+    /// the server holds the call (`CLIENT PAUSE WRITE`), the proxy goes silent once the server
+    /// has it, and the server runs it when the call has failed (its reply timed out) and the
+    /// client's reconcile, sent through the silent proxy, cannot reach it. Each step waits for
+    /// the event it needs (the pause in effect, the call held), never for a guessed time. The
+    /// proxy stays silent until [`Scene::restore`]. `warm_up` (the same kind of acquire and
+    /// release, on another name) runs first, so that the server has the scripts cached: a
+    /// `NOSCRIPT` reply lost instead would leave nothing to settle.
     async fn lose_reply<T: std::fmt::Debug + Send + 'static>(
         &self,
         warm_up: impl Future<Output = ferrisson::Result<()>>,
         acquire: impl Future<Output = ferrisson::Result<T>> + Send + 'static,
     ) {
         warm_up.await.expect("warm-up acquire and release");
-        let sleeper = fault::debug_sleep(&self.raw, 2.0);
-        sleep(Duration::from_millis(100)).await;
+        fault::pause_writes(&self.raw).await;
         let call = tokio::spawn(acquire);
-        // Sent by now, and waiting in the sleeping server's socket. The proxy must go silent
-        // before the call times out (after RESPONSE): from then on the client's reconcile is
-        // sent, and must not reach the server. The server wakes a second later. (The margins
-        // are wide for a loaded machine.)
-        sleep(Duration::from_millis(900)).await;
+        fault::wait_script_held(&self.raw, Duration::from_secs(10)).await;
         self.proxy.set_mode(ProxyMode::Blackhole);
         let err = call
             .await
             .expect("acquire task")
             .expect_err("no reply through the blackhole");
         assert!(err.is_transient(), "{err:?}");
-        sleeper
-            .await
-            .expect("DEBUG SLEEP task")
-            .expect("DEBUG SLEEP");
+        fault::unpause(&self.raw).await;
     }
 
     /// Lets the client behind the proxy reach Redis again (on fresh connections).

@@ -300,8 +300,10 @@ async fn a_slow_server_gives_typed_timeouts_and_leaves_nothing_locked() {
     let client = connect_with(timed_config(server.url(), WATCHDOG, response)).await;
     let lock = client.lock("faults:slow").with_owner(Owner::new());
 
-    let sleeper = fault::debug_sleep(&raw, 1.0);
-    sleep(Duration::from_millis(50)).await;
+    // The pause holds the acquires from the moment it is in effect, whenever the sleep begins;
+    // the sleep (the server answers nothing, not even a ping) lifts the pause when it ends.
+    fault::pause_writes(&raw).await;
+    let sleeper = fault::debug_sleep_then_unpause(&raw, 1.0);
     let asked = Instant::now();
     let err = lock.lock().await.expect_err("the server is asleep");
     assert!(matches!(err, Error::Timeout(_)), "{err:?}");

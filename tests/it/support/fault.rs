@@ -89,6 +89,77 @@ pub fn debug_sleep(
     })
 }
 
+/// `CLIENT PAUSE <long> WRITE`: from its reply on, the server holds every write command of
+/// every client (scripts included, so every acquire and release) unanswered and unrun until
+/// [`unpause`]; reads, `CLIENT` and `DEBUG` still run. Unlike a sleep begun from another task,
+/// the pause is in effect when this returns, so whatever a test sends next is held.
+pub async fn pause_writes(raw: &fred::clients::Client) {
+    let _: Value = raw
+        .custom(fred::cmd!("CLIENT"), vec!["PAUSE", "600000", "WRITE"])
+        .await
+        .expect("CLIENT PAUSE");
+}
+
+/// `CLIENT UNPAUSE`: the held commands run, in the order they arrived, before this returns.
+pub async fn unpause(raw: &fred::clients::Client) {
+    let _: Value = raw
+        .custom(fred::cmd!("CLIENT"), vec!["UNPAUSE"])
+        .await
+        .expect("CLIENT UNPAUSE");
+}
+
+/// [`debug_sleep`], then [`unpause`], sent back to back on one connection from a task of its
+/// own: after [`pause_writes`], the calls a test sends meanwhile stay held until the sleep ends,
+/// whether they reach the server before the sleep begins or during it.
+pub fn debug_sleep_then_unpause(
+    raw: &fred::clients::Client,
+    seconds: f64,
+) -> tokio::task::JoinHandle<Result<(), fred::error::Error>> {
+    let pipeline = raw.pipeline();
+    tokio::spawn(async move {
+        let _: () = pipeline
+            .custom(
+                fred::cmd!("DEBUG"),
+                vec!["SLEEP".to_string(), seconds.to_string()],
+            )
+            .await?;
+        let _: () = pipeline
+            .custom(fred::cmd!("CLIENT"), vec!["UNPAUSE"])
+            .await?;
+        let _: Vec<Value> = pipeline.all().await?;
+        Ok(())
+    })
+}
+
+/// Waits (at most `within`, else panics) until the server holds a script call under
+/// [`pause_writes`]: a client whose last command is `EVALSHA` or `EVAL` and that is blocked
+/// (`CLIENT LIST` flag `b`). From then on the call runs at [`unpause`], whatever becomes of
+/// the network it came by.
+pub async fn wait_script_held(raw: &fred::clients::Client, within: Duration) {
+    let held = |list: &str| {
+        list.lines().any(|line| {
+            let field = |name: &str| {
+                line.split(' ')
+                    .find_map(|kv| kv.strip_prefix(name))
+                    .unwrap_or_default()
+            };
+            field("flags=").contains('b') && matches!(field("cmd="), "evalsha" | "eval")
+        })
+    };
+    super::redis_state::poll_until(
+        within,
+        super::redis_state::POLL_INTERVAL,
+        || async {
+            raw.custom::<String, _>(fred::cmd!("CLIENT"), vec!["LIST"])
+                .await
+                .unwrap_or_default()
+        },
+        |list| held(list),
+    )
+    .await
+    .unwrap_or_else(|list| panic!("no script call held by the paused server:\n{list}"));
+}
+
 /// What a [`FaultProxy`] does to the traffic it carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProxyMode {
