@@ -219,10 +219,8 @@ async fn hand_offs_in_one_batch_each_reach_their_own_waiter() {
             field,
             tokio::spawn(async move { waiter.lock_with_lease(Duration::from_secs(30)).await }),
         ));
-        let channel = format!("redisson_lock__channel:{{{name}}}");
-        support::redis_state::wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
+        support::wait_parked(&client, &name, 1).await;
     }
-    tokio::time::sleep(Duration::from_millis(50)).await; // let the waiters park in line
     reset_stats(&raw).await;
 
     release_together(holders).await;

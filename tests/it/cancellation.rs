@@ -14,7 +14,7 @@ use support::redis_state::{
     channel_of, holder_fields, poll_until, wait_key_gone, wait_numsub, POLL_INTERVAL,
 };
 use support::{connect, hold_with_lease, raw_client, RedisServer};
-use tokio::time::{sleep, timeout};
+use tokio::time::timeout;
 
 const HOLD: Duration = Duration::from_secs(20);
 
@@ -65,8 +65,7 @@ async fn acquire_dropped_while_waiting_leaves_no_hold_and_no_subscription() {
     // The client's subscription bookkeeping still works: a new waiter is woken by the release.
     let waiter_lock = canceller.clone();
     let waiter = tokio::spawn(async move { waiter_lock.lock().await.expect("waiter acquires") });
-    wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
-    sleep(Duration::from_millis(100)).await;
+    support::wait_parked(&canceller_client, name, 1).await;
     holder_guard.unlock().await.expect("holder releases");
     let guard = timeout(Duration::from_secs(2), waiter)
         .await
@@ -207,8 +206,7 @@ async fn dropping_a_guard_wakes_a_waiter_on_another_client() {
     let guard = hold_with_lease(&holder_client, name, HOLD).await;
     let waiter_lock = waiter_client.lock(name).with_owner(Owner::new());
     let waiter = tokio::spawn(async move { waiter_lock.lock().await.expect("waiter acquires") });
-    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
-    sleep(Duration::from_millis(100)).await;
+    support::wait_parked(&waiter_client, name, 1).await;
     assert!(!waiter.is_finished(), "waiter got a lock that is held");
 
     drop(guard);

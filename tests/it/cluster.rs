@@ -120,8 +120,7 @@ async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
             .find(|name| master_of[*name] == master)
             .expect("a name on this master");
         let lease = Duration::from_secs(20);
-        let parked = sleep(Duration::from_millis(300));
-        let guard = hand_over(&client, &other, name, lease, parked).await;
+        let guard = hand_over(&client, &other, name, lease).await;
         assert_eq!(guard.acquisition().woken_by, WokenBy::Message, "{name}");
         guard.unlock().await.expect("release");
     }
@@ -291,8 +290,7 @@ async fn waiters_wake_on_releases_of_a_compatible_mode() {
     for (releaser, releaser_mode) in clients.iter().zip(modes) {
         for (waiter_client, waiter_mode) in clients.iter().zip(modes) {
             let name = format!("cluster:wake:{releaser_mode:?}:{waiter_mode:?}");
-            let parked = sleep(Duration::from_millis(300));
-            let guard = hand_over(releaser, waiter_client, &name, lease, parked).await;
+            let guard = hand_over(releaser, waiter_client, &name, lease).await;
             let compatible = !matches!(
                 (releaser_mode, waiter_mode),
                 (PublishMode::Classic, PublishMode::Sharded)

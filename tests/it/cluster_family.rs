@@ -216,7 +216,7 @@ async fn semaphore(f: &Family) {
             let sem = f.b.semaphore(&name);
             tokio::spawn(async move { sem.acquire(1).await })
         };
-        sleep(PARK).await;
+        support::wait_parked(&f.b, &name, 1).await;
         assert!(!waiter.is_finished(), "{name}: acquired a taken permit");
         f.stored_with(&name, &name).await;
         permits.release().await.expect("release");
@@ -278,7 +278,7 @@ async fn permit_expirable_semaphore(f: &Family) {
             let sem = f.b.permit_expirable_semaphore(&name);
             tokio::spawn(async move { sem.acquire(None).await })
         };
-        sleep(PARK).await;
+        support::wait_parked(&f.b, &name, 1).await;
         assert!(!waiter.is_finished(), "{name}: acquired a taken permit");
         f.stored_with(&name, &name).await;
         f.stored_with(&format!("{}:timeout", tagged(&name)), &name)
@@ -311,7 +311,12 @@ macro_rules! exclusion_across_clients {
                 tokio::spawn(
                     async move { other.try_lock_for(Duration::from_secs(10), None).await },
                 );
-            sleep(PARK).await;
+            if $woken_by == WokenBy::Message {
+                support::wait_parked(&$f.b, &name, 1).await;
+            } else {
+                // A spin waiter never parks: it polls, and is woken by its back-off pause.
+                sleep(PARK).await;
+            }
             assert!(!waiter.is_finished(), "{name}: the waiter got in");
             guard.unlock().await.expect("release");
             let got = woken(waiter, &name)

@@ -185,8 +185,7 @@ async fn killed_pubsub_connections_strand_no_waiter() {
                 })
             })
             .collect();
-        wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
-        sleep(Duration::from_millis(100)).await;
+        support::wait_parked(&waiter_client, name, 3).await;
         assert!(
             fault::client_kill(&raw, "pubsub").await >= 1,
             "round {round}: no pub/sub connection was killed"

@@ -97,23 +97,16 @@ async fn round_robin(
     }
 }
 
-/// Waits until this client subscribed to `name`'s channel and its waiter parked in line.
-async fn wait_in_line(raw: &fred::clients::Client, name: &str) {
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    support::redis_state::wait_numsub(raw, &channel, 1, Duration::from_secs(5)).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-}
-
-/// Spawns `acquire` as a waiter of `name`, waits until it is parked in line, releases `holder`
-/// and returns the guard the waiter received (within 2 s).
+/// Spawns `acquire` as a waiter of `name` on `client`, waits until it is parked, releases
+/// `holder` and returns the guard the waiter received (within 2 s).
 async fn hand_over(
-    raw: &fred::clients::Client,
+    client: &ferrisson::Client,
     name: &str,
     holder: ferrisson::LockGuard,
     acquire: impl std::future::Future<Output = ferrisson::Result<ferrisson::LockGuard>> + Send + 'static,
 ) -> ferrisson::LockGuard {
     let waiter = tokio::spawn(acquire);
-    wait_in_line(raw, name).await;
+    support::wait_parked(client, name, 1).await;
     holder.unlock().await.expect("unlock");
     timeout(Duration::from_secs(2), waiter)
         .await
@@ -197,7 +190,7 @@ async fn a_holder_re_enters_at_once_while_local_waiters_are_in_line() {
     let waiter = client.lock(name).with_owner(Owner::new());
     let waiting =
         tokio::spawn(async move { waiter.lock_with_lease(Duration::from_secs(20)).await });
-    wait_in_line(&raw, name).await;
+    support::wait_parked(&client, name, 1).await;
     let inner = timeout(
         Duration::from_secs(2),
         holder.lock_with_lease(Duration::from_secs(20)),
@@ -232,7 +225,7 @@ async fn a_waiter_that_lined_up_without_trying_waits_out_the_expiry_the_line_lea
     let holder = hold_with_lease(&client, name, Duration::from_secs(4)).await;
     let first = client.lock(name).with_owner(Owner::new());
     let first = tokio::spawn(async move { first.lock_with_lease(Duration::from_secs(20)).await });
-    wait_in_line(&raw, name).await;
+    support::wait_parked(&client, name, 1).await;
     reset_stats(&raw).await;
     let second = client.lock(name).with_owner(Owner::new());
     let second = tokio::spawn(async move { second.lock_with_lease(Duration::from_secs(20)).await });
@@ -262,7 +255,7 @@ async fn a_handed_over_lock_carries_the_new_holders_field_and_lease() {
     let client = connect_with(config(&server, 16)).await;
     let holder = hold_with_lease(&client, "handoff:layout", Duration::from_secs(30)).await;
     let waiter_lock = client.lock("handoff:layout").with_owner(Owner::new());
-    let guard = hand_over(&raw, "handoff:layout", holder, async move {
+    let guard = hand_over(&client, "handoff:layout", holder, async move {
         waiter_lock.lock_with_lease(Duration::from_secs(7)).await
     })
     .await;
@@ -291,7 +284,7 @@ async fn a_handed_over_watchdog_lock_is_renewed() {
     let client = connect_with(cfg).await;
     let holder = hold_with_lease(&client, "handoff:watchdog", Duration::from_secs(30)).await;
     let waiter_lock = client.lock("handoff:watchdog").with_owner(Owner::new());
-    let guard = hand_over(&raw, "handoff:watchdog", holder, async move {
+    let guard = hand_over(&client, "handoff:watchdog", holder, async move {
         waiter_lock.lock().await
     })
     .await;

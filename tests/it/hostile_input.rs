@@ -127,13 +127,10 @@ fn any_name_wakes_its_waiter_on_its_own_channel() {
         !name.is_empty() && name.len() < 4096
     });
     bench.check(24, short_names, |name| {
-        let (client, raw) = (&bench.client, &bench.raw);
+        let client = &bench.client;
         async move {
             let lease = Duration::from_secs(20);
-            let channel = channel_of(&name);
-            let parked =
-                support::redis_state::wait_numsub(raw, &channel, 1, Duration::from_secs(5));
-            let guard = support::hand_over(client, client, &name, lease, parked).await;
+            let guard = support::hand_over(client, client, &name, lease).await;
             guard.unlock().await.expect("waiter releases");
             Ok(())
         }

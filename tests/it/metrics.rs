@@ -24,7 +24,7 @@ use fred::interfaces::KeysInterface;
 use metrics::Unit;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
-use support::redis_state::{poll_until, wait_numsub};
+use support::redis_state::poll_until;
 use support::{connect_with, raw_client, RedisServer};
 
 /// Whether the calling test `function` of this module goes on in this process: in its own
@@ -163,17 +163,16 @@ async fn connect(server: &RedisServer) -> ferrisson::Client {
     connect_with(config).await
 }
 
-/// Spawns `waiter.lock()`, waits until it is parked on the lock's channel (subscribed, and its
+/// Spawns `waiter.lock()` (a lock of `client`), waits until it is parked (subscribed, and its
 /// retry after subscribing refused), runs `release` and returns the waiter's guard (within 5 s).
 async fn released_to_waiter(
-    raw: &fred::clients::Client,
+    client: &ferrisson::Client,
     waiter: ferrisson::Lock,
     release: impl std::future::Future<Output = ()>,
 ) -> ferrisson::LockGuard {
-    let channel = format!("redisson_lock__channel:{{{}}}", waiter.name());
+    let name = waiter.name().to_owned();
     let waiting = tokio::spawn(async move { waiter.lock().await });
-    wait_numsub(raw, &channel, 1, Duration::from_secs(5)).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::wait_parked(client, &name, 1).await;
     release.await;
     tokio::time::timeout(Duration::from_secs(5), waiting)
         .await
@@ -214,10 +213,14 @@ async fn acquisitions_and_failed_attempts_are_counted_by_how() {
     let busy = lock.with_owner(Owner::new());
     assert!(busy.try_lock().await.expect("try_lock").is_busy());
     let raw = raw_client(&server.url()).await;
-    let waited = released_to_waiter(&raw, other_client.lock("metrics:reentrant"), async {
-        inner.unlock().await.expect("unlock");
-        outer.unlock().await.expect("unlock");
-    })
+    let waited = released_to_waiter(
+        &other_client,
+        other_client.lock("metrics:reentrant"),
+        async {
+            inner.unlock().await.expect("unlock");
+            outer.unlock().await.expect("unlock");
+        },
+    )
     .await;
     waited.unlock().await.expect("unlock");
 
@@ -261,12 +264,11 @@ async fn a_local_handoff_is_counted_once() {
         return;
     }
     let server = RedisServer::start();
-    let raw = raw_client(&server.url()).await;
     let client = connect_with(Config::new(server.url())).await;
     let holder = support::hold(&client, "metrics:handoff").await;
     let before = Metrics::now();
     let waiter = client.lock("metrics:handoff").with_owner(Owner::new());
-    let handed = released_to_waiter(&raw, waiter, async {
+    let handed = released_to_waiter(&client, waiter, async {
         holder.unlock().await.expect("unlock");
     })
     .await;

@@ -115,8 +115,7 @@ async fn a_local_waiter_is_handed_the_lock_with_one_hold() {
         .expect("holder");
     let lock = client.non_reentrant_lock(name).with_owner(Owner::new());
     let waiter = tokio::spawn(async move { lock.lock().await });
-    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::wait_parked(&client, name, 1).await;
     reset_stats(&raw).await;
     holder.unlock().await.expect("release");
     let guard = tokio::time::timeout(Duration::from_secs(5), waiter)

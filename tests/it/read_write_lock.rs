@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ferrisson::{Attempt, Error, Owner, ReadWriteLock};
 use fred::prelude::*;
-use support::redis_state::{exists, hgetall, pttl, wait_key_gone, wait_numsub};
+use support::redis_state::{exists, hgetall, pttl, wait_key_gone};
 use support::{connect, connect_with, raw_client, timed_config, RedisServer};
 
 /// T(N) + `:` + F + `:rwlock_timeout:` + k, the timeout key of read hold k (protocol §5.1).
@@ -473,10 +473,7 @@ async fn a_write_release_wakes_every_parked_reader() {
             guard.unlock().await.expect("release");
         }));
     }
-    let raw = raw_client(&server.url()).await;
-    let channel = format!("redisson_rwlock:{{{name}}}");
-    wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    support::wait_parked(&readers, name, 3).await;
     assert!(parked.iter().all(|task| !task.is_finished()), "all parked");
     write.unlock().await.expect("write release");
     for task in parked {
@@ -500,10 +497,7 @@ async fn a_read_release_wakes_a_waiting_writer() {
         .expect("read");
     let write = rw(&b, name, Owner::new()).write_lock();
     let waiter = tokio::spawn(async move { write.lock().await });
-    let raw = raw_client(&server.url()).await;
-    let channel = format!("redisson_rwlock:{{{name}}}");
-    wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::wait_parked(&b, name, 1).await;
     assert!(!waiter.is_finished(), "the writer waits");
     read.unlock().await.expect("read release");
     let guard = tokio::time::timeout(Duration::from_secs(5), waiter)

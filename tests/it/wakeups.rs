@@ -106,8 +106,7 @@ async fn waiter_is_woken_by_the_unlock_message_not_by_the_lease() {
         let guard = waiter_lock.lock().await.expect("waiter acquires");
         (guard, Instant::now())
     });
-    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
-    sleep(Duration::from_millis(300)).await;
+    support::wait_parked(&waiter_client, name, 1).await;
     assert!(!waiter.is_finished(), "waiter got a lock that is held");
 
     let remaining = holder.remaining_ttl().await.expect("remaining_ttl");
@@ -225,7 +224,6 @@ async fn force_unlock_wakes_a_waiter_and_reports_whether_a_lock_existed() {
     let holder_client = connect(&server).await;
     let waiter_client = connect(&server).await;
     let admin_client = connect(&server).await;
-    let raw = raw_client(&server.url()).await;
     let name = "wake:force";
 
     let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
@@ -234,8 +232,7 @@ async fn force_unlock_wakes_a_waiter_and_reports_whether_a_lock_existed() {
         let guard = waiter_lock.lock().await.expect("waiter acquires");
         (guard, Instant::now())
     });
-    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
-    sleep(Duration::from_millis(100)).await;
+    support::wait_parked(&waiter_client, name, 1).await;
     assert!(!waiter.is_finished(), "waiter got a lock that is held");
 
     let admin = admin_client.lock(name);
@@ -314,8 +311,7 @@ async fn twenty_waiters_of_one_client_share_one_subscription() {
 
     let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
     let waiters = spawn_waiters(&waiter_client, name, 20);
-    wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
-    sleep(Duration::from_millis(300)).await;
+    support::wait_parked(&waiter_client, name, 20).await;
     assert!(waiters.iter().all(|w| !w.is_finished()));
     assert_eq!(numsub(&raw, &channel).await, 1);
     assert_eq!(
@@ -349,8 +345,8 @@ async fn two_clients_hold_one_subscription_each() {
     let holder_guard = hold_with_lease(&holder_client, name, HOLD).await;
     let mut waiters = spawn_waiters(&client_b, name, 10);
     waiters.extend(spawn_waiters(&client_c, name, 10));
-    wait_numsub(&raw, &channel, 2, Duration::from_secs(5)).await;
-    sleep(Duration::from_millis(300)).await;
+    support::wait_parked(&client_b, name, 10).await;
+    support::wait_parked(&client_c, name, 10).await;
     assert_eq!(numsub(&raw, &channel).await, 2);
     assert_eq!(command_calls(&raw, "subscribe").await, 2);
 
@@ -471,7 +467,7 @@ async fn waiters_resubscribe_and_acquire_promptly_after_a_server_restart() {
         })
         .collect();
     wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
-    sleep(Duration::from_millis(200)).await;
+    support::wait_parked(&waiter_client, name, 3).await;
     assert!(waiters.iter().all(|w| !w.is_finished()));
     drop(raw);
 
@@ -508,7 +504,7 @@ async fn waiters_resubscribe_and_acquire_promptly_after_a_server_restart() {
         (guard, Instant::now())
     });
     wait_numsub(&raw, &channel, 1, Duration::from_secs(5)).await;
-    sleep(Duration::from_millis(200)).await;
+    support::wait_parked(&waiter_client, name, 1).await;
     guard.unlock().await.expect("holder releases");
     let released = Instant::now();
     let (waiter_guard, at) = timeout(Duration::from_secs(5), waiter)

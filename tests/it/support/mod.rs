@@ -352,6 +352,36 @@ pub async fn lost_within(guard: &ferrisson::LockGuard, within: Duration) -> Inst
     Instant::now()
 }
 
+/// How many waiters of `client` are parked on `name` now ([`ferrisson::Client::local_state`]):
+/// parked on its wake-up channels, or parked in its local line (a line's waiters past the head
+/// wait for a hand-off, not on the channel).
+pub fn parked_waiters(client: &ferrisson::Client, name: &str) -> usize {
+    let state = client.local_state(name);
+    let on_channels: usize = state.subscriptions.iter().map(|sub| sub.parked).sum();
+    let in_line = state
+        .line
+        .iter()
+        .filter(|waiter| waiter.state == ferrisson::LocalWaiterState::Parked)
+        .count();
+    on_channels.max(in_line)
+}
+
+/// Waits (at most 5 s, else panics with the local state) until `n` waiters of `client` are
+/// parked on `name`: subscribed, their attempt after subscribing refused, and waiting for a
+/// message or a hand-off. A test that then releases knows the release is what wakes them;
+/// a subscription alone (`NUMSUB`) says nothing of the attempt that follows it.
+pub async fn wait_parked(client: &ferrisson::Client, name: &str, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while parked_waiters(client, name) < n {
+        assert!(
+            Instant::now() < deadline,
+            "{n} waiters of {name} not parked within 5 s: {}",
+            client.local_state(name)
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// Takes lock `name` on `client` for a fresh [`ferrisson::Owner`] with the watchdog lease.
 /// Panics if the lock cannot be taken.
 pub async fn hold(client: &ferrisson::Client, name: &str) -> ferrisson::LockGuard {
@@ -401,15 +431,15 @@ pub fn spawn_waiter(
 }
 
 /// Hands lock `name` from a holder on `holder_client` (fixed `lease`) to a waiter on
-/// `waiter_client`: the waiter starts waiting, the holder releases once `parked` completes (a
-/// pause, or a check that the waiter subscribed), and the waiter's guard is returned. Panics if
-/// the waiter has not acquired within 5 s of the release.
+/// `waiter_client`: the waiter starts waiting, the holder releases once the waiter is parked
+/// ([`wait_parked`]: its retry after subscribing was refused, so the release is what wakes it),
+/// and the waiter's guard is returned. Panics if the waiter has not acquired within 5 s of the
+/// release.
 pub async fn hand_over(
     holder_client: &ferrisson::Client,
     waiter_client: &ferrisson::Client,
     name: &str,
     lease: Duration,
-    parked: impl std::future::Future<Output = ()>,
 ) -> ferrisson::LockGuard {
     let holder = hold_with_lease(holder_client, name, lease).await;
     let lock = waiter_client.lock(name).with_owner(ferrisson::Owner::new());
@@ -417,7 +447,7 @@ pub async fn hand_over(
         lock.try_lock_for(Duration::from_secs(10), Some(lease))
             .await
     });
-    parked.await;
+    wait_parked(waiter_client, name, 1).await;
     holder.unlock().await.expect("the holder releases");
     tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
