@@ -56,7 +56,9 @@ macro_rules! composite_methods {
             /// of 1.5 s per lock each, until one acquires. A round that fails for an outage
             /// (no part answered "busy") ends with its error, unless every part's client is
             /// configured with [`WhenUnavailable::KeepWaiting`](crate::WhenUnavailable);
-            /// another error ends it too.
+            /// another error ends it too. Parts that only got no reply within their share of a
+            /// round's wait are an outage once that silence has lasted the response timeout
+            /// (as for a single lock); until then the next round starts.
             ///
             /// # Cancel safety
             /// Cancel safe: dropping the future drops the guards of the parts already taken

@@ -108,24 +108,45 @@ impl Parts {
     /// (at least 1 ms, so that a tiny lease does not spin). A round that fails for an outage
     /// ends the call, unless every part's client keeps waiting through outages
     /// ([`WhenUnavailable::KeepWaiting`]).
+    ///
+    /// Silence is an outage only once it has lasted a response timeout (the longest of the
+    /// parts' clients'), as for a single lock's `lock()`: a round whose parts got no reply
+    /// within their share of its wait (a fraction of the lease, shorter than a round trip on a
+    /// loaded machine) was short of time, and the next round starts.
     pub(super) async fn acquire(&self, lease: Option<Duration>) -> Result<MultiGuard> {
         let base = Duration::from_millis(1500).saturating_mul(self.locks.len() as u32);
         let keep_waiting = self
             .locks
             .iter()
             .all(|lock| lock.client().config.when_unavailable == WhenUnavailable::KeepWaiting);
+        let patience = self
+            .locks
+            .iter()
+            .map(|lock| lock.client().config.response_timeout)
+            .max()
+            .unwrap_or_default();
+        // When the rounds that failed on silence alone, up to now, began.
+        let mut silent_since: Option<Instant> = None;
         loop {
             let wait = match lease {
                 None => base,
                 Some(lease) if lease <= base => random_between(lease / 2, lease),
                 Some(lease) => random_between(base, lease),
             };
+            let round = Instant::now();
             match self
                 .try_acquire(wait.max(Duration::from_millis(1)), lease)
                 .await
             {
                 Ok(Some(guard)) => return Ok(guard),
-                Ok(None) => {}
+                Ok(None) => silent_since = None,
+                Err(Error::Timeout(_))
+                    if silent_since.get_or_insert(round).elapsed() < patience =>
+                {
+                    tracing::debug!(
+                        "no part answered within its share of the round's wait; next round"
+                    );
+                }
                 Err(err) if err.is_transient() && keep_waiting => {}
                 Err(err) => return Err(err),
             }

@@ -396,3 +396,40 @@ async fn the_guard_is_lost_once_fewer_than_a_majority_remain() {
     assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
     assert!(s.holding(0..3, name).await.is_empty());
 }
+
+/// Servers that answer, but slower than a part's share of a round's wait (a loaded machine): a
+/// part that got no reply within its share is short of time, not facing an outage, so `lock()`
+/// goes on with another round instead of failing with `Timeout` (as a single lock's `lock()`
+/// fails only when Redis stays silent for the response timeout). Here every reply takes 400 ms
+/// for 1 s, longer than any part's share (a 600 ms lease: waits in [300 ms, 600 ms), shares a
+/// third of that), and then the servers answer at once: the lock is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_goes_on_while_replies_are_slower_than_a_parts_share() {
+    use support::fault::{FaultProxy, ProxyMode};
+    let servers: Vec<_> = (0..3).map(|_| support::RedisServer::start()).collect();
+    let mut proxies = Vec::new();
+    let mut locks = Vec::new();
+    for server in &servers {
+        let proxy = FaultProxy::start(server.port()).await;
+        let client = support::connect_with(ferrisson::Config::new(proxy.url())).await;
+        locks.push(client.lock("red:slow"));
+        proxies.push(proxy);
+    }
+    let red = RedLock::new(locks).expect("locks");
+    for proxy in &proxies {
+        proxy.set_mode(ProxyMode::Delay(Duration::from_millis(200)));
+    }
+    let locking = tokio::spawn(async move {
+        let guard = red.lock_with_lease(Duration::from_millis(600)).await?;
+        guard.unlock().await
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for proxy in &proxies {
+        proxy.set_mode(ProxyMode::Pass);
+    }
+    tokio::time::timeout(LONG, locking)
+        .await
+        .expect("locked once the servers answer in time")
+        .expect("task")
+        .expect("lock() goes on through slow rounds, and the unlock");
+}
