@@ -142,6 +142,11 @@ pub(crate) struct Doubts {
     /// Notified when a field is marked (wakes the reconciler) or settled (wakes waiters).
     changed: Notify,
     closed: CancellationToken,
+    /// Model checks only (`crate::model`): a point where the scheduler may run another task,
+    /// between the steps of the epoch protocol, which are atomic operations the scheduler
+    /// does not see.
+    #[cfg(test)]
+    switch: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// A lock-changing call in progress: while any call registered before a doubt was visible is
@@ -185,7 +190,32 @@ impl Doubts {
             drained: Notify::new(),
             changed: Notify::new(),
             closed,
+            #[cfg(test)]
+            switch: None,
         })
+    }
+
+    /// Doubts whose epoch protocol lets a model check's scheduler switch tasks between its
+    /// steps (`switch` is called at each such point).
+    #[cfg(test)]
+    pub(crate) fn with_switch(
+        closed: CancellationToken,
+        switch: Box<dyn Fn() + Send + Sync>,
+    ) -> Arc<Doubts> {
+        let mut doubts = Doubts::new(closed);
+        if let Some(doubts) = Arc::get_mut(&mut doubts) {
+            doubts.switch = Some(switch);
+        }
+        doubts
+    }
+
+    /// A point where a model check may run another task; nothing otherwise.
+    #[inline]
+    fn switch(&self) {
+        #[cfg(test)]
+        if let Some(switch) = &self.switch {
+            switch();
+        }
     }
 
     /// Registers a lock-changing call; keep the `Call` until its reply is handled.
@@ -193,7 +223,9 @@ impl Doubts {
         loop {
             let epoch = self.epoch.load(Ordering::SeqCst);
             let slot = epoch % 2;
+            self.switch();
             self.active[slot].fetch_add(1, Ordering::SeqCst);
+            self.switch();
             if self.epoch.load(Ordering::SeqCst) == epoch {
                 return Call {
                     doubts: Arc::clone(self),
@@ -308,8 +340,9 @@ impl Doubts {
     }
 
     /// Moves to the next epoch and waits until every call of the previous one has ended.
-    async fn drain(&self) {
+    pub(crate) async fn drain(&self) {
         let previous = self.epoch.fetch_add(1, Ordering::SeqCst) % 2;
+        self.switch();
         loop {
             let drained = self.drained.notified();
             tokio::pin!(drained);

@@ -128,6 +128,17 @@ pub(crate) struct LeaseTable {
 }
 
 impl LeaseTable {
+    fn new(watchdog_ms: u64, doubts: Arc<Doubts>) -> LeaseTable {
+        LeaseTable {
+            entries: Mutex::new(HashMap::default()),
+            pending: Mutex::new(Vec::new()),
+            next_generation: AtomicU64::new(1),
+            watchdog_ms,
+            doubts,
+            held: metrics::Held::new(),
+        }
+    }
+
     /// Records a successful acquisition, whose script was sent at `sent_at`, and returns its
     /// ticket and whether it re-entered holds of the same field (a reentrant acquisition).
     ///
@@ -471,6 +482,32 @@ impl LeaseTable {
     }
 }
 
+/// The lease table as the model checks use it (`crate::model`): without its watchdog task,
+/// whose part the check plays through these.
+#[cfg(test)]
+impl LeaseTable {
+    pub(crate) fn detached(watchdog_ms: u64, doubts: Arc<Doubts>) -> Arc<LeaseTable> {
+        Arc::new(LeaseTable::new(watchdog_ms, doubts))
+    }
+
+    /// The holds the watchdog is told to track, as it drains its commands at a grid tick.
+    pub(crate) fn take_tracked(&self) -> Vec<(HoldKey, u64)> {
+        std::mem::take(&mut *self.pending.lock())
+            .into_iter()
+            .filter_map(|command| match command {
+                Command::Track(key, generation, _) => Some((key, generation)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What the watchdog does when the server answers a renewal of hold `generation` of `key`
+    /// with "not held" (`Watchdog::settle`).
+    pub(crate) fn renewal_not_held(&self, key: &HoldKey, generation: u64) {
+        self.mark_lost(key, generation, Proof::Server);
+    }
+}
+
 impl Drop for LeaseTable {
     fn drop(&mut self) {
         self.retire();
@@ -509,14 +546,7 @@ pub(crate) fn start(
     shutdown: CancellationToken,
 ) -> (Arc<LeaseTable>, tokio::task::JoinHandle<()>) {
     let watchdog_ms = u64::try_from(watchdog_timeout.as_millis()).unwrap_or(u64::MAX);
-    let table = Arc::new(LeaseTable {
-        entries: Mutex::new(HashMap::default()),
-        pending: Mutex::new(Vec::new()),
-        next_generation: AtomicU64::new(1),
-        watchdog_ms,
-        doubts,
-        held: metrics::Held::new(),
-    });
+    let table = Arc::new(LeaseTable::new(watchdog_ms, doubts));
     let watchdog = Watchdog {
         table: Arc::downgrade(&table),
         redis,

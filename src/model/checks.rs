@@ -14,7 +14,7 @@ const LOCK: &str = "orders:42";
 
 /// Schedules per check: `FERRISSON_MODEL_ITERATIONS`, or a count that keeps every check within
 /// a few seconds in a debug build.
-fn iterations() -> usize {
+pub(super) fn iterations() -> usize {
     std::env::var("FERRISSON_MODEL_ITERATIONS")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -27,7 +27,7 @@ fn iterations() -> usize {
 /// run. Inside a never-driven tokio runtime: timers can be made and never fire, so a waiter
 /// that is parked with no wake-up on its way stays parked, and the scheduler reports the
 /// deadlock.
-fn check<F, Fut>(seed: u64, iterations: usize, scenario: F)
+pub(super) fn check<F, Fut>(seed: u64, iterations: usize, scenario: F)
 where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
@@ -57,6 +57,23 @@ where
         let _timers = runtime.enter();
         future::block_on(scenario());
     });
+}
+
+/// Runs `checks`, which must fail (a check run on a defect put in on purpose, to show that the
+/// check can find it): returns the failure's message; panics with `none_failed` if no schedule
+/// failed.
+pub(super) fn failure_of(
+    checks: impl FnOnce() + std::panic::UnwindSafe,
+    none_failed: &str,
+) -> String {
+    match std::panic::catch_unwind(checks) {
+        Ok(()) => panic!("{none_failed}"),
+        Err(panic) => panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    }
 }
 
 /// Mutual exclusion as the tasks see it, checked against the server.
@@ -186,19 +203,14 @@ fn the_model_finds_the_fresh_start_hang_before_its_fix() {
         late_receiver: true,
         ..LINE
     };
-    let found = std::panic::catch_unwind(|| {
-        check(24, iterations(), move || {
-            contention(before_fix, 2, 1, false, 0)
-        });
-    });
-    let message = match found {
-        Ok(()) => panic!("no schedule lost the wake-up"),
-        Err(panic) => panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default(),
-    };
+    let message = failure_of(
+        || {
+            check(24, iterations(), move || {
+                contention(before_fix, 2, 1, false, 0)
+            })
+        },
+        "no schedule lost the wake-up",
+    );
     assert!(message.contains("deadlock"), "{message}");
 }
 
