@@ -18,7 +18,9 @@
 //! end. The checker then verifies:
 //! * **overlaps**: no two sections of one lock overlap, except where the earlier one ended with
 //!   its holder told that the lease was lost (the documented pause class: a holder paused past
-//!   its lease; it learns of the loss as soon as it runs again);
+//!   its lease; it learns of the loss as soon as it runs again). A holder asks right after its
+//!   section's end; one whose process stalled before the answer "lost" came cannot say when it
+//!   knew, and its section is not judged (counted as such);
 //! * **hung waiters**: every `try_lock_for(wait)` returned within its bound plus a second (a
 //!   wait of a worker while the driver froze that worker's process is not judged), and every
 //!   worker exited;
@@ -48,6 +50,9 @@ use support::{fault, RedisServer};
 /// The watchdog timeout of the workers: short, so that a paused worker loses its lease and
 /// renewals happen often.
 const WATCHDOG: Duration = Duration::from_millis(1000);
+/// How long after a section's end its holder may learn of a loss for the loss to count as
+/// known at the end (µs): a round of the runtime, far less than any freeze the driver causes.
+const TOLD_LATE_US: u64 = 50_000;
 /// The wait bound of every acquire.
 const WAIT: Duration = Duration::from_millis(1500);
 /// How late an acquire may return after its bound before it counts as hung.
@@ -77,13 +82,16 @@ struct Options {
 #[derive(Serialize, Deserialize, Debug)]
 #[serde(tag = "kind")]
 enum Record {
-    /// A critical section: times in µs since the Unix epoch.
+    /// A critical section: times in µs since the Unix epoch. `lost`: the holder's guard said
+    /// the lease was lost when asked at `end`; `told_late`: it said so, but was asked well
+    /// after `end` (its process stalled in between), so when it knew is not known.
     Section {
         lock: usize,
         owner: String,
         start: u64,
         end: u64,
         lost: bool,
+        told_late: bool,
         bypass: bool,
     },
     /// How long an acquire took and how it ended (`acquired`, `busy`, `error`).
@@ -222,6 +230,10 @@ struct Report {
     errors: usize,
     faults: BTreeMap<&'static str, usize>,
     violations: usize,
+    /// The first overlap outside the pause class, as the checker describes it.
+    first_violation: Option<String>,
+    /// Sections whose holder was told of a loss only well after their end (not judged).
+    unjudged: usize,
     pause_class: usize,
     max_pause_overlap_ms: u64,
     hung: usize,
@@ -245,7 +257,7 @@ impl Report {
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
         format!(
-            "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, longest window {} ms) hung={} (longest wait {} ms, outside frozen workers) liveness faults={} (flagged within a fault's reach, not judged: {}) leaked={}{}",
+            "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, longest window {} ms; sections told of a loss late, not judged: {}) hung={} (longest wait {} ms, outside frozen workers) liveness faults={} (flagged within a fault's reach, not judged: {}) leaked={}{}",
             match (self.bypass, self.silent) {
                 (true, _) => " --bypass",
                 (_, true) => " --silent",
@@ -259,6 +271,7 @@ impl Report {
             self.violations,
             self.pause_class,
             self.max_pause_overlap_ms,
+            self.unjudged,
             self.hung,
             self.max_wait_ms,
             self.liveness,
@@ -267,7 +280,10 @@ impl Report {
             self.first_liveness
                 .as_ref()
                 .map_or(String::new(), |first| format!("; first: {first}")),
-        )
+        ) + &self
+            .first_violation
+            .as_ref()
+            .map_or(String::new(), |first| format!("; first overlap: {first}"))
     }
 }
 
@@ -423,6 +439,7 @@ struct Span<'a> {
     start: u64,
     end: u64,
     lost: bool,
+    told_late: bool,
     owner: &'a str,
 }
 
@@ -445,15 +462,20 @@ fn check(
                 start,
                 end,
                 lost,
+                told_late,
                 bypass,
             } => {
                 if !bypass {
                     report.acquisitions += 1;
                 }
+                if *told_late {
+                    report.unjudged += 1;
+                }
                 sections.entry(*lock).or_default().push(Span {
                     start: *start,
                     end: *end,
                     lost: *lost,
+                    told_late: *told_late,
                     owner,
                 });
             }
@@ -513,8 +535,10 @@ fn check(
         for (i, a) in list.iter().enumerate() {
             // Every later section that starts before `a` ends overlaps it.
             for b in list[i + 1..].iter().take_while(|b| b.start < a.end) {
-                if a.owner == b.owner {
-                    continue; // one owner (a re-entry cannot happen here, but be exact)
+                if a.owner == b.owner || a.told_late {
+                    // One owner (a re-entry cannot happen here, but be exact), or an earlier
+                    // holder that learned of its loss too late to know when it was lost.
+                    continue;
                 }
                 // The pause class: the earlier holder `a` lost its lease (it was paused past
                 // it) and `b` took the lock meanwhile. A later holder told of a loss excuses
@@ -525,6 +549,17 @@ fn check(
                     *first = (*first).min(b.start);
                 } else {
                     report.violations += 1;
+                    report.first_violation.get_or_insert_with(|| {
+                        let worker = a.owner.split(':').next().and_then(|w| w.parse().ok());
+                        let frozen = pauses.iter().any(|(paused, from, to)| {
+                            Some(*paused) == worker && *from < a.end && *to > a.start
+                        });
+                        format!(
+                            "{} held {}..{} µs (not told lost; its process frozen meanwhile: \
+                             {frozen}), {} entered at {} µs",
+                            a.owner, a.start, a.end, b.owner, b.start
+                        )
+                    });
                 }
             }
         }
@@ -578,6 +613,7 @@ fn worker(args: &[String]) {
                             start,
                             end: now_us(),
                             lost: false,
+                            told_late: false,
                             bypass: true,
                         });
                         continue;
@@ -629,14 +665,23 @@ fn worker(args: &[String]) {
                     // Long enough for every other task to be parked on the lock.
                     let hold = if silent_round { 300..400 } else { 1..15 };
                     tokio::time::sleep(Duration::from_millis(rng.u64(hold))).await;
-                    let lost = guard.is_lost();
+                    // The section ends here, and then the holder asks whether its lease was
+                    // lost. Asked before `end`, a freeze of this process between the two
+                    // stretched a section whose holder was told nothing across the sections
+                    // of the owners let in meanwhile: a false overlap. Asked after, "held" is
+                    // exact (the proven end, read from the clock, lies past `end`), and "lost"
+                    // is exact unless the process stalled between `end` and the answer: then
+                    // the loss may have come in that stall, and the section is not judged.
                     let end = now_us();
+                    let lost = guard.is_lost();
+                    let told_late = lost && now_us().saturating_sub(end) > TOLD_LATE_US;
                     let _ = sender.send(Record::Section {
                         lock: lock_index,
                         owner: format!("{index}:{task}"),
                         start,
                         end,
                         lost,
+                        told_late,
                         bypass: false,
                     });
                     if silent_round {

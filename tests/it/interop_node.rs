@@ -647,6 +647,24 @@ async fn wait_node_parked(raw: &RawClient, peer: &NodePeer) {
 /// [`wait_node_parked`] over several servers (a cluster's masters): the peer's subscriber
 /// connection is on one of them.
 async fn wait_node_parked_on(raws: &[RawClient], peer: &NodePeer) {
+    wait_node_subscriptions_on(raws, peer, |subscribed| subscribed >= 1, "subscribe").await
+}
+
+/// Waits until the node peer's subscriber connection has no subscription left (a waiter's
+/// unsubscribe is sent after it was woken), so that a [`wait_node_parked_on`] after it can only
+/// see the next waiter. Panics after 10 s.
+async fn wait_node_unsubscribed_on(raws: &[RawClient], peer: &NodePeer) {
+    wait_node_subscriptions_on(raws, peer, |subscribed| subscribed == 0, "unsubscribe").await
+}
+
+/// Waits until `done` holds for the number of channels the node peer's subscriber connection
+/// subscribes to (`sub=` in `CLIENT LIST`, over `raws`). Panics after `STEP`.
+async fn wait_node_subscriptions_on(
+    raws: &[RawClient],
+    peer: &NodePeer,
+    done: impl Fn(u64) -> bool,
+    what: &str,
+) {
     let deadline = Instant::now() + STEP;
     // ioredis names a cluster's subscriber connection `ioredis-cluster(subscriber):<name>`.
     let ours = |line: &str| {
@@ -666,7 +684,7 @@ async fn wait_node_parked_on(raws: &[RawClient], peer: &NodePeer) {
                 .expect("CLIENT LIST");
             lists.push(list);
         }
-        let parked = lists
+        let subscribed: u64 = lists
             .iter()
             .flat_map(|list| list.lines())
             .filter(|line| ours(line))
@@ -675,13 +693,13 @@ async fn wait_node_parked_on(raws: &[RawClient], peer: &NodePeer) {
                     .find_map(|kv| kv.strip_prefix("sub="))
                     .and_then(|n| n.parse::<u64>().ok())
             })
-            .any(|sub| sub >= 1);
-        if parked {
+            .sum();
+        if done(subscribed) {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "the node waiter did not subscribe within {STEP:?}; CLIENT LIST:\n{}",
+            "the node waiter did not {what} within {STEP:?}; CLIENT LIST:\n{}",
             lists.join("\n")
         );
         sleep(Duration::from_millis(10)).await;
@@ -1632,6 +1650,7 @@ async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mod
 
     // A sharded-only release is not heard by node's classic subscription.
     let lease = Duration::from_secs(6);
+    wait_node_unsubscribed_on(&cluster.master_clients, &peer).await;
     let guard = sharded
         .lock(name)
         .with_owner(Owner::new())
@@ -1642,10 +1661,9 @@ async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mod
     wait_node_parked_on(&cluster.master_clients, &peer).await;
     guard.unlock().await.expect("rust release");
     sleep(WAKE_BOUND).await;
-    assert!(
-        node.poll().is_none(),
-        "node was woken by a sharded message it does not subscribe to"
-    );
+    if let Some(reply) = node.poll() {
+        panic!("node was woken by a sharded message it does not subscribe to: {reply:?}");
+    }
     node.wait(lease + STEP)
         .await
         .expect_ok("node lock, after its TTL-bounded wait");
