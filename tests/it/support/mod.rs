@@ -352,6 +352,27 @@ pub async fn lost_within(guard: &ferrisson::LockGuard, within: Duration) -> Inst
     Instant::now()
 }
 
+/// The machine's round trip through `client` now, under the load it has: the slowest of 5
+/// queries (`EXISTS` of a key nobody uses). A test whose subject is a short lease sizes the
+/// lease's margin from it ([`short_lease`]) rather than from a guess.
+pub async fn round_trip(client: &ferrisson::Client) -> Duration {
+    let probe = client.lock("support:round-trip-probe");
+    let mut slowest = Duration::ZERO;
+    for _ in 0..5 {
+        let asked = Instant::now();
+        probe.is_locked().await.expect("a round trip");
+        slowest = slowest.max(asked.elapsed());
+    }
+    slowest
+}
+
+/// A lease for a test whose subject is a short lease: at least `floor`, and at least 20 round
+/// trips as measured now ([`round_trip`]), so that the steps the test must take before the
+/// lease ends fit however loaded the machine is when the test runs.
+pub fn short_lease(round_trip: Duration, floor: Duration) -> Duration {
+    floor.max(round_trip.saturating_mul(20))
+}
+
 /// How many waiters of `client` are parked on `name` now ([`ferrisson::Client::local_state`]):
 /// parked on its wake-up channels, or parked in its local line (a line's waiters past the head
 /// wait for a hand-off, not on the channel).
