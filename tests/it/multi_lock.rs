@@ -347,14 +347,13 @@ async fn contenders_in_separate_processes_never_hold_the_multilock_at_once() {
     let name = "multi:processes";
     if let Some(urls) = contenders::child_url() {
         let multi = MultiLock::new(contender_locks(&urls, name).await).expect("locks");
-        // A short lease: short rounds (random waits in [100 ms, 200 ms)), so that two
-        // contenders each holding part of the servers give up soon and try again.
-        let lease = Duration::from_millis(200);
-        // All servers are up, so `lock_with_lease` never fails: a part whose bound the round's
-        // deadline cut short (under a round trip, say) and which got no reply within it fails
-        // as a busy part would, and the next round begins. (It used to end the call with
-        // `Timeout`: 2 of 6 runs of this test.)
-        let acquire = || async { multi.lock_with_lease(lease).await.expect("child locks") };
+        // Short rounds (waits in [100 ms, 200 ms)), so that two contenders each holding part
+        // of the servers give up soon and try again, and a long lease for the hold.
+        let acquire = || {
+            contenders::take_in_short_rounds(100..200, |wait| {
+                multi.try_lock_for(wait, Some(contenders::COMPOSITE_LEASE))
+            })
+        };
         contenders::hold_repeatedly(acquire, ferrisson::MultiGuard::unlock).await;
         return;
     }

@@ -162,26 +162,32 @@ async fn processes_never_hold_more_permits_than_set() {
 async fn an_expired_permit_is_reclaimed_and_a_waiter_gets_it() {
     let server = RedisServer::start();
     let client = connect(&server).await;
+    // Connected before the lease starts: everything up to the waiter's first attempt must fit
+    // in the lease, which is short but far longer than a stall of a loaded machine.
+    let other = connect(&server).await;
     let semaphore = client.permit_expirable_semaphore("pes:expiry");
     assert!(semaphore.try_set_permits(1).await.expect("set"));
-    let lapsed = semaphore
-        .acquire(Some(Duration::from_millis(300)))
-        .await
-        .expect("acquire");
+    let lease = Duration::from_millis(1500);
+    let leased_at = std::time::Instant::now();
+    let lapsed = semaphore.acquire(Some(lease)).await.expect("acquire");
     assert!(!lapsed.is_expired());
     let lapsed_id = lapsed.forget(); // kept until its lease ends
     assert!(semaphore.try_acquire(None).await.expect("try").is_busy());
 
     // Another client waits; nobody releases: the lease's end (from the script's `:score`
     // reply) bounds its wait, and its retry reclaims the permit.
-    let other = connect(&server).await;
     let waiting = other.permit_expirable_semaphore("pes:expiry");
-    let permit = tokio::time::timeout(Duration::from_secs(5), waiting.acquire(None))
+    let permit = tokio::time::timeout(lease + Duration::from_secs(5), waiting.acquire(None))
         .await
-        .expect("the waiter gets the reclaimed permit within 5 s")
+        .expect("the waiter gets the reclaimed permit")
         .expect("acquire");
     assert_eq!(permit.acquisition().woken_by, WokenBy::Ttl);
-    assert!(permit.acquisition().waited >= Duration::from_millis(150));
+    // The lease was counted on the server from after `leased_at`.
+    assert!(
+        leased_at.elapsed() >= lease,
+        "reclaimed {:?} after the lease was asked for",
+        leased_at.elapsed()
+    );
     assert_ne!(permit.id(), lapsed_id);
     assert!(
         !semaphore
@@ -272,10 +278,9 @@ async fn update_lease_time_moves_the_lease_end() {
     let client = connect(&server).await;
     let semaphore = client.permit_expirable_semaphore("pes:update");
     assert!(semaphore.try_set_permits(1).await.expect("set"));
-    let mut permit = semaphore
-        .acquire(Some(Duration::from_millis(200)))
-        .await
-        .expect("acquire");
+    // The update must come before the first lease ends: short, but far longer than a stall.
+    let first_lease = Duration::from_millis(1500);
+    let mut permit = semaphore.acquire(Some(first_lease)).await.expect("acquire");
     let before = epoch_ms();
     assert!(permit
         .update_lease(Some(Duration::from_secs(60)))
@@ -286,7 +291,7 @@ async fn update_lease_time_moves_the_lease_end() {
         score >= before + 59_000 && score <= epoch_ms() + 60_000,
         "the lease now ends in 60 s: {score} vs now {before}"
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(first_lease + Duration::from_millis(200)).await;
     assert!(!permit.is_expired());
     assert!(
         semaphore.try_acquire(None).await.expect("try").is_busy(),

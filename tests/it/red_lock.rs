@@ -188,30 +188,31 @@ async fn a_wrong_type_key_counts_as_a_failed_server_and_is_reported_without_a_ma
     );
 }
 
-/// Locks 1 and 2 are held by another owner for 2 s; with a 2.4 s wait each lock gets a third
-/// of it (0.8 s), so the first round fails on both (at about 0.8 s and 1.6 s), releases lock 0,
-/// and the second round, from lock 0, takes all three once the holds expire.
+/// Locks 1 and 2 are held by another owner for 4 s; with a 4.8 s wait each lock gets a third
+/// of it (1.6 s), so the first round fails on both (at about 1.6 s and 3.2 s), releases lock 0,
+/// and the second round, from lock 0, takes all three once the holds expire: not before 4 s
+/// after the holds were asked for (their TTLs start later on the servers).
 #[tokio::test]
 async fn a_failed_round_is_released_and_the_next_starts_from_the_first_lock() {
     let s = Servers::start(3).await;
     let name = "red:rounds";
-    let lease = Duration::from_millis(2000);
+    let lease = Duration::from_secs(4);
+    let before_holds = std::time::Instant::now();
     let _held: Vec<_> = futures::future::join_all(
         [1, 2].map(|i| support::hold_with_lease(&s.clients[i], name, lease)),
     )
     .await;
     let red = RedLock::new(s.locks(name)).expect("locks");
-    let started = std::time::Instant::now();
     let guard = red
-        .try_lock_for(Duration::from_millis(2400), None)
+        .try_lock_for(Duration::from_millis(4800), None)
         .await
         .expect("try_lock_for")
         .acquired()
         .expect("the second round acquires");
     assert!(
-        started.elapsed() >= Duration::from_millis(1800),
-        "{:?}",
-        started.elapsed()
+        before_holds.elapsed() >= lease,
+        "acquired {:?} after the holds were asked for, before their lease could end",
+        before_holds.elapsed()
     );
     assert_eq!(guard.parts().len(), 3, "the second round took every lock");
     guard.unlock().await.expect("unlock");
@@ -224,21 +225,23 @@ async fn the_lease_recalculation_sets_every_key_to_the_lease_and_tells_the_guard
     let red = RedLock::new(s.locks(name)).expect("locks");
     let red = &red;
     let acquire = |lease| async move {
-        red.try_lock_for(Duration::from_secs(1), Some(lease))
+        red.try_lock_for(Duration::from_secs(5), Some(lease))
             .await
             .expect("try_lock_for")
             .acquired()
             .expect("free")
     };
-    // While acquiring, the parts hold twice the wait (2 s); at the end, the lease (10 s).
-    let guard = acquire(Duration::from_secs(10)).await;
-    s.assert_pttl_within(0..3, name, 9_000..=10_000).await;
+    // While acquiring, the parts hold twice the wait (10 s); at the end, the lease (20 s).
+    let guard = acquire(Duration::from_secs(20)).await;
+    s.assert_pttl_within(0..3, name, 19_000..=20_000).await;
     guard.unlock().await.expect("unlock");
 
-    // A lease shorter than twice the wait: the keys and the parts' guards end with the lease.
-    let guard = acquire(Duration::from_millis(300)).await;
-    s.assert_pttl_within(0..3, name, 1..=300).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // A lease shorter than twice the wait: the keys and the parts' guards end with the lease
+    // (2 s, not the 10 s the parts held while acquiring).
+    let lease = Duration::from_secs(2);
+    let guard = acquire(lease).await;
+    s.assert_pttl_within(0..3, name, 1..=2_000).await;
+    tokio::time::sleep(lease + Duration::from_millis(200)).await;
     assert!(
         guard.parts().iter().all(|part| part.is_lost()),
         "each part's guard knows its lease ended"
@@ -254,6 +257,7 @@ async fn validity_is_below_the_lease_and_decreases_with_time() {
     let s = Servers::start(3).await;
     let red = RedLock::new(s.locks("red:validity")).expect("locks");
     let lease = Duration::from_secs(2);
+    let started = std::time::Instant::now();
     let guard = red
         .try_lock_for(Duration::from_millis(500), Some(lease))
         .await
@@ -261,9 +265,15 @@ async fn validity_is_below_the_lease_and_decreases_with_time() {
         .acquired()
         .expect("free");
     let first = guard.validity().expect("a fixed lease");
-    // The drift allowance: 1 % of the lease plus 2 ms.
-    assert!(first <= lease - Duration::from_millis(22), "{first:?}");
-    assert!(first > Duration::from_millis(1500), "{first:?}");
+    // The drift allowance: 1 % of the lease plus 2 ms. The validity counts from when the
+    // acquisition began, which was after `started`: it is at least what is left of the lease
+    // since then.
+    let drift = Duration::from_millis(22);
+    assert!(first <= lease - drift, "{first:?}");
+    let at_least = lease
+        .saturating_sub(started.elapsed())
+        .saturating_sub(drift);
+    assert!(first >= at_least, "{first:?}, less than {at_least:?}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     let second = guard.validity().expect("a fixed lease");
     assert!(
@@ -331,9 +341,11 @@ async fn contenders_in_separate_processes_never_hold_the_redlock_at_once() {
         locks.rotate_left(shift);
         let red = RedLock::new(locks).expect("locks");
         for _ in 0..10 {
-            // A short lease: short rounds (random waits in [250 ms, 500 ms)).
-            let lease = Duration::from_millis(500);
-            let guard = red.lock_with_lease(lease).await.expect("child locks");
+            // Short rounds (waits in [250 ms, 500 ms)), and a long lease for the hold.
+            let guard = contenders::take_in_short_rounds(250..500, |wait| {
+                red.try_lock_for(wait, Some(contenders::COMPOSITE_LEASE))
+            })
+            .await;
             let start = micros_since_epoch();
             tokio::time::sleep(Duration::from_millis(5)).await;
             let end = micros_since_epoch();
@@ -400,9 +412,10 @@ async fn the_guard_is_lost_once_fewer_than_a_majority_remain() {
 /// Servers that answer, but slower than a part's share of a round's wait (a loaded machine): a
 /// part that got no reply within its share is short of time, not facing an outage, so `lock()`
 /// goes on with another round instead of failing with `Timeout` (as a single lock's `lock()`
-/// fails only when Redis stays silent for the response timeout). Here every reply takes 400 ms
-/// for 1 s, longer than any part's share (a 600 ms lease: waits in [300 ms, 600 ms), shares a
-/// third of that), and then the servers answer at once: the lock is taken.
+/// fails only when Redis stays silent for the response timeout). Here every reply takes 1.2 s
+/// until the first round is over, longer than any part's share (a 3 s lease: waits in
+/// [1.5 s, 3 s), shares a third of that), and then the servers answer at once: the lock is
+/// taken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_goes_on_while_replies_are_slower_than_a_parts_share() {
     use support::fault::{FaultProxy, ProxyMode};
@@ -417,13 +430,15 @@ async fn lock_goes_on_while_replies_are_slower_than_a_parts_share() {
     }
     let red = RedLock::new(locks).expect("locks");
     for proxy in &proxies {
-        proxy.set_mode(ProxyMode::Delay(Duration::from_millis(200)));
+        proxy.set_mode(ProxyMode::Delay(Duration::from_millis(600)));
     }
+    let lease = Duration::from_secs(3);
     let locking = tokio::spawn(async move {
-        let guard = red.lock_with_lease(Duration::from_millis(600)).await?;
+        let guard = red.lock_with_lease(lease).await?;
         guard.unlock().await
     });
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Past the first round's wait (under the lease): its three parts got no reply in time.
+    tokio::time::sleep(lease + Duration::from_millis(200)).await;
     for proxy in &proxies {
         proxy.set_mode(ProxyMode::Pass);
     }

@@ -186,22 +186,26 @@ async fn waiter_acquires_when_a_short_lease_expires_woken_by_ttl() {
     let holder_client = connect(&server).await;
     let waiter_client = connect(&server).await;
     let name = "wake:ttl";
-    let holder_guard = hold_with_lease(&holder_client, name, Duration::from_millis(200)).await;
+    // Short, but long enough that the waiter's first attempt always comes before its end, on a
+    // loaded machine too (the waiter must park on the TTL it learns).
+    let lease = Duration::from_millis(1500);
+    let held_at = Instant::now();
+    let holder_guard = hold_with_lease(&holder_client, name, lease).await;
 
     let waiter = waiter_client.lock(name).with_owner(Owner::new());
-    let start = Instant::now();
     let guard = waiter
-        .try_lock_for(Duration::from_secs(2), Some(HOLD))
+        .try_lock_for(lease + Duration::from_secs(2), Some(HOLD))
         .await
         .expect("try_lock_for")
         .acquired()
-        .expect("waiter gets the lock once the 200 ms lease expired");
-    let took = start.elapsed();
+        .expect("waiter gets the lock once the short lease expired");
+    let took = held_at.elapsed();
     let acquisition = *guard.acquisition();
     assert_eq!(acquisition.woken_by, WokenBy::Ttl, "{acquisition:?}");
+    // The lease's TTL began on the server after `held_at`.
     assert!(
-        took >= Duration::from_millis(150) && took < Duration::from_secs(2),
-        "acquired after {took:?}, expected right after the 200 ms lease"
+        took >= lease && took < lease + Duration::from_secs(2),
+        "acquired {took:?} after the hold was asked for, expected right after its {lease:?} lease"
     );
     assert!(waiter.is_held_by_current_owner().await.expect("hexists"));
     // The expired holder's release must not touch the waiter's hold.

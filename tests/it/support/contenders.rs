@@ -81,6 +81,33 @@ where
     }
 }
 
+/// The lease of a composite lock's hold in a contender: far longer than any stall of a loaded
+/// machine, so that a hold never runs out while its process reports it (the overlap check
+/// would count that as two holders; it is a lease that ran out, not the lock failing).
+pub const COMPOSITE_LEASE: Duration = Duration::from_secs(10);
+
+/// In a contender: takes a MultiLock or RedLock with `attempt(wait)` (a `try_lock_for(wait,
+/// Some(COMPOSITE_LEASE))`), in short rounds (a random wait in `waits` ms, so that contenders
+/// each holding part of the servers give up soon), until it acquires. Tried again: busy; a
+/// part that ran out while the round stalled past its lease of twice the wait (`LeaseLost`
+/// when the lease is set); an outage, as a round whose parts got no reply within their share
+/// of a short wait on a loaded machine reports. Any other error fails the contender.
+pub async fn take_in_short_rounds<G, F, Fut>(waits: std::ops::Range<u64>, mut attempt: F) -> G
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: Future<Output = ferrisson::Result<ferrisson::Attempt<G>>>,
+{
+    loop {
+        let wait = Duration::from_millis(fastrand::u64(waits.clone()));
+        match attempt(wait).await {
+            Ok(ferrisson::Attempt::Acquired(guard)) => return guard,
+            Ok(ferrisson::Attempt::Busy) | Err(ferrisson::Error::LeaseLost { .. }) => {}
+            Err(err) if err.is_transient() => {}
+            Err(err) => panic!("the contender's acquire: {err:?}"),
+        }
+    }
+}
+
 /// Runs [`PROCESSES`] contenders (this binary running `test`, the caller's full name, against `url`) at
 /// once and asserts that every hold was reported and that, sorted by start, each starts after
 /// the previous one ended.
