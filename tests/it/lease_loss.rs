@@ -502,10 +502,11 @@ async fn a_release_past_the_proven_lease_end_is_lease_lost_even_if_the_server_ke
     let proxy = FaultProxy::start(server.port()).await;
     let client = connect_with(timed_config(proxy.url(), WATCHDOG, Duration::from_secs(10))).await;
     let name = "loss:past-the-end";
-    let lease = Duration::from_millis(2500);
-    // The acquire reaches Redis 800 ms after it was sent: the server's TTL ends that much later
-    // than the lease the client can prove.
-    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(800)));
+    let lease = Duration::from_secs(6);
+    // The acquire reaches Redis 2 s after it was sent (and its reply 2 s later, within the
+    // lease): the server's TTL ends that much later than the lease the client can prove, a
+    // window far longer than a stall between `lost()` and the PTTL read below.
+    proxy.set_mode(ProxyMode::Delay(Duration::from_secs(2)));
     let guard = client
         .lock(name)
         .with_owner(Owner::new())
@@ -545,15 +546,15 @@ async fn a_hold_whose_lease_a_re_entry_extended_releases_ok_after_its_own_end() 
     let client = connect_with(Config::new(proxy.url())).await;
     let name = "loss:re-armed";
     let lock = client.lock(name).with_owner(Owner::new());
-    let first = lock
-        .lock_with_lease(Duration::from_millis(500))
-        .await
-        .expect("lock");
+    // The re-entry must reach the server before the first lease ends (else it is a fresh
+    // hold): short, but far longer than a stall.
+    let first_lease = Duration::from_secs(2);
+    let first = lock.lock_with_lease(first_lease).await.expect("lock");
     let again = lock
         .lock_with_lease(Duration::from_secs(60))
         .await
         .expect("re-enter with a longer lease");
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(first_lease + Duration::from_millis(200)).await;
     assert!(
         support::redis_state::pttl(&raw, name).await > 50_000,
         "the re-entry set the key's TTL"
@@ -688,14 +689,16 @@ async fn a_short_inner_lease_ends_the_outer_hold_too() {
         .lock_with_lease(Duration::from_secs(10))
         .await
         .expect("lock");
-    let inner = lock
-        .lock_with_lease(Duration::from_millis(300))
-        .await
-        .expect("re-enter");
+    // Short, but the three calls below must fit in it however loaded the machine is.
+    let short = Duration::from_secs(2);
+    let inner = lock.lock_with_lease(short).await.expect("re-enter");
     assert_eq!(lock.hold_count().await.expect("hold_count"), 2);
     inner.unlock().await.expect("partial release");
-    assert!(!outer.is_lost(), "the key lives on for the re-armed 300 ms");
-    lost_within(&outer, Duration::from_secs(2)).await;
+    assert!(
+        !outer.is_lost(),
+        "the key lives on for the re-armed short lease"
+    );
+    lost_within(&outer, short + Duration::from_secs(2)).await;
     wait_key_gone(&raw, name, Duration::from_secs(2)).await;
     assert!(
         outer.is_lost(),
@@ -709,13 +712,20 @@ async fn a_short_inner_lease_ends_the_outer_hold_too() {
 /// (and with it the re-entry) stays held as long as it is not released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_fixed_reentry_of_a_watchdog_hold_is_renewed_in_time() {
-    // Renewals every second (a grid tick of 100 ms); the re-entry's lease ends well before the
-    // first one was due, and leaves the watchdog a few ticks to renew before it.
-    let watchdog = Duration::from_secs(3);
-    let short = Duration::from_millis(600);
+    // Renewals every 3 s (a grid tick of 300 ms); the re-entry's lease ends well before the
+    // first one was due. The watchdog renews at half of what is left of it, so the short
+    // lease is the margin this test gives the renewal: at least 2 s and 20 round trips as
+    // measured now, and below the renewal interval, which is what is tested.
+    let watchdog = Duration::from_secs(9);
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let client = connect_with(timed_config(server.url(), watchdog, Duration::from_secs(5))).await;
+    let round_trip = support::round_trip(&client).await;
+    let short = support::short_lease(round_trip, Duration::from_secs(2));
+    assert!(
+        short < watchdog / 3,
+        "round trips of {round_trip:?} leave no room for a lease below the renewal interval"
+    );
     let name = "loss:short-reentry";
     let lock = client.lock(name).with_owner(Owner::new());
     let outer = lock.lock().await.expect("lock");
