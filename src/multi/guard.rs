@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lock::LockGuard;
 
 /// A held [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock): the guards of the
@@ -72,11 +72,12 @@ impl MultiGuard {
     }
 
     /// Releases every part now, in parallel. `Ok` when at least as many parts were released as
-    /// the lock needs held (all for a MultiLock, a majority for a RedLock); otherwise the first
-    /// part's error (such as [`Error::LeaseLost`](crate::Error::LeaseLost), or
+    /// the lock needs held (all for a MultiLock, a majority for a RedLock) and its
+    /// [`validity`](MultiGuard::validity) was not spent; otherwise the first part's error (such
+    /// as [`Error::LeaseLost`](crate::Error::LeaseLost), or
     /// [`Error::ReleaseUnknown`](crate::Error::ReleaseUnknown) for a part whose release has an
-    /// unknown outcome): the work the guard protected may have overlapped another holder's.
-    /// Every part is released either way.
+    /// unknown outcome), or `LeaseLost` for a spent validity: the work the guard protected may
+    /// have overlapped another holder's. Every part is released either way.
     ///
     /// # Cancel safety
     /// Cancel safe: each part's release, once sent, is finished by its client in the background;
@@ -90,12 +91,19 @@ impl MultiGuard {
     /// ```
     pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
         let quorum = self.quorum;
+        // Read before the releases: past its validity the lock could not be counted on, even
+        // if the parts' keys outlived it and their releases find them.
+        let spent = self.validity() == Some(Duration::ZERO);
+        let name = self.parts.first().map(|part| part.lock().name().to_owned());
         let releases: Vec<_> = self.parts.into_iter().map(LockGuard::unlock).collect();
         async move {
             let results = futures::future::join_all(releases).await;
             let released = results.iter().filter(|result| result.is_ok()).count();
             match results.into_iter().find_map(Result::err) {
                 Some(err) if released < quorum => Err(err),
+                _ if spent => Err(Error::LeaseLost {
+                    name: name.unwrap_or_default(),
+                }),
                 _ => Ok(()),
             }
         }

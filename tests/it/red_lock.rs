@@ -448,3 +448,34 @@ async fn lock_goes_on_while_replies_are_slower_than_a_parts_share() {
         .expect("task")
         .expect("lock() goes on through slow rounds, and the unlock");
 }
+
+/// A guard whose validity is spent cannot show that the lock lasted, even while its parts'
+/// keys, set later than the acquisition began, live on: its unlock releases them and says
+/// `LeaseLost`, never `Ok`. Lock 0 is held by another owner for 1.5 s, so the acquisition takes
+/// that long and the parts' 3 s leases end about 1.5 s after the validity does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_after_the_validity_is_spent_is_lease_lost() {
+    let s = Servers::start(3).await;
+    let name = "red:spent";
+    let _held = support::hold_with_lease(&s.clients[0], name, Duration::from_millis(1500)).await;
+    let red = RedLock::new(s.locks(name)).expect("locks");
+    let guard = red
+        .try_lock_for(Duration::from_secs(6), Some(Duration::from_secs(3)))
+        .await
+        .expect("try_lock_for")
+        .acquired()
+        .expect("acquired once lock 0 is free");
+    while guard.validity() != Some(Duration::ZERO) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(guard.is_lost(), "a spent validity is a lost lock");
+    let unlocked = guard.unlock().await;
+    assert!(
+        matches!(unlocked, Err(Error::LeaseLost { .. })),
+        "got {unlocked:?}"
+    );
+    assert!(
+        s.holding(0..3, name).await.is_empty(),
+        "every part released all the same"
+    );
+}
