@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use super::{AsyncGuard, Held};
+use super::{AsyncGuard, Held, SettledGuard};
 use crate::error::Result;
 use crate::kit::Acquisition;
 
@@ -34,6 +34,18 @@ impl<L> Guard<L> {
     /// ```
     pub fn unlock(self) -> Result<()> {
         self.held.unlock()
+    }
+
+    /// Releases now, and settles a release of unknown outcome before answering (see
+    /// [`crate::Guard::unlock_settled`]).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::SpinLock) -> ferrisson::Result<()> {
+    /// lock.lock()?.unlock_settled()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock_settled(self) -> Result<()> {
+        self.held.unlock_settled()
     }
 
     /// Keeps the hold without a guard; release it later with the lock's `unlock` on the same
@@ -78,6 +90,12 @@ impl<L: std::fmt::Debug> std::fmt::Debug for Guard<L> {
         f.debug_struct("blocking::Guard")
             .field("guard", &self.held.guard)
             .finish()
+    }
+}
+
+impl<L> SettledGuard for crate::Guard<L> {
+    fn release_settled(self) -> impl Future<Output = Result<()>> {
+        self.unlock_settled()
     }
 }
 

@@ -502,6 +502,19 @@ impl LockGuard {
         self.held.unlock()
     }
 
+    /// Releases now, and settles a release of unknown outcome before answering (see
+    /// [`crate::LockGuard::unlock_settled`]): `Ok` only when the hold is shown to have lasted
+    /// until it was released.
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
+    /// lock.lock()?.unlock_settled()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock_settled(self) -> Result<()> {
+        self.held.unlock_settled()
+    }
+
     /// Keeps the hold without a guard; release it later with [`Lock::unlock`] on the same thread.
     ///
     /// ```no_run
@@ -756,6 +769,18 @@ impl FencedGuard {
         self.held.unlock()
     }
 
+    /// Releases now, and settles a release of unknown outcome before answering (see
+    /// [`crate::FencedGuard::unlock_settled`]).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
+    /// lock.lock()?.unlock_settled()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock_settled(self) -> Result<()> {
+        self.held.unlock_settled()
+    }
+
     /// Keeps the hold without a guard; release it later with the lock's
     /// [`as_lock`](FencedLock::as_lock)`().unlock()` on the same thread.
     ///
@@ -831,6 +856,11 @@ trait AsyncGuard {
     fn is_lost(&self) -> bool;
 }
 
+/// An async guard whose release of unknown outcome can be settled (`unlock_settled`).
+trait SettledGuard: AsyncGuard {
+    fn release_settled(self) -> impl Future<Output = Result<()>>;
+}
+
 impl AsyncGuard for crate::LockGuard {
     fn release(self) -> impl Future<Output = Result<()>> {
         self.unlock()
@@ -840,6 +870,18 @@ impl AsyncGuard for crate::LockGuard {
     }
     fn is_lost(&self) -> bool {
         crate::LockGuard::is_lost(self)
+    }
+}
+
+impl SettledGuard for crate::LockGuard {
+    fn release_settled(self) -> impl Future<Output = Result<()>> {
+        self.unlock_settled()
+    }
+}
+
+impl SettledGuard for crate::FencedGuard {
+    fn release_settled(self) -> impl Future<Output = Result<()>> {
+        self.unlock_settled()
     }
 }
 
@@ -887,5 +929,14 @@ impl<G: AsyncGuard> Held<G> {
 
     fn is_lost(&self) -> bool {
         self.guard.as_ref().is_none_or(|guard| guard.is_lost())
+    }
+}
+
+impl<G: SettledGuard> Held<G> {
+    fn unlock_settled(mut self) -> Result<()> {
+        match self.guard.take() {
+            Some(guard) => self.client.block_on(guard.release_settled())?,
+            None => Ok(()),
+        }
     }
 }

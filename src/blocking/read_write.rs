@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{AsyncGuard, Client, Held, Inner};
+use super::{AsyncGuard, Client, Held, Inner, SettledGuard};
 use crate::error::Result;
 use crate::kit::{Acquisition, Attempt};
 use crate::Owner;
@@ -325,6 +325,14 @@ macro_rules! blocking_side {
                 self.held.unlock()
             }
 
+            /// Releases now, and settles a release of unknown outcome before answering (see
+            /// the async guard's `unlock_settled`).
+            ///
+            #[doc = concat!("```no_run\n# fn demo(rw: ferrisson::blocking::ReadWriteLock) -> ferrisson::Result<()> {\nrw.", $getter, "().lock()?.unlock_settled()?;\n# Ok(()) }\n```")]
+            pub fn unlock_settled(self) -> Result<()> {
+                self.held.unlock_settled()
+            }
+
             /// Keeps the hold without a guard; release it later with the side's `unlock` on
             /// the same thread.
             ///
@@ -353,6 +361,12 @@ macro_rules! blocking_side {
                 f.debug_struct(concat!("blocking::", stringify!($Guard)))
                     .field("guard", &self.held.guard)
                     .finish()
+            }
+        }
+
+        impl SettledGuard for crate::$Guard {
+            fn release_settled(self) -> impl Future<Output = Result<()>> {
+                self.unlock_settled()
             }
         }
 

@@ -243,3 +243,70 @@ fn a_blocking_client_from_a_fred_builder_uses_its_server_and_database() {
         .expect("is_locked in db 0"));
     guard.unlock().expect("unlock");
 }
+
+/// `unlock_settled` on every blocking guard that has it: `Ok` for a hold that lasted (the key is
+/// gone), `LeaseLost` for one deleted under it (never `Ok`), as the async guards answer.
+#[test]
+fn unlock_settled_answers_as_the_async_guards_do() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let admin = connect(&server);
+    let gone = |name: &str| !admin.lock(name).is_locked().expect("is_locked");
+    let force = |name: &str| assert!(admin.lock(name).force_unlock().expect("force_unlock"));
+    let lost = |result: ferrisson::Result<()>| {
+        assert!(
+            matches!(result, Err(Error::LeaseLost { .. })),
+            "got {result:?}"
+        );
+    };
+
+    let lock = client.lock("blocking:settled:lock");
+    lock.lock()
+        .expect("lock")
+        .unlock_settled()
+        .expect("settled");
+    assert!(gone(lock.name()));
+    let guard = lock.lock().expect("lock");
+    force(lock.name());
+    lost(guard.unlock_settled());
+
+    let spin = client.spin_lock("blocking:settled:spin");
+    spin.lock()
+        .expect("lock")
+        .unlock_settled()
+        .expect("settled");
+    assert!(gone("blocking:settled:spin"));
+    let guard = spin.lock().expect("lock");
+    force("blocking:settled:spin");
+    lost(guard.unlock_settled());
+
+    let fenced = client.fenced_lock("blocking:settled:fenced");
+    fenced
+        .lock()
+        .expect("lock")
+        .unlock_settled()
+        .expect("settled");
+    let guard = fenced.lock().expect("lock");
+    force("blocking:settled:fenced");
+    lost(guard.unlock_settled());
+
+    let rw = client.read_write_lock("blocking:settled:rw");
+    rw.read_lock()
+        .lock()
+        .expect("read")
+        .unlock_settled()
+        .expect("settled");
+    rw.write_lock()
+        .lock()
+        .expect("write")
+        .unlock_settled()
+        .expect("settled");
+    assert!(gone("blocking:settled:rw"));
+    let guard = rw.write_lock().lock().expect("write");
+    assert!(admin
+        .read_write_lock("blocking:settled:rw")
+        .write_lock()
+        .force_unlock()
+        .expect("force_unlock"));
+    lost(guard.unlock_settled());
+}
