@@ -43,7 +43,10 @@ impl Replicated {
     async fn client(&self, synced_writes: SyncedWrites) -> ferrisson::Client {
         let mut config = Config::new(self.master.url());
         config.synced_writes = synced_writes;
-        config.replica_sync_timeout = Duration::from_millis(300);
+        // The acquisitions these tests expect acknowledged must be acknowledged within it on a
+        // loaded machine too (a stalled replica process, not a slow link); a blackholed one
+        // waits it out before its rollback, so it is no longer than that needs.
+        config.replica_sync_timeout = Duration::from_millis(1500);
         support::connect_with(config).await
     }
 
