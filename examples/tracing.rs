@@ -52,8 +52,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         guard.acquisition().woken_by
     );
 
-    // A lost lease: the key is deleted under the holder; the guard's `lost()` fires (at the
-    // next renewal, which finds the key gone), and the library logs it at warn level.
+    // A lost lease: the key is deleted under the holder; the guard's `lost()` fires (the next
+    // renewal finds the key gone, if nothing told the client sooner), and the library logs it
+    // at warn level.
     lock.force_unlock().await?;
     tokio::time::timeout(watchdog, guard.lost()).await?;
     println!("the holder noticed the loss; see the warning above");

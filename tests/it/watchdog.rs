@@ -22,8 +22,9 @@ const WATCHDOG_MS: i64 = 3_000;
 /// A third of the watchdog timeout: how often a watchdog lease is renewed.
 const RENEW_PERIOD: Duration = Duration::from_secs(1);
 /// How long a loss the server shows (the key deleted, the lock force-released) may take to be
-/// found: the next renewal, due a renewal period after the acquire, finds it. Below the watchdog
-/// timeout, so that a lease that merely ran out unrenewed does not pass for a loss found.
+/// found: the check made when `lost()` starts listening may find it at once, the next renewal
+/// (due a renewal period after the acquire) does at the latest. Below the watchdog timeout, so
+/// that a lease that merely ran out unrenewed does not pass for a loss found.
 const FOUND_WITHIN: Duration = Duration::from_millis(2_500);
 
 fn config(url: &str) -> ferrisson::Config {
@@ -375,7 +376,7 @@ async fn deleted_key_fires_lost_and_unlock_leaves_the_new_holder_alone() {
     assert_eq!(deleted, 1);
     tokio::time::timeout(FOUND_WITHIN, guard.lost())
         .await
-        .expect("lost() should resolve at the next renewal after the key was deleted");
+        .expect("lost() should resolve by the next renewal after the key was deleted");
     assert!(guard.is_lost());
     assert!(token.is_cancelled());
     assert!(guard.lost_token().is_cancelled());
@@ -422,7 +423,7 @@ async fn force_unlock_by_another_client_fires_lost() {
     assert!(other.lock(name).force_unlock().await.expect("force_unlock"));
     tokio::time::timeout(FOUND_WITHIN, guard.lost())
         .await
-        .expect("lost() should resolve at the next renewal after a force unlock");
+        .expect("lost() should resolve by the next renewal after a force unlock");
     assert!(guard.is_lost());
     assert!(guard.lost_token().is_cancelled());
 
