@@ -430,8 +430,16 @@ async fn a_lease_given_up_when_the_server_is_gone_is_counted_as_unconfirmed() {
         .await
         .expect("lock");
     wait_renewals(&before, 1).await;
+    let given_up = guard.lost_token();
     server.kill();
     support::lost_within(&guard, Duration::from_secs(5)).await;
+    // lost() resolves by the clock at the lease end; the watchdog gives the hold up (counts
+    // the renewal that timed out then and the loss, takes it out of the gauge, and cancels
+    // the token) on its own task, as the renewal's deadline passes: wait for that before
+    // reading the counters.
+    tokio::time::timeout(Duration::from_secs(5), given_up.cancelled())
+        .await
+        .expect("the watchdog gives the lease up");
     let after = Metrics::now();
     assert!(after.since(&before, RENEWALS, "outcome=failed") >= 1);
     assert_eq!(after.since(&before, RENEWALS, "outcome=lost"), 0);
