@@ -2,10 +2,10 @@
 //! watchdog keeps held locks alive (in batches) and stops at the final release, and a lease
 //! lost behind the holder's back is reported without ever touching a later hold.
 //!
-//! The tests whose subject is renewal use a 3 s watchdog timeout: renewals every second leave
-//! two seconds of slack for a loaded machine, and every window below is counted in renewal
-//! periods. Only the fixed lease whose end is the subject is short, sized from a measured round
-//! trip.
+//! The watchdog tests use a 3 s watchdog timeout: renewals every second leave two seconds of
+//! slack for a loaded machine, and every window below is counted in renewal periods. The fixed
+//! lease a waiter must park within lasts 2 s; only the one whose end is all its test checks is
+//! short, sized from a measured round trip.
 
 use crate::support;
 
