@@ -31,9 +31,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .or_else(|| std::env::var("REDIS_URL").ok())
         .unwrap_or_else(|| "redis://127.0.0.1:6379".into());
 
-    // A short watchdog, so that a renewal happens within the example.
+    // A short watchdog timeout, so that a renewal (every third of it) happens within the run.
+    let watchdog = Duration::from_secs(3);
     let mut config = Config::new(url);
-    config.watchdog_timeout = Duration::from_millis(600);
+    config.watchdog_timeout = watchdog;
     let client = Client::new(config).await?;
     let lock = client.lock("example:tracing");
 
@@ -41,7 +42,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let first = lock.with_owner(Owner::new()).lock().await?;
     let second = lock.with_owner(Owner::new());
     let waiter = tokio::spawn(async move { second.lock().await });
-    tokio::time::sleep(Duration::from_millis(300)).await; // the watchdog renews meanwhile
+    // Held across a renewal (every second), while the second owner waits.
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
     first.unlock().await?;
     let guard = waiter.await??;
     println!(
@@ -50,10 +52,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         guard.acquisition().woken_by
     );
 
-    // A lost lease: the key is deleted under the holder; the guard's `lost()` fires, and the
-    // library logs it at warn level.
+    // A lost lease: the key is deleted under the holder; the guard's `lost()` fires (the next
+    // renewal finds the key gone, if nothing told the client sooner), and the library logs it
+    // at warn level.
     lock.force_unlock().await?;
-    tokio::time::timeout(Duration::from_secs(2), guard.lost()).await?;
+    tokio::time::timeout(watchdog, guard.lost()).await?;
     println!("the holder noticed the loss; see the warning above");
     let _ = guard.unlock().await; // Err(LeaseLost): nothing left to release
     client.shutdown().await;

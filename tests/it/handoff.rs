@@ -279,8 +279,10 @@ async fn a_handed_over_lock_carries_the_new_holders_field_and_lease() {
 async fn a_handed_over_watchdog_lock_is_renewed() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
+    // Renewals every second leave two seconds of slack for a loaded machine.
+    let watchdog = Duration::from_secs(3);
     let mut cfg = config(&server, 16);
-    cfg.watchdog_timeout = Duration::from_millis(300);
+    cfg.watchdog_timeout = watchdog;
     let client = connect_with(cfg).await;
     let holder = hold_with_lease(&client, "handoff:watchdog", Duration::from_secs(30)).await;
     let waiter_lock = client.lock("handoff:watchdog").with_owner(Owner::new());
@@ -288,13 +290,20 @@ async fn a_handed_over_watchdog_lock_is_renewed() {
         waiter_lock.lock().await
     })
     .await;
-    // Held well beyond the 300 ms watchdog lease: the new holder's watchdog renews it.
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    // Held past the watchdog lease the hand-off set, by a renewal interval: the new holder's
+    // watchdog renews it.
+    tokio::time::sleep(watchdog + watchdog / 3).await;
     let fields = hgetall(&raw, "handoff:watchdog").await;
     assert_eq!(
         fields.get(guard.holder_field()).map(String::as_str),
         Some("1"),
         "{fields:?}"
+    );
+    // Alive by a renewal to the watchdog lease, not by the holder's 30 s lease left over.
+    let ttl = pttl(&raw, "handoff:watchdog").await;
+    assert!(
+        (1..=watchdog.as_millis() as i64).contains(&ttl),
+        "renewed to the {watchdog:?} watchdog lease, PTTL {ttl}"
     );
     assert!(!guard.is_lost());
     guard.unlock().await.expect("unlock");

@@ -156,10 +156,14 @@ async fn wait_renewals(before: &Metrics, holds: u64) {
     .unwrap_or_else(|renewed| panic!("{renewed} of {holds} renewals within 5 s"));
 }
 
-/// A client with a 300 ms watchdog (renewals about every 100 ms).
-async fn connect(server: &RedisServer) -> ferrisson::Client {
+/// A watchdog timeout for counting renewals: they come every second, which leaves two seconds
+/// of slack for a loaded machine before a lease would lapse and be counted as lost.
+const WATCHDOG: Duration = Duration::from_secs(3);
+
+/// A client with a `watchdog` timeout (renewals every third of it).
+async fn connect(server: &RedisServer, watchdog: Duration) -> ferrisson::Client {
     let mut config = Config::new(server.url());
-    config.watchdog_timeout = Duration::from_millis(300);
+    config.watchdog_timeout = watchdog;
     connect_with(config).await
 }
 
@@ -292,11 +296,11 @@ async fn watchdog_renewals_are_counted_per_hold() {
         return;
     }
     let server = RedisServer::start();
-    let client = connect(&server).await;
+    let client = connect(&server, WATCHDOG).await;
     let before = Metrics::now();
     let first = client.lock("metrics:renew:1").lock().await.expect("lock");
     let second = client.lock("metrics:renew:2").lock().await.expect("lock");
-    // Both holds are renewed within a few periods (100 ms each).
+    // Both holds are renewed a period (a second) after their acquire.
     wait_renewals(&before, 2).await;
     first.unlock().await.expect("unlock");
     second.unlock().await.expect("unlock");
@@ -314,7 +318,9 @@ async fn a_lost_lease_is_counted_once_and_leaves_the_gauge() {
     }
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let client = connect(&server).await;
+    // A lapse before the DEL would count as `reason=unconfirmed`: the 3 s watchdog keeps it
+    // from happening on a loaded machine.
+    let client = connect(&server, WATCHDOG).await;
     let before = Metrics::now();
     let lock = client.lock("metrics:lost");
     let guard = lock.lock().await.expect("lock");
@@ -325,8 +331,9 @@ async fn a_lost_lease_is_counted_once_and_leaves_the_gauge() {
     tokio::time::timeout(Duration::from_secs(5), lost)
         .await
         .expect("lost() fires");
-    // A few more renewal periods: the lost hold is not renewed, nor counted again.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Two and a half more renewal periods: the lost hold is not renewed, nor counted again.
+    let period = WATCHDOG / 3;
+    tokio::time::sleep(period * 5 / 2).await;
     let lost_now = Metrics::now();
     assert_eq!(
         changes(&before, &lost_now),
@@ -356,7 +363,9 @@ async fn the_held_gauge_returns_to_zero_however_holds_end() {
         return;
     }
     let server = RedisServer::start();
-    let client = connect(&server).await;
+    // The default configuration: no watchdog lease is under test, and a 30 s one cannot lapse
+    // in a stall and drop the gauge early.
+    let client = connect_with(Config::new(server.url())).await;
     let held = || Metrics::now().held;
     assert_eq!(held(), 0.0);
 
@@ -393,7 +402,7 @@ async fn the_held_gauge_returns_to_zero_however_holds_end() {
     assert_eq!(held(), 0.0);
 
     // A client dropped (not shut down) with a detached hold: its holds leave with it.
-    let dropped = connect(&server).await;
+    let dropped = connect_with(Config::new(server.url())).await;
     dropped
         .lock("metrics:gauge:e")
         .lock()
@@ -411,7 +420,9 @@ async fn a_lease_given_up_when_the_server_is_gone_is_counted_as_unconfirmed() {
         return;
     }
     let mut server = RedisServer::start();
-    let client = connect(&server).await;
+    // Short enough that the lease given up after the kill ends well within `lost_within`, long
+    // enough that the first renewal (half a second in) is confirmed before it could lapse.
+    let client = connect(&server, Duration::from_millis(1_500)).await;
     let before = Metrics::now();
     let guard = client
         .lock("metrics:unconfirmed")
@@ -419,8 +430,16 @@ async fn a_lease_given_up_when_the_server_is_gone_is_counted_as_unconfirmed() {
         .await
         .expect("lock");
     wait_renewals(&before, 1).await;
+    let given_up = guard.lost_token();
     server.kill();
     support::lost_within(&guard, Duration::from_secs(5)).await;
+    // lost() resolves by the clock at the lease end; the watchdog gives the hold up (counts
+    // the renewal that timed out then and the loss, takes it out of the gauge, and cancels
+    // the token) on its own task, as the renewal's deadline passes: wait for that before
+    // reading the counters.
+    tokio::time::timeout(Duration::from_secs(5), given_up.cancelled())
+        .await
+        .expect("the watchdog gives the lease up");
     let after = Metrics::now();
     assert!(after.since(&before, RENEWALS, "outcome=failed") >= 1);
     assert_eq!(after.since(&before, RENEWALS, "outcome=lost"), 0);
