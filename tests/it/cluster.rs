@@ -120,7 +120,7 @@ async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
             .find(|name| master_of[*name] == master)
             .expect("a name on this master");
         let lease = Duration::from_secs(20);
-        let guard = hand_over(&client, &other, name, lease).await;
+        let guard = hand_over(&client, &other, name, lease, lease).await;
         assert_eq!(guard.acquisition().woken_by, WokenBy::Message, "{name}");
         guard.unlock().await.expect("release");
     }
@@ -273,7 +273,8 @@ async fn each_publish_mode_reaches_the_subscribers_of_its_kind() {
 }
 
 /// A waiter of each mode is woken by a release of each mode that shares a kind of pub/sub with
-/// it; with no kind in common (classic and sharded) it is woken only when the lease ends.
+/// it; with no kind in common (classic and sharded) it is woken only when the holder's lease
+/// ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_wake_on_releases_of_a_compatible_mode() {
     let cluster = RedisCluster::start(3, 0).await;
@@ -286,16 +287,29 @@ async fn waiters_wake_on_releases_of_a_compatible_mode() {
     for mode in modes {
         clients.push(connect_cluster(&cluster, mode).await);
     }
-    let lease = Duration::from_millis(1500);
+    // Long enough for every use of the waiter's guard; a compatible waiter is woken by the
+    // release, so its holder's lease need not be short either.
+    let long = Duration::from_secs(20);
     for (releaser, releaser_mode) in clients.iter().zip(modes) {
         for (waiter_client, waiter_mode) in clients.iter().zip(modes) {
             let name = format!("cluster:wake:{releaser_mode:?}:{waiter_mode:?}");
-            let guard = hand_over(releaser, waiter_client, &name, lease).await;
             let compatible = !matches!(
                 (releaser_mode, waiter_mode),
                 (PublishMode::Classic, PublishMode::Sharded)
                     | (PublishMode::Sharded, PublishMode::Classic)
             );
+            // An incompatible waiter waits out the holder's lease, so that one is short; but the
+            // hold, the waiter's subscription and refused retry, and the release must all come
+            // before it ends: at least 20 round trips through either client, as measured now.
+            let holder_lease = if compatible {
+                long
+            } else {
+                let rtt = support::round_trip(releaser)
+                    .await
+                    .max(support::round_trip(waiter_client).await);
+                support::short_lease(rtt, Duration::from_millis(1500))
+            };
+            let guard = hand_over(releaser, waiter_client, &name, holder_lease, long).await;
             let expected = if compatible {
                 WokenBy::Message
             } else {
