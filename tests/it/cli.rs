@@ -1424,8 +1424,10 @@ async fn an_unusable_rust_log_is_a_json_warning_under_json() {
     );
 }
 
-/// Runs `ferrisson run --watchdog-timeout 300ms EXTRA... NAME -- COMMAND...` with `env`, deletes
-/// the lock behind it once taken, and waits for it to exit.
+/// Runs `ferrisson run --verbose --watchdog-timeout 300ms EXTRA... NAME -- COMMAND...` with
+/// `env`, deletes the lock behind it once it says it has taken it, and waits for it to exit. Its
+/// own report, not the key, says when: a key polled for could expire unseen in a stall, and a
+/// lease that lapses before the `DEL` ends in the same loss.
 async fn run_and_lose(
     server: &RedisServer,
     env: &[(&str, &str)],
@@ -1434,12 +1436,14 @@ async fn run_and_lose(
     command: &[&str],
 ) -> (Running, ExitStatus) {
     let raw = raw_client(&server.url()).await;
-    let mut args = vec!["run", "--watchdog-timeout", "300ms"];
+    let mut args = vec!["run", "--verbose", "--watchdog-timeout", "300ms"];
     args.extend_from_slice(extra);
     args.extend([name, "--"]);
     args.extend_from_slice(command);
     let mut run = Running::spawn_with_env(server, env, &args);
-    wait_locked(&raw, name).await;
+    let acquired = format!("ferrisson: acquired `{name}` ");
+    run.line(Stream::Stderr, |line| line.starts_with(&acquired))
+        .await;
     let _: i64 = raw.del(name).await.expect("DEL the lock behind its holder");
     let status = run.exit().await;
     (run, status)
