@@ -180,20 +180,22 @@ async fn the_owner_re_enters_and_the_last_release_frees_the_lock() {
 }
 
 /// Without a lease the watchdog renews the hold as the reentrant lock's (same hash, same
-/// renewal), past several watchdog timeouts, until the release.
+/// renewal), past two watchdog timeouts, until the release.
 #[tokio::test]
 async fn the_watchdog_renews_a_fair_hold_until_it_is_released() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let config = timed_config(server.url(), Duration::from_secs(1), Duration::from_secs(2));
+    // Renewals every second; one up to 2 s late still keeps the hold.
+    let watchdog = Duration::from_secs(3);
+    let config = timed_config(server.url(), watchdog, Duration::from_secs(2));
     let client = ferrisson::Client::new(config).await.expect("connect");
     let name = "fair:watchdog";
     let guard = client.fair_lock(name).lock().await.expect("lock");
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    tokio::time::sleep(watchdog * 2 + Duration::from_millis(500)).await;
     let left = pttl(&raw, name).await;
     assert!(
-        left > 0 && left <= 1_000,
-        "renewed to the 1 s watchdog timeout: {left}"
+        left > 0 && left <= watchdog.as_millis() as i64,
+        "renewed to the 3 s watchdog timeout: {left}"
     );
     assert!(!guard.is_lost());
     assert!(
@@ -544,13 +546,15 @@ async fn a_waiter_behind_a_silent_head_polls_sparingly_until_the_head_is_pruned(
     let (_server, raw, client) = start().await;
     let name = "fair:silent-head";
     let holder = client.fair_lock(name).with_owner(Owner::new());
-    let guard = holder
-        .lock_with_lease(Duration::from_millis(300))
-        .await
-        .expect("lock");
+    // Long enough that the waiter queues and the silent head is put before it, all before the
+    // lease ends (if it ended first, the waiter would take the lock at once).
+    let lease = Duration::from_secs(2);
+    let guard = holder.lock_with_lease(lease).await.expect("lock");
     let waiter = lock_queued(&raw, &client, name, Owner::new()).await;
-    // A silent head with a deadline 3 s away (a waiter of another client that stopped).
+    // A silent head (a waiter of another client that stopped) with a deadline 3 s past the
+    // lease's end.
     let silent = "00000000-0000-0000-0000-000000000000:1";
+    let deadline = now_ms() + (lease + Duration::from_secs(3)).as_millis() as f64;
     let _: i64 = raw
         .zadd(
             timeout_key(name),
@@ -558,7 +562,7 @@ async fn a_waiter_behind_a_silent_head_polls_sparingly_until_the_head_is_pruned(
             None,
             false,
             false,
-            (now_ms() + 3_000.0, silent),
+            (deadline, silent),
         )
         .await
         .expect("ZADD");
@@ -568,9 +572,12 @@ async fn a_waiter_behind_a_silent_head_polls_sparingly_until_the_head_is_pruned(
 
     let taken = joined(waiter, Duration::from_secs(10), "the waiter behind").await;
     let attempts = command_calls(&raw, "evalsha").await;
+    // Parked on the TTL until the lease ends, then polling about 3 s (re-polling at once
+    // would take hundreds).
     assert!(
         attempts < 60,
-        "{attempts} attempts while waiting about 3 s for the silent head's deadline"
+        "{attempts} attempts while waiting about 3 s past the lease for the silent head's \
+         deadline"
     );
     assert!(
         queue(&raw, name).await.is_empty(),
@@ -782,8 +789,9 @@ async fn a_crashed_waiter_is_pruned_after_its_deadline_and_the_next_gets_the_loc
     }
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    // A short watchdog lease, so that the waiter behind learns of the lock's TTL soon.
-    let config = timed_config(server.url(), Duration::from_secs(1), Duration::from_secs(2));
+    // A short watchdog lease, so that the waiter behind learns of the lock's TTL soon, with
+    // 2 s of slack past its renewals while the child starts and is killed.
+    let config = timed_config(server.url(), Duration::from_secs(3), Duration::from_secs(2));
     let client = ferrisson::Client::new(config).await.expect("connect");
     let guard = client
         .fair_lock(name)

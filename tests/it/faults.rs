@@ -106,13 +106,19 @@ async fn a_restart_without_persistence_reports_the_hold_lost_and_frees_the_waite
 }
 
 /// With AOF (`appendfsync always`) the lock survives a kill -9: after the restart the same
-/// holder field is there, the watchdog goes on renewing it (it outlives several leases), other
-/// owners are still refused, and the holder's release frees it.
+/// holder field is there, the watchdog goes on renewing it (it outlives the lease renewed before
+/// the restart), other owners are still refused, and the holder's release frees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_aof_a_held_lock_survives_a_restart_and_its_renewals_go_on() {
     let mut server =
         RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let client = connect_with(timed_config(server.url(), WATCHDOG, Duration::from_secs(1))).await;
+    // The restart, the reconnection and the first renewal after it must all come within the
+    // two thirds of a lease that follow the last renewal before it: a watchdog of at least 5 s,
+    // and of three restarts as long as one takes here now.
+    let restarting = Instant::now();
+    tokio::task::block_in_place(|| server.restart());
+    let watchdog = Duration::from_secs(5).max(3 * restarting.elapsed());
+    let client = connect_with(timed_config(server.url(), watchdog, Duration::from_secs(1))).await;
     let name = "faults:restart:aof";
 
     let guard = client
@@ -135,12 +141,13 @@ async fn with_aof_a_held_lock_survives_a_restart_and_its_renewals_go_on() {
         "the lock after the restart"
     );
 
-    // Three leases later the lock is still held, renewed by the watchdog after the restart.
-    sleep(3 * WATCHDOG).await;
+    // Past the lease renewed before the restart, the lock is still held: renewed by the
+    // watchdog after the restart.
+    sleep(watchdog + Duration::from_secs(1)).await;
     assert!(!guard.is_lost(), "the hold was given up across the restart");
     assert_eq!(hgetall(&raw, name).await, before);
     let ttl = pttl(&raw, name).await;
-    assert!(ttl > 0 && ttl <= WATCHDOG.as_millis() as i64, "PTTL {ttl}");
+    assert!(ttl > 0 && ttl <= watchdog.as_millis() as i64, "PTTL {ttl}");
     let other = client.lock(name).with_owner(Owner::new());
     assert!(other.try_lock().await.expect("try_lock").is_busy());
 
@@ -472,7 +479,10 @@ async fn a_blackholed_holder_knows_its_loss_before_another_owner_acquires() {
 async fn reset_connections_neither_strand_a_waiter_nor_lose_a_hold() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port()).await;
-    let behind = connect_with(timed_config(proxy.url(), WATCHDOG, Duration::from_secs(1))).await;
+    // Renewals every 1.33 s: one that a reset cuts off is retried (after half of that) with
+    // 2 s of the lease still left.
+    let watchdog = Duration::from_secs(4);
+    let behind = connect_with(timed_config(proxy.url(), watchdog, Duration::from_secs(1))).await;
     let direct = connect(&server).await;
     let raw = raw_client(&server.url()).await;
     let held_name = "faults:proxy:reset:held";
@@ -529,7 +539,8 @@ async fn reset_connections_neither_strand_a_waiter_nor_lose_a_hold() {
     );
     guard.unlock().await.expect("waiter releases");
 
-    sleep(WATCHDOG).await;
+    // Past the lease renewed before the resets: the hold lives on only if renewed after them.
+    sleep(watchdog).await;
     assert!(
         !renewed.is_lost(),
         "the hold behind the proxy was lost to resets"

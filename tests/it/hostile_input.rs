@@ -130,7 +130,7 @@ fn any_name_wakes_its_waiter_on_its_own_channel() {
         let client = &bench.client;
         async move {
             let lease = Duration::from_secs(20);
-            let guard = support::hand_over(client, client, &name, lease).await;
+            let guard = support::hand_over(client, client, &name, lease, lease).await;
             guard.unlock().await.expect("waiter releases");
             Ok(())
         }

@@ -417,8 +417,8 @@ async fn a_java_readers_release_keeps_our_read_hold_because_of_its_timeout_key()
 async fn the_watchdog_renews_read_holds_and_their_timeout_keys() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    // Renewed every third of a second; a renewal up to ~600 ms late still keeps the keys up.
-    let watchdog = Duration::from_secs(1);
+    // Renewed every second; a renewal up to 2 s late still keeps the keys up.
+    let watchdog = Duration::from_secs(3);
     let config = timed_config(server.url(), watchdog, Duration::from_secs(2));
     let client = connect_with(config).await;
     let owner = Owner::new();
@@ -429,12 +429,16 @@ async fn the_watchdog_renews_read_holds_and_their_timeout_keys() {
     let first = lock.read_lock().lock().await.expect("read");
     let second = lock.read_lock().lock().await.expect("re-enter");
     let keys = [timeout_key(name, &field, 1), timeout_key(name, &field, 2)];
-    // Four watchdog timeouts: without renewal the timeout keys (and so the hash) would expire.
-    let until = tokio::time::Instant::now() + watchdog * 4;
+    // Past two watchdog timeouts: without renewal the timeout keys (and so the hash) would
+    // expire after one.
+    let until = tokio::time::Instant::now() + watchdog * 2 + Duration::from_secs(1);
     while tokio::time::Instant::now() < until {
         for key in std::iter::once(name).chain(keys.iter().map(String::as_str)) {
             let ttl = pttl(&raw, key).await;
-            assert!(ttl > 0 && ttl <= 1000, "{key} stays up: pttl {ttl}");
+            assert!(
+                ttl > 0 && ttl <= watchdog.as_millis() as i64,
+                "{key} stays up: pttl {ttl}"
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -879,7 +883,8 @@ async fn readers_share_and_writers_exclude_across_processes() {
 async fn in_a_cluster_read_holds_are_renewed_and_wake_writers() {
     let cluster = support::cluster::RedisCluster::start(3, 0).await;
     let raw = cluster.raw().await;
-    let watchdog = Duration::from_secs(1);
+    // Renewed every second; a renewal up to 2 s late still keeps the holds.
+    let watchdog = Duration::from_secs(3);
     let mut config = ferrisson::Config::new(cluster.url());
     config.watchdog_timeout = watchdog;
     let readers = connect_with(config).await;
@@ -900,7 +905,8 @@ async fn in_a_cluster_read_holds_are_renewed_and_wake_writers() {
         let second = lock.lock().await.expect("re-enter");
         held.push((name, first, second));
     }
-    tokio::time::sleep(watchdog * 3).await;
+    // Two watchdog timeouts: without renewal the timeout keys would be gone after one.
+    tokio::time::sleep(watchdog * 2).await;
     let field = read_field(&readers, owner);
     for (name, ..) in &held {
         let tag = if name.contains('{') {
@@ -911,13 +917,16 @@ async fn in_a_cluster_read_holds_are_renewed_and_wake_writers() {
         for k in 1..=2 {
             let key = format!("{tag}:{field}:rwlock_timeout:{k}");
             let ttl = pttl(&raw, &key).await;
-            assert!(ttl > 0 && ttl <= 1000, "{key} is renewed: pttl {ttl}");
+            assert!(
+                ttl > 0 && ttl <= watchdog.as_millis() as i64,
+                "{key} is renewed: pttl {ttl}"
+            );
         }
     }
     for (name, first, second) in held {
         let write = rw(&writers, name, Owner::new()).write_lock();
         let waiter = tokio::spawn(async move { write.lock().await });
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        support::wait_parked(&writers, name, 1).await;
         assert!(!waiter.is_finished(), "{name}: the writer waits");
         second.unlock().await.expect("partial");
         first.unlock().await.expect("last");

@@ -180,7 +180,7 @@ async fn locks_through_the_sentinels_live_on_the_master() {
     // once the waiter is parked: it has subscribed and its retry that follows the subscription
     // was refused (a release between the two lets that retry take the lock without waiting:
     // `Immediate`).
-    let guard = hand_over(&client, &other, "sentinel:handed", LONG_LEASE).await;
+    let guard = hand_over(&client, &other, "sentinel:handed", LONG_LEASE, LONG_LEASE).await;
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
     guard.unlock().await.expect("release");
     assert_eq!(exists(&master, "sentinel:handed").await, 0);

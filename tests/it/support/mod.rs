@@ -451,21 +451,23 @@ pub fn spawn_waiter(
     })
 }
 
-/// Hands lock `name` from a holder on `holder_client` (fixed `lease`) to a waiter on
-/// `waiter_client`: the waiter starts waiting, the holder releases once the waiter is parked
-/// ([`wait_parked`]: its retry after subscribing was refused, so the release is what wakes it),
-/// and the waiter's guard is returned. Panics if the waiter has not acquired within 5 s of the
-/// release.
+/// Hands lock `name` from a holder on `holder_client` (fixed `holder_lease`) to a waiter on
+/// `waiter_client` (fixed `waiter_lease`): the waiter starts waiting, the holder releases once
+/// the waiter is parked ([`wait_parked`]: its retry after subscribing was refused, so the release
+/// is what wakes it), and the waiter's guard is returned. The holder's lease must outlast those
+/// steps; a waiter that does not hear the release is woken when it ends. Panics if the waiter
+/// has not acquired within 5 s of the release.
 pub async fn hand_over(
     holder_client: &ferrisson::Client,
     waiter_client: &ferrisson::Client,
     name: &str,
-    lease: Duration,
+    holder_lease: Duration,
+    waiter_lease: Duration,
 ) -> ferrisson::LockGuard {
-    let holder = hold_with_lease(holder_client, name, lease).await;
+    let holder = hold_with_lease(holder_client, name, holder_lease).await;
     let lock = waiter_client.lock(name).with_owner(ferrisson::Owner::new());
     let waiter = tokio::spawn(async move {
-        lock.try_lock_for(Duration::from_secs(10), Some(lease))
+        lock.try_lock_for(Duration::from_secs(10), Some(waiter_lease))
             .await
     });
     wait_parked(waiter_client, name, 1).await;
