@@ -913,9 +913,17 @@ impl<G: AsyncGuard> Held<G> {
         }
     }
 
-    fn unlock(mut self) -> Result<()> {
+    fn unlock(self) -> Result<()> {
+        self.finish(G::release)
+    }
+
+    /// Runs `release` on the guard through the client's runtime.
+    fn finish<F: Future<Output = Result<()>>>(
+        mut self,
+        release: impl FnOnce(G) -> F,
+    ) -> Result<()> {
         match self.guard.take() {
-            Some(guard) => self.client.block_on(guard.release())?,
+            Some(guard) => self.client.block_on(release(guard))?,
             // Only consuming methods and `Drop` take the guard.
             None => Ok(()),
         }
@@ -933,10 +941,7 @@ impl<G: AsyncGuard> Held<G> {
 }
 
 impl<G: SettledGuard> Held<G> {
-    fn unlock_settled(mut self) -> Result<()> {
-        match self.guard.take() {
-            Some(guard) => self.client.block_on(guard.release_settled())?,
-            None => Ok(()),
-        }
+    fn unlock_settled(self) -> Result<()> {
+        self.finish(G::release_settled)
     }
 }
