@@ -218,14 +218,20 @@ async fn holds_of_one_slot_taken_across_grid_ticks_share_one_renewal_call() {
 }
 
 /// The messages a release sends, by kind, as raw classic and sharded subscribers see them.
+///
+/// After the release, the node that ran it publishes a marker of each kind; a node delivers
+/// (and forwards over the cluster bus) its messages in order, so once both markers are in,
+/// every message of the release that will ever arrive has arrived. No guessed wait.
 async fn messages_of_a_release(
     cluster: &RedisCluster,
     client: &ferrisson::Client,
     name: &str,
 ) -> (usize, usize) {
+    const MARKER: &str = "end of release";
     let classic = cluster.raw().await;
     let sharded = cluster.raw().await;
     let channel = channel_of(name);
+    let node = &cluster.master_clients[cluster.master_of_slot(keyslot(&classic, name).await)];
     let mut classic_rx = classic.message_rx();
     let mut sharded_rx = sharded.message_rx();
     classic
@@ -238,15 +244,37 @@ async fn messages_of_a_release(
         .expect("SSUBSCRIBE");
     let guard = hold(client, name).await;
     guard.unlock().await.expect("release");
-    sleep(Duration::from_millis(300)).await;
+    let _: i64 = node
+        .publish(channel.as_str(), MARKER)
+        .await
+        .expect("PUBLISH marker");
+    let _: i64 = node
+        .spublish(channel.as_str(), MARKER)
+        .await
+        .expect("SPUBLISH marker");
     let mut counts = (0, 0);
-    while let Ok(message) = classic_rx.try_recv() {
+    let within = Duration::from_secs(10);
+    loop {
+        let message = tokio::time::timeout(within, classic_rx.recv())
+            .await
+            .expect("the classic marker arrives")
+            .expect("classic messages");
         assert_eq!(message.kind, MessageKind::Message);
+        if message.value.as_str().as_deref() == Some(MARKER) {
+            break;
+        }
         assert_eq!(message.value.as_str().as_deref(), Some("0"));
         counts.0 += 1;
     }
-    while let Ok(message) = sharded_rx.try_recv() {
+    loop {
+        let message = tokio::time::timeout(within, sharded_rx.recv())
+            .await
+            .expect("the sharded marker arrives")
+            .expect("sharded messages");
         assert_eq!(message.kind, MessageKind::SMessage);
+        if message.value.as_str().as_deref() == Some(MARKER) {
+            break;
+        }
         counts.1 += 1;
     }
     counts

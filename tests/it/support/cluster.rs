@@ -73,13 +73,21 @@ impl RedisCluster {
         }
         let total = clients.len();
         for client in &clients {
-            wait_for(client, "every node knows every other", |c| async move {
-                let nodes: String = c
-                    .custom(fred::cmd!("CLUSTER"), vec!["NODES"])
-                    .await
-                    .unwrap_or_default();
-                nodes.lines().count() == total
-            })
+            // Knowing a node is not enough: a node sends a classic PUBLISH (and every other bus
+            // message) to another only over its own link to it, and drops it while that link is
+            // down. A node can know every other, and even report `cluster_state:ok`, before all
+            // its links are up; a release published then never reaches some subscribers.
+            wait_for(
+                client,
+                "every node knows and links to every other",
+                |c| async move {
+                    let nodes: String = c
+                        .custom(fred::cmd!("CLUSTER"), vec!["NODES"])
+                        .await
+                        .unwrap_or_default();
+                    nodes.lines().count() == total && nodes.lines().all(linked)
+                },
+            )
             .await;
         }
         let mut master_ids = Vec::new();
@@ -233,6 +241,16 @@ pub async fn keyslot(client: &fred::clients::Client, key: &str) -> u16 {
         .custom(fred::cmd!("CLUSTER"), vec!["KEYSLOT", key])
         .await
         .expect("CLUSTER KEYSLOT")
+}
+
+/// Whether a `CLUSTER NODES` line names a node out of handshake whose link is up (field 8,
+/// `link-state`: `connected` for the node itself too).
+fn linked(line: &str) -> bool {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    fields.get(7) == Some(&"connected")
+        && fields
+            .get(2)
+            .is_some_and(|flags| !flags.contains("handshake") && !flags.contains("noaddr"))
 }
 
 /// Polls `check` on `client` every 50 ms until it holds, at most 20 s.
