@@ -34,6 +34,12 @@ pub(crate) struct Hold {
     done: bool,
 }
 
+impl super::wait::Lapse for Hold {
+    fn lapsed(&self) -> bool {
+        self.is_lost()
+    }
+}
+
 impl Hold {
     /// The hold `ticket` (from `LeaseTable::acquired`) of an acquire sent at `sent_at`.
     pub(crate) fn new(
@@ -263,7 +269,7 @@ impl Drop for Hold {
             return;
         }
         let call = self.client.leases.doubts.enter();
-        let released = self.client.leases.released(&self.ticket);
+        let released = self.client.leases.dropped(&self.ticket);
         if released.lost {
             return;
         }

@@ -163,6 +163,24 @@ pub(crate) fn out_of_time<T>(
     }
 }
 
+/// What the wait loop asks of an acquisition before it hands it out: whether its lease already
+/// ran out. An acquire's reply (or a local hand-off) may be read only after the lease it took
+/// has ended: this process was frozen, or the reply was that slow. The server may have let
+/// another owner in meanwhile, so such a hold proves nothing, and handing it out would let the
+/// caller into a section another owner may be in already. The loop releases it (whatever the
+/// server kept of it) and goes on waiting instead.
+pub(crate) trait Lapse {
+    /// Whether the lease this acquisition took is already past its proven end.
+    fn lapsed(&self) -> bool;
+}
+
+/// The latch's wait takes nothing that could lapse.
+impl Lapse for () {
+    fn lapsed(&self) -> bool {
+        false
+    }
+}
+
 /// The outcome of one acquire attempt.
 pub(crate) enum TryOutcome<T> {
     /// Acquired; `T` is the new hold, and the flag tells whether it re-entered a hold the
@@ -208,7 +226,7 @@ pub(crate) fn lock_channel(name: &str, _field: &str) -> String {
 /// # Cancel safety
 /// Cancel safe as long as `attempt` is: the subscription share and the queue place are released
 /// on drop, and a hand-off that arrives for a dropped waiter is released again.
-pub(crate) async fn acquire_with_wait<T, F, Fut>(
+pub(crate) async fn acquire_with_wait<T: Lapse, F, Fut>(
     client: &ClientInner,
     waiter: &Waiter,
     wait: Option<Duration>,
@@ -223,7 +241,7 @@ where
 }
 
 /// [`acquire_with_wait`] for any [`Waiting`] client (the model checks' too).
-pub(crate) async fn acquire_on<T, F, Fut>(
+pub(crate) async fn acquire_on<T: Lapse, F, Fut>(
     client: &(impl Waiting + ?Sized),
     waiter: &Waiter,
     wait: Option<Duration>,
@@ -245,7 +263,7 @@ where
 }
 
 /// [`acquire_with_wait`]'s loop.
-async fn wait_loop<T, F, Fut>(
+async fn wait_loop<T: Lapse, F, Fut>(
     client: &(impl Waiting + ?Sized),
     waiter: &Waiter,
     wait: Option<Duration>,
@@ -310,6 +328,8 @@ where
     // While Redis is unreachable (or silent), the caller gets that error instead.
     let mut answered = false;
     let mut outage: Option<Error> = None;
+    // Acquisitions in a row that came too late to be held (see `Lapse`).
+    let mut lapses = 0u32;
     let out_of_time = |answered, outage| out_of_time(client, wait, answered, outage);
     loop {
         let untried = std::mem::take(&mut in_line_first);
@@ -342,6 +362,12 @@ where
             }
         };
         let ttl_ms = match outcome {
+            Ok(TryOutcome::Acquired(hold, _)) if hold.lapsed() => {
+                lapse(hold, &mut lapses, &mut backoff, time_left()).await;
+                answered = true;
+                outage = None;
+                continue;
+            }
             Ok(TryOutcome::Acquired(hold, reentered)) => {
                 if let Some(place) = place.take() {
                     super::handoff::Place::done(place);
@@ -374,6 +400,7 @@ where
             Err(err) => return Err(client.explain(err)),
         };
         backoff = Duration::from_millis(50);
+        lapses = 0;
         if time_left().is_some_and(|left| left.is_zero()) {
             tracing::debug!(attempts, "not acquired within the wait bound");
             return Ok(None);
@@ -454,10 +481,32 @@ where
                     place.done();
                 }
                 let hold = adopt(sent_at);
+                if hold.lapsed() {
+                    lapse(hold, &mut lapses, &mut backoff, time_left()).await;
+                    answered = true;
+                    continue;
+                }
                 let acquisition = acquired(WokenBy::Message, attempts, metrics::How::Handoff);
                 return Ok(Some((hold, acquisition)));
             }
         }
+    }
+}
+
+/// Gives up an acquisition whose lease ran out before it could be handed out (see [`Lapse`]):
+/// dropping it releases whatever the server kept of it. The first in a row is retried at once
+/// (a frozen process is the usual cause, and the lock may be free); later ones in a row back
+/// off, bounded by the time `left`, so that a lease too short for the round trip does not spin.
+async fn lapse<T>(hold: T, lapses: &mut u32, backoff: &mut Duration, left: Option<Duration>) {
+    drop(hold);
+    *lapses += 1;
+    tracing::debug!(
+        lapses,
+        "acquired only after the lease ran out; not handed out"
+    );
+    if *lapses > 1 {
+        tokio::time::sleep(left.map_or(*backoff, |left| left.min(*backoff))).await;
+        *backoff = (*backoff * 2).min(Duration::from_secs(1));
     }
 }
 

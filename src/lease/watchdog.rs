@@ -285,6 +285,40 @@ impl LeaseTable {
         self.release_hold(&ticket.key, Some(ticket.generation), ticket.lease)
     }
 
+    /// [`LeaseTable::released`] for a hold dropped unreleased, whose release the janitor sends
+    /// later. If the key is past its proven end, that release must not be sent: the server may
+    /// have dropped the holds, and the owner's next acquire (which need not wait for the
+    /// janitor) take the field afresh, and a release arriving after it would free that new
+    /// hold. So the holds are given up as lost instead (their field in doubt: the reconciler
+    /// takes back whatever the server kept, and the field's acquires wait for it), and
+    /// `lost` tells the caller to send nothing. An awaited release (`Hold::release`) does not
+    /// need this: its caller's next acquire comes after its reply.
+    pub(crate) fn dropped(&self, ticket: &Ticket) -> Released {
+        let lapsed = {
+            let mut entries = self.entries.lock();
+            match entries.get_mut(&ticket.key) {
+                Some(entry)
+                    if entry.generation == ticket.generation
+                        && !entry.lost
+                        && Instant::now() >= entry.lease_end =>
+                {
+                    let proof = if entry.watchdog_holds > 0 {
+                        Proof::Clock
+                    } else {
+                        Proof::RanOut
+                    };
+                    self.lose(&ticket.key, entry, proof);
+                    true
+                }
+                _ => false,
+            }
+        };
+        if lapsed {
+            self.doubts.mark(&ticket.key);
+        }
+        self.released(ticket)
+    }
+
     /// Whether the holds of `ticket` are known lost (also when a later acquisition replaced
     /// them after the loss), or the key has run past its proven end (`HoldEntry::lease_end`:
     /// a watchdog lease past its last confirmed renewal, a fixed lease that ran out, whichever

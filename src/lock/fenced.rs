@@ -480,6 +480,12 @@ pub struct FencedGuard {
     token: u64,
 }
 
+impl crate::kit::wait::Lapse for FencedGuard {
+    fn lapsed(&self) -> bool {
+        self.is_lost()
+    }
+}
+
 impl FencedGuard {
     /// The fencing token this acquisition took: larger than every token handed out before it
     /// on this lock (until [`FencedLock::delete`] resets the sequence).

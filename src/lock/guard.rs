@@ -41,6 +41,12 @@ pub struct LockGuard {
     hold: Hold,
 }
 
+impl crate::kit::wait::Lapse for LockGuard {
+    fn lapsed(&self) -> bool {
+        self.is_lost()
+    }
+}
+
 impl LockGuard {
     /// `lock` must be bound to the holding owner.
     pub(crate) fn new(lock: Lock, hold: Hold) -> LockGuard {

@@ -40,6 +40,12 @@ pub struct Guard<L> {
     pub(crate) hold: Hold,
 }
 
+impl<L> crate::kit::wait::Lapse for Guard<L> {
+    fn lapsed(&self) -> bool {
+        self.is_lost()
+    }
+}
+
 impl<L> Guard<L> {
     /// Releases this hold now (see [`LockGuard::unlock`](crate::LockGuard::unlock)): the lock is
     /// free if it was the last hold. [`Error::LeaseLost`](crate::Error::LeaseLost) if the hold

@@ -201,6 +201,13 @@ pub(crate) struct Held {
     armed: bool,
 }
 
+/// The model server's holds have no clock: they never lapse.
+impl crate::kit::wait::Lapse for Held {
+    fn lapsed(&self) -> bool {
+        false
+    }
+}
+
 impl Held {
     /// A hold the server just gave `field`, counted at once (the lease table's `acquired`).
     fn taken(client: &Arc<ModelClient>, name: &Arc<str>, field: &Arc<str>) -> Held {

@@ -833,6 +833,12 @@ pub struct Permit {
     done: bool,
 }
 
+impl crate::kit::wait::Lapse for Permit {
+    fn lapsed(&self) -> bool {
+        self.lease_ends.is_some_and(|end| Instant::now() >= end)
+    }
+}
+
 impl Permit {
     /// The permit's id: 32 lowercase hex characters, as Redisson shows it. Anyone may release
     /// the permit with it ([`PermitExpirableSemaphore::release`]).

@@ -562,6 +562,13 @@ pub struct SemaphorePermits {
     settled: bool,
 }
 
+/// A semaphore's permits have no lease: they never lapse.
+impl crate::kit::wait::Lapse for SemaphorePermits {
+    fn lapsed(&self) -> bool {
+        false
+    }
+}
+
 impl SemaphorePermits {
     fn new(semaphore: Semaphore, permits: u64, acquisition: Acquisition) -> SemaphorePermits {
         SemaphorePermits {

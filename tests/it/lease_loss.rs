@@ -232,30 +232,17 @@ async fn a_force_unlock_before_the_subscription_is_caught() {
         .expect("lost() fires within a grid tick and a round trip");
 }
 
-/// An acquire answered after its watchdog lease would have ended (here a slow link; in the
-/// wild a synced write whose `WAIT` took that long): the server may have dropped the hold
-/// before the reply came, and here it has. The owner's next acquire takes the lock afresh
-/// (the script's reply cannot tell that from a re-entry), so it is one hold, not a second one
-/// on top of a lease that can no longer be proven: the old guard stays lost and cannot release
-/// the new hold, and the new hold is renewed, not given up with the old lease.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// A holder frozen past its watchdog lease (here the runtime's only thread is blocked, so the
+/// watchdog cannot renew; in the wild a stopped process or a long pause): the server dropped
+/// the hold meanwhile, unseen by the lease table. The owner's next acquire takes the lock
+/// afresh (the script's reply cannot tell that from a re-entry), so it is one hold, not a
+/// second one on top of a lease that can no longer be proven: the old guard stays lost and
+/// cannot release the new hold, and the new hold is renewed, not given up with the old lease.
+#[tokio::test(flavor = "current_thread")]
 async fn a_reentry_after_the_lease_ran_out_unseen_is_a_fresh_hold() {
-    let server = RedisServer::start();
-    let raw = raw_client(&server.url()).await;
-    let link = FaultProxy::start(server.port()).await;
-    let client = connect_with(timed_config(link.url(), WATCHDOG, Duration::from_secs(30))).await;
-    let name = "loss:late-reply";
-    let lock = client.lock(name).with_owner(Owner::new());
-
-    // Each way takes longer than the lease: the script runs half-way through the round trip
-    // and the lease it set ends before the reply is back. Slower only widens the gap.
-    let one_way = WATCHDOG + Duration::from_millis(500);
-    link.set_mode(ProxyMode::Delay(one_way));
-    let guard = lock.lock().await.expect("lock");
-    link.set_mode(ProxyMode::Pass);
-    assert!(guard.acquisition().waited >= 2 * one_way);
-    assert!(guard.is_lost(), "its lease ended before the reply came");
-    assert_eq!(exists(&raw, name).await, 0, "the server dropped the hold");
+    let name = "loss:frozen";
+    let (_server, raw, lock, guard) = frozen_past_the_lease(name).await;
+    assert!(guard.is_lost(), "its lease ended while it was frozen");
 
     let again = guard.reenter().await.expect("lock again");
     assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
@@ -275,6 +262,33 @@ async fn a_reentry_after_the_lease_ran_out_unseen_is_a_fresh_hold() {
     assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
     again.unlock().await.expect("unlock");
     assert_eq!(exists(&raw, name).await, 0, "released for good");
+}
+
+/// A watchdog hold of `name` whose holder was frozen past its lease: taken, then the calling
+/// thread blocked for the lease and half a second more (on a current-thread runtime nothing of
+/// the client runs meanwhile: no renewal, no reply read, as in a frozen process), until the
+/// server dropped it. Returns the server, a raw client of it, the lock and the old guard.
+async fn frozen_past_the_lease(
+    name: &str,
+) -> (
+    RedisServer,
+    fred::clients::Client,
+    ferrisson::Lock,
+    ferrisson::LockGuard,
+) {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(timed_config(
+        server.url(),
+        WATCHDOG,
+        Duration::from_secs(30),
+    ))
+    .await;
+    let lock = client.lock(name).with_owner(Owner::new());
+    let guard = lock.lock().await.expect("lock");
+    std::thread::sleep(WATCHDOG + Duration::from_millis(500));
+    assert_eq!(exists(&raw, name).await, 0, "the server dropped the hold");
+    (server, raw, lock, guard)
 }
 
 // Releases of unknown outcome (issue 24) -------------------------------------------------------
@@ -656,21 +670,12 @@ async fn a_fixed_lease_that_ran_out_is_not_reentered() {
     }
 }
 
-/// The reverse: a watchdog lease that ended unseen (its acquire was answered after it, as in
+/// The reverse: a watchdog lease that ended unseen (its holder frozen past it, as in
 /// `a_reentry_after_the_lease_ran_out_unseen_is_a_fresh_hold`), then the same owner locks
 /// again with a fixed lease.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "current_thread")]
 async fn a_watchdog_lease_that_ran_out_unseen_is_not_reentered_by_a_fixed_lease() {
-    let server = RedisServer::start();
-    let raw = raw_client(&server.url()).await;
-    let link = FaultProxy::start(server.port()).await;
-    let client = connect_with(timed_config(link.url(), WATCHDOG, Duration::from_secs(30))).await;
-    let name = "loss:late-reply:fixed";
-    let lock = client.lock(name).with_owner(Owner::new());
-    link.set_mode(ProxyMode::Delay(WATCHDOG + Duration::from_millis(500)));
-    let old = lock.lock().await.expect("lock");
-    link.set_mode(ProxyMode::Pass);
-    assert_eq!(exists(&raw, name).await, 0, "the server dropped the hold");
+    let (_server, raw, lock, old) = frozen_past_the_lease("loss:frozen:fixed").await;
     the_new_hold_is_fresh(&raw, &lock, old, Again::Fixed).await;
 }
 
@@ -748,4 +753,118 @@ async fn a_short_fixed_reentry_of_a_watchdog_hold_is_renewed_in_time() {
     assert_eq!(lock.hold_count().await.expect("hold_count"), 1);
     outer.unlock().await.expect("unlock");
     assert_eq!(exists(&raw, name).await, 0);
+}
+
+/// An acquire whose reply comes only after the lease it took has ended (a slow reply here; a
+/// frozen process does the same) is not handed out: the server may have let another owner in
+/// meanwhile. Every reply through the proxy is slower than the lease, so no acquisition can be
+/// proven and the bounded wait ends without one; what the server kept is released, and a
+/// prompt client then takes the lock at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_outlives_its_lease_is_not_handed_out() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).await;
+    let slow = connect_with(timed_config(proxy.url(), WATCHDOG, Duration::from_secs(5))).await;
+    let name = "loss:late-reply";
+    // 300 ms each way: every reply comes 600 ms after its call was sent, past a 400 ms lease.
+    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(300)));
+    let lease = Duration::from_millis(400);
+    let attempt = slow
+        .lock(name)
+        .with_owner(Owner::new())
+        .try_lock_for(Duration::from_millis(1500), Some(lease))
+        .await
+        .expect("an answer");
+    if let ferrisson::Attempt::Acquired(guard) = &attempt {
+        panic!(
+            "handed out a hold whose reply came after its lease (lost: {}, {:?})",
+            guard.is_lost(),
+            guard.acquisition()
+        );
+    }
+    proxy.set_mode(ProxyMode::Pass);
+    let prompt = connect_with(Config::new(server.url())).await;
+    let guard = prompt
+        .lock(name)
+        .with_owner(Owner::new())
+        .try_lock_for(Duration::from_secs(3), None)
+        .await
+        .expect("an answer");
+    assert!(
+        matches!(guard, ferrisson::Attempt::Acquired(_)),
+        "the lapsed holds were released or ran out"
+    );
+}
+
+/// A local hand-off read only after the handed lease has ended (the waiter's task could not run:
+/// here the runtime's only thread is blocked) is not handed out either: the waiter lets it go
+/// and takes the lock again, so the guard it returns holds a live lease.
+#[tokio::test(flavor = "current_thread")]
+async fn a_hand_off_read_after_its_lease_ended_is_taken_again() {
+    let server = RedisServer::start();
+    let client = connect_with(Config::new(server.url())).await;
+    let name = "loss:late-hand-off";
+    let holder = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("holder acquires");
+    let lease = Duration::from_millis(300);
+    let waiter = {
+        let lock = client.lock(name).with_owner(Owner::new());
+        tokio::spawn(async move { lock.lock_with_lease(lease).await })
+    };
+    support::wait_parked(&client, name, 1).await;
+    holder
+        .unlock()
+        .await
+        .expect("release, handing the lock over");
+    // The waiter's task cannot run until this task yields: the handed lease ends meanwhile.
+    std::thread::sleep(lease + Duration::from_millis(200));
+    let guard = waiter
+        .await
+        .expect("the waiter's task")
+        .expect("the waiter acquires");
+    assert!(
+        !guard.is_lost(),
+        "handed out a hold whose lease had ended ({:?})",
+        guard.acquisition()
+    );
+    guard.unlock().await.expect("release of a live hold");
+}
+
+/// A guard dropped after its lease ran out sends no release behind the owner's back: its
+/// owner's next acquire, sent at once, takes the lock afresh, and a late release of the old
+/// hold would free that new one. The old hold is given up instead (the reconciler takes back
+/// whatever the server kept), and the new hold stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_after_its_lease_ran_out_leaves_the_next_hold_alone() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(Config::new(server.url())).await;
+    let name = "loss:dropped-late";
+    let lock = client.lock(name).with_owner(Owner::new());
+    for round in 0..20 {
+        let old = lock
+            .lock_with_lease(Duration::from_millis(100))
+            .await
+            .expect("lock");
+        wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+        assert!(old.is_lost(), "round {round}: the lease ran out");
+        drop(old);
+        let new = lock
+            .lock_with_lease(Duration::from_secs(10))
+            .await
+            .expect("lock again");
+        // Time for a release the janitor had queued to land.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            lock.hold_count().await.expect("hold_count"),
+            1,
+            "round {round}: the new hold is on the server"
+        );
+        assert!(!new.is_lost(), "round {round}");
+        new.unlock().await.expect("release of the new hold");
+    }
 }
