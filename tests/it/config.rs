@@ -324,7 +324,11 @@ async fn a_fred_builder_without_a_reconnect_policy_still_reconnects() {
     let server = RedisServer::start();
     let builder = builder_for(&server, None);
     assert!(builder.get_policy().is_none());
-    let client = Client::from_fred_builder(&builder, Config::new(Config::DEFAULT_URL))
+    // The two connections come back each in its own time: a waiter that finds the subscriber
+    // still down waits for it (the default, `FailFast`, would fail the acquire at once).
+    let mut config = Config::new(Config::DEFAULT_URL);
+    config.when_unavailable = WhenUnavailable::KeepWaiting;
+    let client = Client::from_fred_builder(&builder, config)
         .await
         .expect("connects");
     let raw = fault::resilient_raw_client(&server.url(), Duration::from_secs(5)).await;
