@@ -524,6 +524,17 @@ impl SpinLock {
                 _ => Some(attempt.await),
             };
             match outcome {
+                // Its lease ended before it could be handed out (see `kit::wait::Lapse`): let it
+                // go (dropping it gives it up) and poll on.
+                Some(Ok(TryOutcome::Acquired(guard, _))) if guard.hold.is_lost() => {
+                    drop(guard);
+                    tracing::debug!(
+                        attempts,
+                        "acquired only after the lease ran out; not handed out"
+                    );
+                    answered = true;
+                    outage = None;
+                }
                 Some(Ok(TryOutcome::Acquired(mut guard, reentered))) => {
                     let woken_by = match attempts {
                         1 => WokenBy::Immediate,

@@ -782,6 +782,20 @@ async fn an_acquire_whose_reply_outlives_its_lease_is_not_handed_out() {
             guard.acquisition()
         );
     }
+    // The spin lock polls in its own loop: the same rule.
+    let attempt = slow
+        .spin_lock(name)
+        .with_owner(Owner::new())
+        .try_lock_for(Duration::from_millis(1500), Some(lease))
+        .await
+        .expect("an answer");
+    if let ferrisson::Attempt::Acquired(guard) = &attempt {
+        panic!(
+            "spin: handed out a hold whose reply came after its lease (lost: {}, {:?})",
+            guard.is_lost(),
+            guard.acquisition()
+        );
+    }
     proxy.set_mode(ProxyMode::Pass);
     let prompt = connect_with(Config::new(server.url())).await;
     let guard = prompt
