@@ -18,7 +18,10 @@
 //! end. The checker then verifies:
 //! * **overlaps**: no two sections of one lock overlap, except where the earlier one ended with
 //!   its holder told that the lease was lost (the documented pause class: a holder paused past
-//!   its lease; it learns of the loss as soon as it runs again). A holder asks right after its
+//!   its lease; it learns of the loss as soon as it runs again), or where the later one's holder
+//!   was told, as it entered, that its lease was lost and the driver had frozen its process
+//!   since its acquire began (the same class with the frozen holder entering last: frozen after
+//!   the library handed it the lock). A holder asks right after its
 //!   section's end; one whose process stalled before the answer "lost" came cannot say when it
 //!   knew, and its section is not judged (counted as such);
 //! * **hung waiters**: every `try_lock_for(wait)` returned within its bound plus a second (a
@@ -92,7 +95,19 @@ enum Record {
         end: u64,
         lost: bool,
         told_late: bool,
+        /// The holder's guard said the lease was lost already when asked right after `start`:
+        /// the holder was frozen between the acquire and its section (the pause class again,
+        /// with the frozen holder entering last).
+        #[serde(default)]
+        lost_at_start: bool,
+        /// When its acquire was asked for (µs since the Unix epoch).
+        #[serde(default)]
+        asked: u64,
         bypass: bool,
+        /// How the section's acquire went (`Acquisition`), and how its release ended: for the
+        /// description of an overlap.
+        #[serde(default)]
+        how: String,
     },
     /// How long an acquire took and how it ended (`acquired`, `busy`, `error`).
     /// An acquire by worker process `worker`, started at `start` (µs since the Unix epoch).
@@ -235,6 +250,8 @@ struct Report {
     /// Sections whose holder was told of a loss only well after their end (not judged).
     unjudged: usize,
     pause_class: usize,
+    /// Of them, overlaps by a holder told as it entered that its lease was lost.
+    entered_lost: usize,
     max_pause_overlap_ms: u64,
     hung: usize,
     max_wait_ms: u64,
@@ -257,7 +274,7 @@ impl Report {
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
         format!(
-            "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, longest window {} ms; sections told of a loss late, not judged: {}) hung={} (longest wait {} ms, outside frozen workers) liveness faults={} (flagged within a fault's reach, not judged: {}) leaked={}{}",
+            "soak{}: acquisitions={} busy={} errors={} faults={} [{}] overlaps={} (pause class={}, of which entered lost={}, longest window {} ms; sections told of a loss late, not judged: {}) hung={} (longest wait {} ms, outside frozen workers) liveness faults={} (flagged within a fault's reach, not judged: {}) leaked={}{}",
             match (self.bypass, self.silent) {
                 (true, _) => " --bypass",
                 (_, true) => " --silent",
@@ -270,6 +287,7 @@ impl Report {
             faults.join(" "),
             self.violations,
             self.pause_class,
+            self.entered_lost,
             self.max_pause_overlap_ms,
             self.unjudged,
             self.hung,
@@ -301,6 +319,21 @@ async fn drive(options: &Options) -> Report {
         fault::DEBUG_COMMAND[1],
     ]);
     let url = server.url();
+    // A diagnostic aid: `FERRISSON_SOAK_MONITOR=FILE` appends the server's MONITOR stream (every
+    // command, scripts' own calls included, stamped by the server's clock) to FILE, across
+    // restarts of the server.
+    let mut monitor = std::env::var("FERRISSON_SOAK_MONITOR").ok().map(|file| {
+        Command::new("bash")
+            .args([
+                "-c",
+                &format!(
+                    "while true; do redis-cli -p {} monitor; sleep 0.01; done >> {file} 2>/dev/null",
+                    server.port()
+                ),
+            ])
+            .spawn()
+            .expect("bash for MONITOR")
+    });
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut workers: Vec<(Child, std::thread::JoinHandle<Vec<Record>>)> = (0..options.procs)
         .map(|index| {
@@ -418,6 +451,10 @@ async fn drive(options: &Options) -> Report {
         let exists: i64 = raw.exists(lock_name(lock)).await.expect("EXISTS");
         report.leaked += exists as usize;
     }
+    if let Some(monitor) = monitor.as_mut() {
+        let _ = monitor.kill();
+        let _ = monitor.wait();
+    }
     drop(server);
     report
 }
@@ -440,7 +477,10 @@ struct Span<'a> {
     end: u64,
     lost: bool,
     told_late: bool,
+    lost_at_start: bool,
+    asked: u64,
     owner: &'a str,
+    how: &'a str,
 }
 
 /// Finds overlapping sections per lock and slow waits.
@@ -463,7 +503,10 @@ fn check(
                 end,
                 lost,
                 told_late,
+                lost_at_start,
+                asked,
                 bypass,
+                how,
             } => {
                 if !bypass {
                     report.acquisitions += 1;
@@ -476,7 +519,10 @@ fn check(
                     end: *end,
                     lost: *lost,
                     told_late: *told_late,
+                    lost_at_start: *lost_at_start,
+                    asked: *asked,
                     owner,
+                    how,
                 });
             }
             Record::Wait {
@@ -543,7 +589,20 @@ fn check(
                 // The pause class: the earlier holder `a` lost its lease (it was paused past
                 // it) and `b` took the lock meanwhile. A later holder told of a loss excuses
                 // nothing: `b` entered while `a` still believed, rightly, that it held the lock.
-                if a.lost {
+                // The same class with the paused holder entering last: `b` was frozen after
+                // its acquire, past its lease, and was told the lease was lost as it entered.
+                // Only when the driver did freeze `b`'s worker between its ask and its start:
+                // the library hands out no acquisition whose lease ended before it could be
+                // handed out, so a lost guard handed out otherwise is a defect, not this class.
+                let b_worker: Option<usize> =
+                    b.owner.split(':').next().and_then(|w| w.parse().ok());
+                let b_frozen_entering = pauses.iter().any(|(paused, from, to)| {
+                    Some(*paused) == b_worker && *from < b.start && *to > b.asked
+                });
+                if b.lost_at_start && b_frozen_entering {
+                    report.pause_class += 1;
+                    report.entered_lost += 1;
+                } else if a.lost {
                     report.pause_class += 1;
                     let first = first_intruder.entry(i).or_insert(b.start);
                     *first = (*first).min(b.start);
@@ -554,10 +613,31 @@ fn check(
                         let frozen = pauses.iter().any(|(paused, from, to)| {
                             Some(*paused) == worker && *from < a.end && *to > a.start
                         });
+                        let b_frozen = pauses.iter().any(|(paused, from, to)| {
+                            Some(*paused) == b_worker && *from < b.end && *to > b.start
+                        });
+                        let b_frozen_before = pauses
+                            .iter()
+                            .filter(|(paused, _, to)| Some(*paused) == b_worker && *to <= b.start)
+                            .map(|(_, _, to)| b.start - to)
+                            .min();
                         format!(
                             "{} held {}..{} µs (not told lost; its process frozen meanwhile: \
-                             {frozen}), {} entered at {} µs",
-                            a.owner, a.start, a.end, b.owner, b.start
+                             {frozen}; {}), {} held {}..{} µs (told lost: {}, late: {}, as it \
+                             entered: {}; its process frozen meanwhile: {b_frozen}, last thawed \
+                             {:?} µs before its start; {})",
+                            a.owner,
+                            a.start,
+                            a.end,
+                            a.how,
+                            b.owner,
+                            b.start,
+                            b.end,
+                            b.lost,
+                            b.told_late,
+                            b.lost_at_start,
+                            b_frozen_before,
+                            b.how
                         )
                     });
                 }
@@ -614,7 +694,10 @@ fn worker(args: &[String]) {
                             end: now_us(),
                             lost: false,
                             told_late: false,
+                            lost_at_start: false,
+                            asked: start,
                             bypass: true,
+                            how: "bypass".into(),
                         });
                         continue;
                     }
@@ -662,6 +745,7 @@ fn worker(args: &[String]) {
                         continue;
                     };
                     let start = now_us();
+                    let lost_at_start = guard.is_lost();
                     // Long enough for every other task to be parked on the lock.
                     let hold = if silent_round { 300..400 } else { 1..15 };
                     tokio::time::sleep(Duration::from_millis(rng.u64(hold))).await;
@@ -675,16 +759,24 @@ fn worker(args: &[String]) {
                     let end = now_us();
                     let lost = guard.is_lost();
                     let told_late = lost && now_us().saturating_sub(end) > TOLD_LATE_US;
-                    let _ = sender.send(Record::Section {
+                    let acquisition = guard.acquisition();
+                    let mut section = Record::Section {
                         lock: lock_index,
                         owner: format!("{index}:{task}"),
                         start,
                         end,
                         lost,
                         told_late,
+                        lost_at_start,
+                        asked: asked_us,
                         bypass: false,
-                    });
+                        how: format!(
+                            "asked at {asked_us} µs, {:?} after {} attempts",
+                            acquisition.woken_by, acquisition.attempts
+                        ),
+                    };
                     if silent_round {
+                        let _ = sender.send(section);
                         let _: Result<i64, _> = raw.del(lock_name(lock_index)).await;
                         // No release at all: one would hand the lock to a local waiter.
                         guard.detach();
@@ -692,7 +784,18 @@ fn worker(args: &[String]) {
                         tokio::time::sleep(LIVENESS_BOUND * 2).await;
                         continue;
                     }
-                    let _ = guard.unlock().await;
+                    let released = guard.unlock().await;
+                    if let Record::Section { how, .. } = &mut section {
+                        how.push_str(&format!(
+                            ", released at {} µs: {}",
+                            now_us(),
+                            match released {
+                                Ok(()) => "ok".to_owned(),
+                                Err(err) => format!("{err:?}"),
+                            }
+                        ));
+                    }
+                    let _ = sender.send(section);
                 }
             });
         }
