@@ -167,8 +167,8 @@ pub(crate) fn out_of_time<T>(
 /// ran out. An acquire's reply (or a local hand-off) may be read only after the lease it took
 /// has ended: this process was frozen, or the reply was that slow. The server may have let
 /// another owner in meanwhile, so such a hold proves nothing, and handing it out would let the
-/// caller into a section another owner may be in already. The loop releases it (whatever the
-/// server kept of it) and goes on waiting instead.
+/// caller into a section another owner may be in already. The loop drops it instead (which
+/// gives it up: see `LeaseTable::dropped`) and goes on waiting within its bound.
 pub(crate) trait Lapse {
     /// Whether the lease this acquisition took is already past its proven end.
     fn lapsed(&self) -> bool;
@@ -494,7 +494,8 @@ where
 }
 
 /// Gives up an acquisition whose lease ran out before it could be handed out (see [`Lapse`]):
-/// dropping it releases whatever the server kept of it. The first in a row is retried at once
+/// dropping it puts its field in doubt, and the reconciler takes back whatever the server kept
+/// of it (the field's next acquire waits for that). The first in a row is retried at once
 /// (a frozen process is the usual cause, and the lock may be free); later ones in a row back
 /// off, bounded by the time `left`, so that a lease too short for the round trip does not spin.
 async fn lapse<T>(hold: T, lapses: &mut u32, backoff: &mut Duration, left: Option<Duration>) {
