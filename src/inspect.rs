@@ -11,7 +11,7 @@ use fred::prelude::Value;
 
 use crate::error::{Error, Result};
 use crate::kit::Client;
-use crate::lock::RemainingTtl;
+use crate::kit::RemainingTtl;
 use crate::name;
 use crate::sync::PermitIdFormat;
 use crate::transport::script;

@@ -256,10 +256,24 @@ pub use error::{Error, Result};
 pub use inspect::{ExpirablePermit, Holder, LockInfo, LockKind, Primitive, QueuedWaiter};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
+pub use kit::{BackOff, Guard, Handle, Protocol, RemainingTtl};
 pub use kit::{LocalHold, LocalState, LocalSubscription, LocalWaiter, LocalWaiterState};
-pub use lock::{BackOff, Guard, NonReentrantGuard, NonReentrantLock, SpinGuard, SpinLock};
-pub use lock::{FairGuard, FairLock, FencedGuard, FencedLock, Lock, LockGuard, RemainingTtl};
+pub use lock::{FairGuard, FairLock, FencedGuard, FencedLock, Lock, LockGuard};
+pub use lock::{NonReentrantGuard, NonReentrantLock, SpinGuard, SpinLock};
 pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
+
+/// The lock primitives as [`Protocol`]s, the parameter of [`Handle`] and [`Guard`]: [`Lock`] is
+/// `Handle<kind::Reentrant>`. Name them to write code generic over several primitives, or to
+/// reach a primitive's type from its handle.
+///
+/// ```
+/// use ferrisson::{kind, Guard, Handle};
+/// fn is_spin(_: &Handle<kind::Spin>) -> bool { true }
+/// fn token(guard: &Guard<kind::Fenced>) -> u64 { guard.token() }
+/// ```
+pub mod kind {
+    pub use crate::lock::{Fair, Fenced, NonReentrant, Reentrant, Spin};
+}
 pub use multi::{MultiGuard, MultiLock, RedLock};
 pub use owner::Owner;
 pub use sync::{

@@ -1,8 +1,11 @@
 //! The lock kit: what every pub/sub-woken primitive shares, so that a primitive is one file of
 //! its own steps:
 //! * the client's shared state and the [`Client`](crate::Client) handle ([`shared`]);
-//! * the wait loop ([`wait`]: attempt, park on the unlock channel, retry) and the `#[must_use]`
-//!   [`Attempt`] of bounded acquires;
+//! * the contract a lock primitive fulfils ([`protocol`]), and the handle and guard that give
+//!   every primitive the same surface through it ([`handle`], [`guard`]);
+//! * the wait loop ([`wait`]: attempt, park on the unlock channel, retry), polling with back-off
+//!   for a primitive without a channel ([`poll`]), and the `#[must_use]` [`Attempt`] of bounded
+//!   acquires;
 //! * the in-flight wrapper that makes script calls cancel safe ([`in_flight`]), and one acquire
 //!   script call made cancel safe with it ([`acquire`]);
 //! * the hold that every guard of a hash-based lock wraps ([`hold`]: release now or on drop,
@@ -14,17 +17,25 @@
 pub(crate) mod acquire;
 pub(crate) mod attempt;
 pub(crate) mod give_way;
+pub(crate) mod guard;
+pub(crate) mod handle;
 pub(crate) mod handoff;
 pub(crate) mod hold;
 pub(crate) mod in_flight;
 pub(crate) mod janitor;
 pub(crate) mod local_state;
+pub(crate) mod poll;
+pub(crate) mod protocol;
 pub(crate) mod release;
 pub(crate) mod shared;
 pub(crate) mod wait;
 
 pub use attempt::Attempt;
+pub use guard::Guard;
+pub use handle::{Handle, RemainingTtl};
 pub use local_state::{LocalHold, LocalState, LocalSubscription, LocalWaiter, LocalWaiterState};
+pub use poll::BackOff;
+pub use protocol::Protocol;
 pub use shared::Client;
 pub use wait::{Acquisition, WokenBy};
 

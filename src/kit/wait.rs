@@ -195,10 +195,6 @@ pub(crate) struct Waiter {
     pub(crate) name: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
-    /// Whether a local releaser may hand the lock to this waiter (`handoff.rs`). A primitive
-    /// whose acquire does more than take the hash (the fenced lock's token) opts out: the
-    /// waiter then never lines up, and every acquisition is its own script's.
-    pub(crate) handoff: bool,
     /// The channel whose messages wake this waiter, from the lock's name and the waiter's field
     /// ([`lock_channel`] for the reentrant lock's family; the fair lock's waiters each have
     /// their own). Derived on demand: most acquires never need it, and keeping it per lock
@@ -212,6 +208,11 @@ impl Waiter {
     }
 }
 
+/// The `adopt` of a waiter that takes no local hand-off (see [`acquire_with_wait`]).
+pub(crate) fn no_hand_off<T>() -> Option<fn(Instant) -> T> {
+    None
+}
+
 /// The unlock channel of the reentrant lock's family (`redisson_lock__channel:` + T(name)),
 /// shared by every waiter: [`Waiter::channel`] of the reentrant, fenced, spin and non-reentrant
 /// locks.
@@ -223,6 +224,11 @@ pub(crate) fn lock_channel(name: &str, _field: &str) -> String {
 /// the hold from the instant the hand-off was sent), or `wait` (None: no limit) runs out
 /// (`Ok(None)`). Counts the outcome in the metrics.
 ///
+/// Without `adopt`, no releaser hands the lock to this waiter (`handoff.rs`): the waiter never
+/// lines up, and every acquisition is its own attempt's. A primitive whose acquire does more
+/// than take the hash (the fenced lock's token, the fair lock's queue) or that has no holder
+/// (a semaphore) waits so.
+///
 /// # Cancel safety
 /// Cancel safe as long as `attempt` is: the subscription share and the queue place are released
 /// on drop, and a hand-off that arrives for a dropped waiter is released again.
@@ -231,7 +237,7 @@ pub(crate) async fn acquire_with_wait<T: Lapse, F, Fut>(
     waiter: &Waiter,
     wait: Option<Duration>,
     attempt: F,
-    adopt: impl FnMut(Instant) -> T,
+    adopt: Option<impl FnMut(Instant) -> T>,
 ) -> Result<Option<(T, Acquisition)>>
 where
     F: FnMut() -> Fut,
@@ -246,20 +252,25 @@ pub(crate) async fn acquire_on<T: Lapse, F, Fut>(
     waiter: &Waiter,
     wait: Option<Duration>,
     attempt: F,
-    adopt: impl FnMut(Instant) -> T,
+    adopt: Option<impl FnMut(Instant) -> T>,
 ) -> Result<Option<(T, Acquisition)>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<TryOutcome<T>>>,
 {
-    // Acquisitions are counted where the loop knows how they happened; the other ends here.
     let outcome = wait_loop(client, waiter, wait, attempt, adopt).await;
-    match &outcome {
+    count_failure(&outcome);
+    outcome
+}
+
+/// Counts an acquire that ended without a hold in the metrics: acquisitions are counted where
+/// the loop knows how they happened, the other ends here.
+pub(crate) fn count_failure<T>(outcome: &Result<Option<T>>) {
+    match outcome {
         Ok(Some(_)) => {}
         Ok(None) => metrics::not_acquired(metrics::Failure::Busy),
         Err(_) => metrics::not_acquired(metrics::Failure::Error),
     }
-    outcome
 }
 
 /// [`acquire_with_wait`]'s loop.
@@ -268,7 +279,7 @@ async fn wait_loop<T: Lapse, F, Fut>(
     waiter: &Waiter,
     wait: Option<Duration>,
     mut attempt: F,
-    mut adopt: impl FnMut(Instant) -> T,
+    mut adopt: Option<impl FnMut(Instant) -> T>,
 ) -> Result<Option<(T, Acquisition)>>
 where
     F: FnMut() -> Fut,
@@ -287,8 +298,9 @@ where
         client.pubsub().join_active(&waiter.channel())
     };
     // Without a place, no releaser hands this waiter the lock, and step 0 never applies.
+    let hands_off = adopt.is_some();
     let join_line = |retrying| {
-        if !waiter.handoff {
+        if !hands_off {
             return None;
         }
         client.handoffs().join(
@@ -472,7 +484,7 @@ where
             },
             () = handed => WokenBy::Message,
         };
-        if let Some(current) = &place {
+        if let (Some(current), Some(adopt)) = (&place, adopt.as_mut()) {
             if let Turn::Owned(sent_at) = current.turn().await {
                 if let Some(wake) = unanswered.take() {
                     wake.answered(); // the lock is this waiter's: nobody else can take it

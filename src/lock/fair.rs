@@ -2,6 +2,7 @@
 //! of waiters served in arrival order across every client.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -9,18 +10,13 @@ use std::time::{Duration, SystemTime};
 use fred::prelude::Value;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
-use super::reentrant::{Lock, RemainingTtl};
+use super::reentrant::read_hash_reply;
 use crate::error::{Error, Result};
-use crate::kit::acquire::acquire_call;
-use crate::kit::hold::Hold;
 use crate::kit::janitor::{Janitor, Job, Release};
-use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
-use crate::kit::{Attempt, Client, ClientInner, InFlight};
-use crate::lease::watchdog::{HoldKey, Lease};
+use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
+use crate::kit::{Client, ClientInner, Guard, Handle, InFlight};
 use crate::name;
-use crate::owner::{holder_field, Owner};
 use crate::transport::script::{self, Encoded, ReleaseScript, Script};
 
 /// Prepends the publish prelude and the fair lock's functions (`lua/fair_lock.lua`) to one
@@ -81,12 +77,19 @@ const MAX_WAIT_MS: u64 = 1_000_000_000_000;
 const FIRST_PAUSE_MS: u64 = 10;
 const MAX_PAUSE_MS: u64 = 1_000;
 
+/// The fair lock's [`Protocol`], with the wait time W of acquires without a bound: [`FairLock`]
+/// is `Handle<Fair>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fair {
+    wait_timeout: Duration,
+}
+
 /// A distributed lock served in arrival order, on the same Redis keys as Java Redisson's
 /// `RFairLock`.
 ///
 /// Acquires that find the lock held queue up, across every client (Java or Rust), and get the
-/// lock in the order they queued. It is reentrant per [`Owner`], as [`Lock`] is, and its hash is
-/// the reentrant lock's: a [`Lock`] or Java `RLock` of the same name sees it held.
+/// lock in the order they queued. It is reentrant per [`Owner`](crate::Owner), as [`Lock`](crate::Lock) is, and its hash is
+/// the reentrant lock's: a [`Lock`](crate::Lock) or Java `RLock` of the same name sees it held.
 ///
 /// On Redis, besides the hash at the name:
 /// * `redisson_lock_queue:{name}`: a list of the waiting holder fields, in arrival order;
@@ -135,12 +138,20 @@ const MAX_PAUSE_MS: u64 = 1_000;
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct FairLock {
-    /// The reentrant lock of the same name and owner: its checks and queries are this lock's.
-    lock: Lock,
-    wait_timeout: Duration,
-}
+pub type FairLock = Handle<Fair>;
+
+/// One hold of a fair lock, released when dropped; the last hold's release tells the next
+/// waiter in line. The shared [`Guard`](crate::Guard): everything is as
+/// [`LockGuard`](crate::LockGuard)'s, with the fair lock's release.
+///
+/// ```no_run
+/// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
+/// let guard: ferrisson::FairGuard = lock.lock().await?;
+/// // ... the critical section ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+pub type FairGuard = Guard<Fair>;
 
 impl Client {
     /// A handle to the fair lock named `name` (Redisson's `getFairLock(name)`).
@@ -155,52 +166,14 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock {
-            lock: self.lock(name),
+        let kind = Fair {
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
-        }
+        };
+        Handle::new(Arc::clone(&self.inner), name.into(), kind)
     }
 }
 
 impl FairLock {
-    /// The lock's name, which is also the Redis key of its hash.
-    ///
-    /// ```no_run
-    /// # fn demo(client: ferrisson::Client) {
-    /// assert_eq!(client.fair_lock("orders:42").name(), "orders:42");
-    /// # }
-    /// ```
-    pub fn name(&self) -> &str {
-        self.lock.name()
-    }
-
-    /// The same lock, operated on behalf of `owner` instead of the current task (see
-    /// [`Lock::with_owner`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::FairLock) {
-    /// let owner = ferrisson::Owner::new();
-    /// assert_eq!(lock.with_owner(owner).owner(), owner);
-    /// # }
-    /// ```
-    pub fn with_owner(&self, owner: Owner) -> FairLock {
-        FairLock {
-            lock: self.lock.with_owner(owner),
-            wait_timeout: self.wait_timeout,
-        }
-    }
-
-    /// The owner this handle acts for: the bound explicit owner, or the current task.
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::FairLock) {
-    /// assert_eq!(lock.owner(), ferrisson::Owner::current());
-    /// # }
-    /// ```
-    pub fn owner(&self) -> Owner {
-        self.lock.owner()
-    }
-
     /// The same lock with another wait time W for acquires without a bound of their own
     /// ([`lock`](FairLock::lock), [`lock_with_lease`](FairLock::lock_with_lease)): Redisson's
     /// `fairLockWaitTimeout`, 5 minutes by default. It sets how long after the waiter ahead such
@@ -221,10 +194,9 @@ impl FairLock {
                 "a fair lock's wait timeout must be between 1 ms and {MAX_WAIT_MS} ms, got {timeout:?}"
             )));
         }
-        Ok(FairLock {
-            lock: self.lock.clone(),
+        Ok(self.with_kind(Fair {
             wait_timeout: timeout,
-        })
+        }))
     }
 
     /// The wait time W of acquires without a bound of their own (see
@@ -236,128 +208,153 @@ impl FairLock {
     /// # }
     /// ```
     pub fn wait_timeout(&self) -> Duration {
-        self.wait_timeout
+        self.kind.wait_timeout
     }
 
-    /// Acquires the lock in its turn, waiting as long as it takes, with the watchdog lease.
-    /// Redisson's `lock()`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (see the type's docs): a dropped call leaves the queue.
+    /// Deletes the lock, its queue and its timeout set (`DEL name queue timeouts`; Redisson's
+    /// `delete()`). Tells nobody: queued waiters find out when their wait bound runs out, and
+    /// queue again. Returns whether anything was deleted.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// guard.unlock().await?;
+    /// lock.delete().await?;
+    /// assert!(!lock.is_locked().await?);
     /// # Ok(()) }
     /// ```
-    pub async fn lock(&self) -> Result<FairGuard> {
-        self.acquire_loop(None, None)
-            .await?
-            .ok_or_else(|| self.not_held())
+    pub async fn delete(&self) -> Result<bool> {
+        let name = self.name();
+        let (queue, timeouts) = (name::fair_queue_key(name), name::fair_timeout_key(name));
+        let deleted: u64 = self.query("DEL", &[&queue, &timeouts]).await?;
+        Ok(deleted > 0)
     }
+}
 
-    /// Acquires the lock in its turn, waiting as long as it takes, with a fixed `lease` and no
-    /// watchdog. Redisson's `lock(leaseTime)`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (see the type's docs).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// let guard = lock.lock_with_lease(std::time::Duration::from_secs(10)).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<FairGuard> {
-        self.acquire_loop(Some(lease), None)
-            .await?
-            .ok_or_else(|| self.not_held())
-    }
+/// What one acquire of a fair lock keeps across its attempts.
+pub struct Acquiring {
+    /// W: the bounded wait itself (at least 1 ms, at most `MAX_WAIT_MS`), else the timeout.
+    wait_ms: u64,
+    /// A lone try: try once without queueing.
+    once: bool,
+    /// The next pause of a waiter told the lock is free while another waiter is at the head.
+    pause: AtomicU64,
+    /// Each attempt's script call holds a clone until it answered (also when the janitor
+    /// settles it for a dropped attempt): the give-up waits for them, or an attempt still in
+    /// flight could queue the waiter again after it left.
+    in_flight: mpsc::Sender<Infallible>,
+    /// The give-up this waiter owes unless it acquires (none for a lone try, which never queues).
+    give_up: Option<GiveUp>,
+}
 
-    /// One attempt, no waiting, watchdog lease: acquired when the lock is free and nobody is
-    /// queued (or this owner is the queue's head), or re-entered. Never queues. Redisson's
-    /// `tryLock()`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (see the type's docs).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// if let Some(guard) = lock.try_lock().await?.acquired() {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock(&self) -> Result<Attempt<FairGuard>> {
-        self.acquire_loop(None, Some(Duration::ZERO))
-            .await
-            .map(Attempt::from)
-    }
+impl sealed::Sealed for Fair {}
 
-    /// Queues for the lock and waits at most `wait` for its turn; holds it for `lease`, or with
-    /// the watchdog when `lease` is `None`. Redisson's `tryLock(waitTime, leaseTime)`: `wait`
-    /// is also the waiter's W (see the type's docs). When the wait runs out the waiter leaves
-    /// the queue and gets [`Attempt::Busy`]. The bound is as strict as
-    /// [`Lock::try_lock_for`]'s.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (see the type's docs): a dropped call leaves the queue.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// use std::time::Duration;
-    /// let attempt = lock.try_lock_for(Duration::from_millis(500), None).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Attempt<FairGuard>> {
-        self.acquire_loop(lease, Some(wait))
-            .await
-            .map(Attempt::from)
-    }
+impl Protocol for Fair {
+    type Extra = ();
+    type Acquiring = Acquiring;
+    const NAMES: (&'static str, &'static str) = ("FairLock", "FairGuard");
+    const RELEASE: Option<&'static ReleaseScript> = Some(&FAIR_RELEASE);
 
-    /// Releases one hold of this handle's owner without a guard (for holds kept with
-    /// [`FairGuard::detach`]); the last hold tells the queue's head. Fails with
-    /// [`Error::NotHeld`] when the owner holds nothing, also when the lock does not exist (which
-    /// Redisson does not count as an error; the head is told all the same).
-    /// [`Error::ReleaseUnknown`] when the outcome is unknown (see [`Lock::unlock`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: once sent, the release completes in the background.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// lock.lock().await?.detach();
-    /// lock.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn unlock(&self) -> Result<()> {
-        match self.lock.unlock_by(Some(&FAIR_RELEASE)).await {
-            Err(err) => Err(self.name_wrong_type(err).await),
-            done => done,
+    /// Each waiter listens on its own channel; a local hand-off would jump the queue.
+    fn waits(&self) -> Waits<()> {
+        Waits::Channel {
+            channel: name::fair_waiter_channel,
+            hand_off: None,
         }
     }
 
+    /// A waiter that may queue owes a give-up unless it acquires (now, or from the janitor if
+    /// the acquire is dropped).
+    fn begin(&self, lock: &FairLock, field: &Arc<str>, wait: Option<Duration>) -> Acquiring {
+        let once = wait == Some(Duration::ZERO);
+        let wait_ms = match wait {
+            Some(wait) if !once => (wait.as_millis() as u64).clamp(1, MAX_WAIT_MS),
+            _ => self.wait_timeout.as_millis() as u64,
+        };
+        let (in_flight, settled) = mpsc::channel::<Infallible>(1);
+        let give_up =
+            (!once).then(|| GiveUp::new(lock.client(), lock.name(), field, wait_ms, settled));
+        Acquiring {
+            wait_ms,
+            once,
+            pause: AtomicU64::new(FIRST_PAUSE_MS),
+            in_flight,
+            give_up,
+        }
+    }
+
+    fn send(
+        &self,
+        call: AcquireCall<'_, Self>,
+    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
+        let name = call.lock.name();
+        let acquiring = call.acquiring;
+        let keys = vec![
+            name.to_owned(),
+            name::fair_queue_key(name),
+            name::fair_timeout_key(name),
+        ];
+        let args = vec![
+            call.lease_arg(),
+            call.field.to_string(),
+            acquiring.wait_ms.to_string(),
+            now_ms().to_string(),
+            if acquiring.once { "1" } else { "0" }.to_owned(),
+        ];
+        let reply = call.run(&FAIR_ACQUIRE, keys, args);
+        let in_flight = acquiring.in_flight.clone();
+        Box::pin(async move {
+            let reply = reply.await;
+            drop(in_flight);
+            reply
+        })
+    }
+
+    fn read(reply: &Value) -> Option<Reply<()>> {
+        read_hash_reply(reply)
+    }
+
+    /// Free, but another waiter is at the head (or the lock has no TTL): wait for this
+    /// waiter's channel a little, longer each time, instead of re-polling.
+    fn busy(&self, ttl: i64, acquiring: &Acquiring) -> i64 {
+        if ttl > 0 {
+            acquiring.pause.store(FIRST_PAUSE_MS, Ordering::Relaxed);
+            return ttl;
+        }
+        let wait = acquiring.pause.load(Ordering::Relaxed);
+        acquiring
+            .pause
+            .store((wait * 2).min(MAX_PAUSE_MS), Ordering::Relaxed);
+        wait as i64
+    }
+
+    /// A waiter that acquired was taken out of the queue by the script; any other leaves it.
+    fn end(acquiring: Acquiring, acquired: bool) -> impl Future<Output = ()> + Send {
+        let Acquiring {
+            in_flight, give_up, ..
+        } = acquiring;
+        drop(in_flight);
+        async move {
+            match give_up {
+                Some(give_up) if acquired => give_up.disarm(),
+                Some(give_up) => give_up.run().await,
+                None => {}
+            }
+        }
+    }
+
+    /// For a key of another type, the [`Error::WrongType`] of the one of the lock's three keys
+    /// that is not a hash, a list and a sorted set respectively (a script's `WRONGTYPE` does
+    /// not say which).
+    fn explain(&self, lock: &FairLock, err: Error) -> impl Future<Output = Error> + Send {
+        name_wrong_type(lock.client_arc(), lock.name().to_owned(), err)
+    }
+
     /// Deletes the lock whoever holds it and tells the queue's head (Redisson's
-    /// `forceUnlock`); the queue stays. Returns whether a lock existed. A lock key of another
-    /// type is an [`Error::WrongType`] and is left alone.
-    ///
-    /// # Cancel safety
-    /// Not cancel safe in the sense that a dropped call may or may not have deleted the lock.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// let existed = lock.force_unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn force_unlock(&self) -> Result<bool> {
-        let client = self.lock.client();
+    /// `forceUnlock`); the queue stays.
+    async fn force_release(&self, lock: &FairLock) -> Result<bool> {
+        let client = lock.client();
         client.ensure_open()?;
-        self.lock.check_name()?;
-        let name = self.name();
+        lock.check_name()?;
+        let name = lock.name();
         let reply = FAIR_FORCE_RELEASE
             .run(
                 &client.redis.pool,
@@ -373,299 +370,29 @@ impl FairLock {
             .await;
         match reply {
             Ok(reply) => Ok(reply.as_i64() == Some(1)),
-            Err(err) => Err(self.name_wrong_type(script_error(client, name, err)).await),
-        }
-    }
-
-    /// Deletes the lock, its queue and its timeout set (`DEL name queue timeouts`; Redisson's
-    /// `delete()`). Tells nobody: queued waiters find out when their wait bound runs out, and
-    /// queue again. Returns whether anything was deleted.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// lock.delete().await?;
-    /// assert!(!lock.is_locked().await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn delete(&self) -> Result<bool> {
-        let client = self.lock.client();
-        client.ensure_open()?;
-        self.lock.check_name()?;
-        let name = self.name();
-        let (queue, timeouts) = (name::fair_queue_key(name), name::fair_timeout_key(name));
-        let deleted: u64 = client
-            .redis
-            .query("DEL", name, &[&queue, &timeouts])
-            .await
-            .map_err(|err| script_error(client, name, err))?;
-        Ok(deleted > 0)
-    }
-
-    /// Whether anyone holds the lock (see [`Lock::is_locked`]).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// let _guard = lock.lock().await?;
-    /// assert!(lock.is_locked().await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn is_locked(&self) -> Result<bool> {
-        self.lock.is_locked().await
-    }
-
-    /// Whether this handle's owner holds the lock (see [`Lock::is_held_by_current_owner`]).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// let _guard = lock.lock().await?;
-    /// assert!(lock.is_held_by_current_owner().await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
-        self.lock.is_held_by_current_owner().await
-    }
-
-    /// Whether `owner` of this client holds the lock (see [`Lock::is_held_by`]).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// assert!(!lock.is_held_by(ferrisson::Owner::new()).await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
-        self.lock.is_held_by(owner).await
-    }
-
-    /// How many holds this handle's owner has on the lock (see [`Lock::hold_count`]).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// assert_eq!(lock.hold_count().await?, 0);
-    /// # Ok(()) }
-    /// ```
-    pub async fn hold_count(&self) -> Result<u64> {
-        self.lock.hold_count().await
-    }
-
-    /// The lock's remaining time to live (see [`Lock::remaining_ttl`]).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-    /// println!("{:?}", lock.remaining_ttl().await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn remaining_ttl(&self) -> Result<RemainingTtl> {
-        self.lock.remaining_ttl().await
-    }
-
-    /// The acquire path: `lease` None = watchdog; `wait` None = no limit, `Some(ZERO)` = try
-    /// once without queueing. A waiter that may have queued leaves the queue unless it acquired
-    /// (now, or from the janitor if this future is dropped).
-    async fn acquire_loop(
-        &self,
-        lease: Option<Duration>,
-        wait: Option<Duration>,
-    ) -> Result<Option<FairGuard>> {
-        let (lease_kind, lease_ms) = self.lock.acquire_lease(lease, wait)?;
-        let client = self.lock.client();
-        let owner = self.owner();
-        let field = holder_field(&client.id, owner);
-        let once = wait == Some(Duration::ZERO);
-        // W: the bounded wait itself (at least 1 ms, at most MAX_WAIT_MS), else the timeout.
-        let wait_ms = match wait {
-            Some(wait) if !once => (wait.as_millis() as u64).clamp(1, MAX_WAIT_MS),
-            _ => self.wait_timeout.as_millis() as u64,
-        };
-        // Each attempt's script call holds a sender until it answered (also when the janitor
-        // settles it for a dropped attempt): the give-up waits for them, or an attempt still in
-        // flight could queue the waiter again after it left.
-        let (in_flight, settled) = mpsc::channel::<Infallible>(1);
-        let give_up = (!once).then(|| GiveUp::new(client, self.name(), &field, wait_ms, settled));
-        let pause = AtomicU64::new(FIRST_PAUSE_MS);
-        let span = tracing::debug_span!("ferrisson.acquire", lock = %self.name(), owner = owner.id(), fair = true);
-        let attempt = {
-            let (field, pause) = (Arc::clone(&field), &pause);
-            move || {
-                let args = AttemptArgs {
-                    owner,
-                    field: Arc::clone(&field),
-                    lease: lease_kind,
-                    lease_ms,
-                    wait_ms,
-                    once,
-                    in_flight: in_flight.clone(),
-                };
-                self.attempt(args, pause)
-            }
-        };
-        // Never called: the waiter opts out of hand-offs, which would jump the queue.
-        let adopt = |_sent_at| unreachable_handoff();
-        let waiter = Waiter {
-            name: self.lock.name_arc(),
-            field,
-            lease_ms,
-            handoff: false,
-            channel: name::fair_waiter_channel,
-        };
-        let acquired = tracing::Instrument::instrument(
-            acquire_with_wait(client, &waiter, wait, attempt, adopt),
-            span,
-        )
-        .await;
-        match acquired {
-            Ok(Some((mut guard, acquisition))) => {
-                if let Some(give_up) = give_up {
-                    give_up.disarm();
-                }
-                guard.hold.set_acquisition(acquisition);
-                Ok(Some(guard))
-            }
-            other => {
-                if let Some(give_up) = give_up {
-                    give_up.run().await;
-                }
-                match other {
-                    Err(err) => Err(self.name_wrong_type(err).await),
-                    Ok(_) => Ok(None),
-                }
-            }
-        }
-    }
-
-    /// One run of `FAIR_ACQUIRE`, made cancel safe by the kit; on success the hold is
-    /// registered and its guard built before anything else can be awaited.
-    async fn attempt(&self, args: AttemptArgs, pause: &AtomicU64) -> Result<TryOutcome<FairGuard>> {
-        let client = self.lock.client();
-        let redis = Arc::clone(&client.redis);
-        let key = HoldKey {
-            name: self.lock.name_arc(),
-            field: Arc::clone(&args.field),
-        };
-        let name = self.name();
-        let keys = [
-            name.to_owned(),
-            name::fair_queue_key(name),
-            name::fair_timeout_key(name),
-        ];
-        let script_args = [
-            args.lease_ms.to_string(),
-            args.field.to_string(),
-            args.wait_ms.to_string(),
-            now_ms().to_string(),
-            if args.once { "1" } else { "0" }.to_owned(),
-        ];
-        let rollback = Release {
-            name: self.lock.name_arc(),
-            field: Arc::clone(&args.field),
-            lease_ms: args.lease_ms,
-            script: Some(&FAIR_RELEASE),
-        };
-        let in_flight = args.in_flight;
-        // Boxed: the script call's future is several KB (fred's command future).
-        let send = async move {
-            let call =
-                redis.run_acquire(&FAIR_ACQUIRE, &keys, &script_args, Value::is_null, rollback);
-            let reply = Box::pin(call).await;
-            drop(in_flight);
-            reply
-        };
-        let (owner, lease) = (args.owner, args.lease);
-        let read = |reply: std::result::Result<Value, fred::error::Error>, sent_at: Instant| {
-            match reply.map_err(|err| script_error(client, name, err))? {
-                Value::Null => {
-                    let (hold, reentered) = Hold::acquired(
-                        self.lock.client_arc(),
-                        &key,
-                        lease,
-                        sent_at,
-                        Some(&FAIR_RELEASE),
-                    );
-                    let guard = FairGuard {
-                        lock: self.with_owner(owner),
-                        hold,
-                    };
-                    Ok(TryOutcome::Acquired(guard, reentered))
-                }
-                Value::Integer(ttl) if ttl > 0 => {
-                    pause.store(FIRST_PAUSE_MS, Ordering::Relaxed);
-                    Ok(TryOutcome::Busy(ttl))
-                }
-                // Free, but another waiter is at the head (or the lock has no TTL): wait for
-                // this waiter's channel a little, longer each time, instead of re-polling.
-                Value::Integer(_) => {
-                    let wait = pause.load(Ordering::Relaxed);
-                    pause.store((wait * 2).min(MAX_PAUSE_MS), Ordering::Relaxed);
-                    Ok(TryOutcome::Busy(wait as i64))
-                }
-                other => Err(Error::Redis(fred::error::Error::new(
-                    fred::error::ErrorKind::Protocol,
-                    format!(
-                        "unexpected reply to the fair acquire script: {}",
-                        crate::shown::Reply(&other)
-                    ),
-                ))),
-            }
-        };
-        acquire_call(
-            client,
-            &key,
-            args.lease_ms,
-            Some(&FAIR_RELEASE),
-            Value::is_null,
-            send,
-            read,
-        )
-        .await
-    }
-
-    /// `err`, or for a key of another type the [`Error::WrongType`] of the one of the lock's
-    /// three keys that is not a hash, a list and a sorted set respectively (a script's
-    /// `WRONGTYPE` does not say which).
-    async fn name_wrong_type(&self, err: Error) -> Error {
-        if !matches!(err, Error::WrongType { .. }) {
-            return err;
-        }
-        let name = self.name();
-        let keys = [
-            (name.to_owned(), "hash"),
-            (name::fair_queue_key(name), "list"),
-            (name::fair_timeout_key(name), "zset"),
-        ];
-        let redis = &self.lock.client().redis;
-        for (key, expected) in keys {
-            let kind: Option<String> = redis.query("TYPE", &key, &[]).await.ok();
-            if kind.is_some_and(|kind| kind != expected && kind != "none") {
-                return Error::WrongType { name: key };
-            }
-        }
-        err
-    }
-
-    fn not_held(&self) -> Error {
-        Error::NotHeld {
-            name: self.name().to_owned(),
+            Err(err) => Err(self.explain(lock, lock.redis_error(err)).await),
         }
     }
 }
 
-impl std::fmt::Debug for FairLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FairLock")
-            .field("name", &self.name())
-            .field("wait_timeout", &self.wait_timeout)
-            .finish()
+/// `err`, or for a key of another type the [`Error::WrongType`] of the one of the lock's three
+/// keys that is not a hash, a list and a sorted set respectively.
+async fn name_wrong_type(client: Arc<ClientInner>, name: String, err: Error) -> Error {
+    if !matches!(err, Error::WrongType { .. }) {
+        return err;
     }
-}
-
-/// What one acquire attempt sends.
-struct AttemptArgs {
-    owner: Owner,
-    field: Arc<str>,
-    lease: Lease,
-    lease_ms: u64,
-    wait_ms: u64,
-    once: bool,
-    in_flight: mpsc::Sender<Infallible>,
+    let keys = [
+        (name.clone(), "hash"),
+        (name::fair_queue_key(&name), "list"),
+        (name::fair_timeout_key(&name), "zset"),
+    ];
+    for (key, expected) in keys {
+        let kind: Option<String> = client.redis.query("TYPE", &key, &[]).await.ok();
+        if kind.is_some_and(|kind| kind != expected && kind != "none") {
+            return Error::WrongType { name: key };
+        }
+    }
+    err
 }
 
 /// The client's clock in epoch ms: fair-lock deadlines are client time, as Redisson's
@@ -693,11 +420,6 @@ fn encode_release(release: &Release, publish: &'static str) -> Encoded {
             publish,
         ],
     )
-}
-
-/// The wait loop adopts a hold only after a local hand-off, which a fair waiter opts out of.
-fn unreachable_handoff() -> FairGuard {
-    unreachable!("a fair lock's waiter is never handed the lock")
 }
 
 /// The give-up (`FAIR_GIVE_UP`) a waiter owes unless it acquires: run with [`GiveUp::run`],
@@ -802,19 +524,6 @@ impl Drop for GiveUp {
         }
     }
 }
-
-/// One hold of a fair lock, released when dropped; the last hold's release tells the next
-/// waiter in line. The shared [`Guard`](crate::Guard): everything is as
-/// [`LockGuard`](crate::LockGuard)'s, with the fair lock's release.
-///
-/// ```no_run
-/// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
-/// let guard: ferrisson::FairGuard = lock.lock().await?;
-/// // ... the critical section ...
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type FairGuard = super::held::Guard<FairLock>;
 
 /// Compile-time checks that the fair lock's handles, guards and futures cross tasks and threads.
 #[cfg(test)]

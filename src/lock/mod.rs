@@ -1,23 +1,21 @@
-//! The locks, one file each, built on the lock kit (`src/kit/`): the reentrant lock ([`Lock`],
-//! [`LockGuard`]), the fenced lock ([`FencedLock`], [`FencedGuard`]), the fair lock
-//! ([`FairLock`], [`FairGuard`]), the read-write lock ([`ReadWriteLock`]), the spin lock
-//! ([`SpinLock`]) and the non-reentrant lock ([`NonReentrantLock`]); the guard of those whose hold
-//! is nothing but the kit's `Hold` ([`Guard`]).
+//! The locks, one file each, built on the lock kit (`src/kit/`). Each lock of the reentrant
+//! lock's hash is a [`Protocol`](crate::Protocol) (its acquire, its release, how its waiters
+//! wait) that the kit's [`Handle`](crate::Handle) and [`Guard`](crate::Guard) serve: the
+//! reentrant lock ([`Lock`], [`LockGuard`]), the fenced lock ([`FencedLock`], [`FencedGuard`]),
+//! the fair lock ([`FairLock`], [`FairGuard`]), the spin lock ([`SpinLock`]) and the
+//! non-reentrant lock ([`NonReentrantLock`]). The read-write lock ([`ReadWriteLock`]) has its
+//! own two sides.
 
 mod fair;
 mod fenced;
-mod guard;
-mod held;
 mod non_reentrant;
 mod read_write;
 mod reentrant;
 mod spin;
 
-pub use fair::{FairGuard, FairLock};
-pub use fenced::{FencedGuard, FencedLock};
-pub use guard::LockGuard;
-pub use held::Guard;
-pub use non_reentrant::{NonReentrantGuard, NonReentrantLock};
+pub use fair::{Fair, FairGuard, FairLock};
+pub use fenced::{Fenced, FencedGuard, FencedLock};
+pub use non_reentrant::{NonReentrant, NonReentrantGuard, NonReentrantLock};
 pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
-pub use reentrant::{Lock, RemainingTtl};
-pub use spin::{BackOff, SpinGuard, SpinLock};
+pub use reentrant::{Lock, LockGuard, Reentrant};
+pub use spin::{Spin, SpinGuard, SpinLock};

@@ -15,7 +15,7 @@ use crate::kit::acquire::acquire_call;
 use crate::kit::hold::Hold;
 use crate::kit::janitor::Release;
 use crate::kit::release::send_release;
-use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
+use crate::kit::wait::{acquire_with_wait, no_hand_off, script_error, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client};
 use crate::lease::watchdog::{HoldKey, Lease};
 use crate::name;
@@ -411,17 +411,15 @@ impl SideLock {
                 refuse_upgrade,
             )
         };
-        // Never called: the waiter opts out of local hand-offs, which only RELEASE's hash knows.
-        let adopt = |_sent_at| unreachable_handoff();
         let waiter = Waiter {
             name: lock.name_arc(),
             field: Arc::clone(&field),
             lease_ms,
-            handoff: false,
             channel: rwlock_channel,
         };
         let acquired = tracing::Instrument::instrument(
-            acquire_with_wait(client, &waiter, wait, attempt, adopt),
+            // No local hand-offs: only `RELEASE`'s hash knows them.
+            acquire_with_wait(client, &waiter, wait, attempt, no_hand_off()),
             span,
         )
         .await?;
@@ -609,11 +607,6 @@ fn unexpected(reply: &Value) -> Error {
             crate::shown::Reply(reply)
         ),
     ))
-}
-
-/// The wait loop adopts a hold only after a local hand-off, which these waiters opt out of.
-fn unreachable_handoff() -> Hold {
-    unreachable!("a read-write lock's waiter is never handed the lock")
 }
 
 /// One hold of the read side, released when dropped (in the background).

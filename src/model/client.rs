@@ -104,7 +104,6 @@ impl ModelClient {
             name: Arc::clone(&name),
             field: Arc::clone(&field),
             lease_ms: crate::transport::model_server::LEASE_MS as u64,
-            handoff: true,
             channel: lock_channel,
         };
         let attempt = || {
@@ -119,7 +118,7 @@ impl ModelClient {
                 }
             }
         };
-        let adopt = |_sent_at| Held::taken(self, &name, &field);
+        let adopt = Some(|_sent_at| Held::taken(self, &name, &field));
         match acquire_on(&**self, &waiter, None, attempt, adopt).await {
             Ok(Some((held, _acquisition))) => held,
             Ok(None) => unreachable!("an unbounded wait ends acquired"),

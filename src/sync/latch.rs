@@ -10,7 +10,7 @@ use fred::prelude::Value;
 
 use super::{check_name, get, integer, unexpected, write};
 use crate::error::Result;
-use crate::kit::wait::{acquire_with_wait, TryOutcome, Waiter};
+use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
 use crate::kit::{Client, ClientInner};
 use crate::name;
 use crate::transport::script::Script;
@@ -237,7 +237,6 @@ impl CountDownLatch {
             name: Arc::clone(&self.name),
             field: Arc::from(""),
             lease_ms: 0,
-            handoff: false,
             channel: |name, _| name::latch_channel(name),
         };
         let attempt = || async {
@@ -247,7 +246,7 @@ impl CountDownLatch {
             }
         };
         let opened = tracing::Instrument::instrument(
-            acquire_with_wait(&self.client, &waiter, timeout, attempt, |_| ()),
+            acquire_with_wait(&self.client, &waiter, timeout, attempt, no_hand_off()),
             span,
         )
         .await?;

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
 use crate::kit::janitor::{Job, Release};
 use crate::kit::release::release_error;
-use crate::kit::wait::{acquire_with_wait, script_error, TryOutcome, Waiter};
+use crate::kit::wait::{acquire_with_wait, no_hand_off, script_error, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
 use crate::transport::script::{Encoded, ReleaseScript, Script, ScriptArgs};
@@ -459,7 +459,6 @@ impl PermitExpirableSemaphore {
             // Permits have no holder: no field, and no local hand-off.
             field: Arc::from(""),
             lease_ms: 0,
-            handoff: false,
             channel: semaphore_channel,
         };
         let span = tracing::debug_span!("ferrisson.acquire", semaphore = %self.name);
@@ -469,7 +468,7 @@ impl PermitExpirableSemaphore {
                 &waiter,
                 wait,
                 || self.attempt(lease_ms),
-                |_| unreachable_handoff(),
+                no_hand_off(),
             ),
             span,
         )
@@ -686,11 +685,6 @@ fn read_reply(reply: &Value) -> Option<Reply> {
 /// Whether the acquire script took the permit (what a cancelled attempt's undo releases).
 fn taken(reply: &Value) -> bool {
     matches!(read_reply(reply), Some(Reply::Taken))
-}
-
-/// The wait loop adopts a permit only after a local hand-off, which the semaphore opts out of.
-fn unreachable_handoff() -> Permit {
-    unreachable!("a semaphore waiter is never handed a permit")
 }
 
 /// Releases a permit nobody waits for (a dropped [`Permit`], a cancelled acquire), logging the

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
 use crate::kit::janitor::{Job, Release};
 use crate::kit::release::release_error;
-use crate::kit::wait::{acquire_with_wait, TryOutcome, Waiter};
+use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
 use crate::transport::script::{encode, Encoded, ReleaseScript, Script};
@@ -424,15 +424,12 @@ impl Semaphore {
             // No holder: anyone's permits are everyone's.
             field: Arc::from(""),
             lease_ms: 0,
-            // The acquire is its own script: nothing to hand over.
-            handoff: false,
             channel: |name, _| name::semaphore_channel(name),
         };
         let attempt = || self.attempt(permits);
         let acquired = tracing::Instrument::instrument(
-            acquire_with_wait(&self.client, &waiter, wait, attempt, |_| {
-                unreachable_handoff()
-            }),
+            // The acquire is its own script: nothing to hand over.
+            acquire_with_wait(&self.client, &waiter, wait, attempt, no_hand_off()),
             span,
         )
         .await?;
@@ -522,11 +519,6 @@ async fn send_release(client: &ClientInner, release: Release) -> Result<()> {
         Value::Integer(1) => Ok(()),
         other => Err(unexpected("semaphore release", &other)),
     }
-}
-
-/// The wait loop adopts a hold only after a local hand-off, which a semaphore waiter opts out of.
-fn unreachable_handoff() -> SemaphorePermits {
-    unreachable!("a semaphore's waiter is never handed permits")
 }
 
 impl std::fmt::Debug for Semaphore {

@@ -472,7 +472,7 @@ pub(crate) struct Release {
 /// write. Whatever the Redisson version it mirrors answers, the script replies as [`RELEASE`]
 /// does to its callers: nil (the field held nothing), 0 (a partial release) or 1 (the hold was
 /// the last).
-pub(crate) struct ReleaseScript {
+pub struct ReleaseScript {
     pub(crate) script: &'static Script,
     /// The call's keys and arguments for one release, given the publish mode's script argument
     /// (`PUBLISH`, `SPUBLISH` or `BOTH`: see `lua/lib/publish.lua`).

@@ -135,6 +135,11 @@ const ROOT_ITEMS: &[(&str, &[&str])] = &[
             "LocalSubscription",
             "LocalWaiter",
             "LocalWaiterState",
+            "BackOff",
+            "Guard",
+            "Handle",
+            "Protocol",
+            "RemainingTtl",
         ],
     ),
     (
@@ -142,7 +147,6 @@ const ROOT_ITEMS: &[(&str, &[&str])] = &[
         &[
             "Lock",
             "LockGuard",
-            "RemainingTtl",
             "FencedLock",
             "FencedGuard",
             "FairLock",
@@ -154,10 +158,8 @@ const ROOT_ITEMS: &[(&str, &[&str])] = &[
             "WriteGuard",
             "SpinLock",
             "SpinGuard",
-            "BackOff",
             "NonReentrantLock",
             "NonReentrantGuard",
-            "Guard",
         ],
     ),
     (

@@ -1,23 +1,27 @@
-//! The guard of a held reentrant lock.
+//! The guard every lock primitive shares ([`Guard`]): one hold, released now or when dropped,
+//! with its lost-lease signals; a primitive adds what is its own (a fenced lock's token).
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::reentrant::Lock;
-use crate::error::{Error, Result};
-use crate::kit::hold::Hold;
-use crate::kit::Acquisition;
+use super::handle::Handle;
+use super::hold::Hold;
+use super::protocol::Protocol;
+use super::Acquisition;
+use crate::error::Result;
 use crate::lease::watchdog::Lease;
 use crate::owner::Owner;
 
-/// One hold of a reentrant lock, released when dropped.
+/// One hold of a lock of the primitive `P`, released when dropped. Users meet it by its
+/// primitives' names: [`LockGuard`](crate::LockGuard) is `Guard<Reentrant>`,
+/// [`FencedGuard`](crate::FencedGuard) `Guard<Fenced>`, and so on.
 ///
-/// * [`unlock`](LockGuard::unlock) releases now and reports the outcome;
+/// * [`unlock`](Guard::unlock) releases now and reports the outcome;
 /// * dropping the guard hands the release to the client's background task, so `drop` never
 ///   blocks the runtime (errors are logged with `tracing`);
-/// * [`lost`](LockGuard::lost) resolves when the lease is known to be gone, so that work done
+/// * [`lost`](Guard::lost) resolves when the lease is known to be gone, so that work done
 ///   under the lock can stop: the key was deleted or expired behind the holder's back, or a fixed
 ///   lease ran out. Redisson has no such signal.
 ///
@@ -35,41 +39,39 @@ use crate::owner::Owner;
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
-pub struct LockGuard {
-    /// Bound to the owner that holds (`Lock::with_owner`).
-    lock: Lock,
-    hold: Hold,
+pub struct Guard<P: Protocol> {
+    /// Bound to the owner that holds.
+    pub(crate) lock: Handle<P>,
+    pub(crate) hold: Hold,
+    /// What the primitive's acquisition gave besides the hold (a fenced lock's token).
+    pub(crate) extra: P::Extra,
 }
 
-impl crate::kit::wait::Lapse for LockGuard {
+impl<P: Protocol> super::wait::Lapse for Guard<P> {
     fn lapsed(&self) -> bool {
         self.is_lost()
     }
 }
 
-impl LockGuard {
-    /// `lock` must be bound to the holding owner.
-    pub(crate) fn new(lock: Lock, hold: Hold) -> LockGuard {
-        LockGuard { lock, hold }
-    }
-
-    /// Releases this hold now: the lock is free if it was the last hold. The same shape as
-    /// [`Lock::unlock`].
+impl<P: Protocol> Guard<P> {
+    /// Releases this hold now, with the primitive's release: the lock is free if it was the
+    /// last hold. The same shape as [`Handle::unlock`].
     ///
     /// `Ok` only when the server released a hold that was still proven: the work the guard
     /// protected was protected until the release.
     ///
-    /// * [`Error::LeaseLost`] when the hold had already been lost (its lease ran out, or the
-    ///   lock was deleted or force-unlocked), or was past its proven end when the release began
-    ///   ([`is_lost`](LockGuard::is_lost) was true: whatever the server still kept of it is
-    ///   released all the same; a fixed-lease hold re-entered since, whose key's TTL the
-    ///   re-entry reset, is judged by the server's reply instead): the work the guard protected
-    ///   may have overlapped another holder's.
-    /// * [`Error::ReleaseUnknown`] (`may_remain: true`) when the release failed after it may
-    ///   have reached Redis (the connection failed, the reply timed out), or was left to the
-    ///   settling of an earlier call of unknown outcome on the same holder field: it may not
-    ///   have run, and nothing shows that the hold lasted until it. The client settles the
-    ///   field once Redis answers; [`unlock_settled`](LockGuard::unlock_settled) waits for that.
+    /// * [`Error::LeaseLost`](crate::Error::LeaseLost) when the hold had already been lost (its
+    ///   lease ran out, or the lock was deleted or force-unlocked), or was past its proven end
+    ///   when the release began ([`is_lost`](Guard::is_lost) was true: whatever the server
+    ///   still kept of it is released all the same; a fixed-lease hold re-entered since, whose
+    ///   key's TTL the re-entry reset, is judged by the server's reply instead): the work the
+    ///   guard protected may have overlapped another holder's.
+    /// * [`Error::ReleaseUnknown`](crate::Error::ReleaseUnknown) (`may_remain: true`) when the
+    ///   release failed after it may have reached Redis (the connection failed, the reply timed
+    ///   out), or was left to the settling of an earlier call of unknown outcome on the same
+    ///   holder field: it may not have run, and nothing shows that the hold lasted until it.
+    ///   The client settles the field once Redis answers;
+    ///   [`unlock_settled`](Guard::unlock_settled) waits for that.
     ///
     /// # Cancel safety
     /// Cancel safe: once the release has been sent, dropping the future lets the background task
@@ -89,11 +91,11 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
-        // The hold's own future, not one around it: the guard's `Lock` is not needed to release.
+        // The hold's own future, not one around it: the guard's handle is not needed to release.
         self.hold.release()
     }
 
-    /// Releases as [`unlock`](LockGuard::unlock) does, but settles a release of unknown outcome
+    /// Releases as [`unlock`](Guard::unlock) does, but settles a release of unknown outcome
     /// before answering. It waits at most until the hold's proven lease end (a fixed lease's
     /// end, or the watchdog lease's last confirmed end), after which nothing could show that
     /// the hold lasted: for the release's reply and, when its outcome is unknown, for the
@@ -102,11 +104,11 @@ impl LockGuard {
     ///
     /// * `Ok(())` when the release ran on a hold still proven, or the settling found the hold
     ///   still on the server (so it lasted until it was taken back);
-    /// * [`Error::ReleaseUnknown`] with `may_remain: false` when the settling found nothing of
-    ///   the hold: the release may have run, or the hold may have been lost before it (a
-    ///   restart without persistence, say); with `may_remain: true` when the lease end (or the
-    ///   client's shutdown) came first (the release, if still unanswered, is finished and its
-    ///   field settled in the background);
+    /// * [`Error::ReleaseUnknown`](crate::Error::ReleaseUnknown) with `may_remain: false` when
+    ///   the settling found nothing of the hold: the release may have run, or the hold may have
+    ///   been lost before it (a restart without persistence, say); with `may_remain: true` when
+    ///   the lease end (or the client's shutdown) came first (the release, if still unanswered,
+    ///   is finished and its field settled in the background);
     /// * the other errors as `unlock`.
     ///
     /// Use it where the caller must know whether its work was protected (the `ferrisson run`
@@ -129,11 +131,13 @@ impl LockGuard {
         self.hold.release_settled()
     }
 
-    /// Takes the lock once more with the same owner and lease kind (a reentrant acquire). Use it
-    /// to re-enter from code that runs under another task or owner than the one that locked.
+    /// Takes the lock once more with the same owner and lease kind (a reentrant acquire;
+    /// a [`NonReentrantLock`](crate::NonReentrantLock) refuses with
+    /// [`Error::AlreadyHeld`](crate::Error::AlreadyHeld)). Use it to re-enter from code that
+    /// runs under another task or owner than the one that locked.
     ///
     /// # Cancel safety
-    /// As [`Lock::lock`].
+    /// As [`Handle::lock`].
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
@@ -145,21 +149,19 @@ impl LockGuard {
     /// });
     /// # Ok(()) }
     /// ```
-    pub async fn reenter(&self) -> Result<LockGuard> {
-        let lock = self.lock.clone();
+    pub async fn reenter(&self) -> Result<Guard<P>> {
         let lease = match self.hold.lease() {
             Lease::Watchdog => None,
             Lease::Fixed(ms) => Some(Duration::from_millis(ms)),
         };
-        lock.acquire_loop(lease, None)
+        self.lock
+            .acquire(lease, None)
             .await?
-            .ok_or_else(|| Error::NotHeld {
-                name: self.lock.name().to_owned(),
-            })
+            .ok_or_else(|| self.lock.not_held())
     }
 
     /// Keeps the hold but drops the guard without releasing it, Redisson style: the watchdog
-    /// (if any) keeps renewing, and [`Lock::unlock`] by the same owner releases it later.
+    /// (if any) keeps renewing, and [`Handle::unlock`] by the same owner releases it later.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
@@ -176,7 +178,8 @@ impl LockGuard {
     /// protects can stop:
     /// * the server says this owner no longer holds the lock (a renewal, or the check that
     ///   follows an unlock message on the lock's channel, such as another client's
-    ///   `force_unlock`: asking for this signal makes the client listen to that channel);
+    ///   `force_unlock`: asking for this signal makes the client listen to that channel; a
+    ///   spin lock, which has no channel, finds out at its next renewal);
     /// * a watchdog lease reached its end without a confirmed renewal (Redis down, paused or
     ///   too slow), timed locally, without waiting for Redis; the client then takes back what
     ///   the server may still keep of the hold once Redis answers;
@@ -209,7 +212,7 @@ impl LockGuard {
     }
 
     /// A token cancelled when this hold's lease is found lost or given up (the cases of
-    /// [`lost`](LockGuard::lost) but the end of a fixed lease, the hold's own or the lock's),
+    /// [`lost`](Guard::lost) but the end of a fixed lease, the hold's own or the lock's),
     /// for code that prefers `CancellationToken`s.
     ///
     /// ```no_run
@@ -224,7 +227,7 @@ impl LockGuard {
     }
 
     /// Whether the lease is already known to be lost or past its proven end (see
-    /// [`lost`](LockGuard::lost)); read from the clock, so a holder that was paused knows at
+    /// [`lost`](Guard::lost)); read from the clock, so a holder that was paused knows at
     /// once when it resumes.
     ///
     /// ```no_run
@@ -237,7 +240,7 @@ impl LockGuard {
         self.hold.is_lost()
     }
 
-    /// How the acquisition went.
+    /// How the acquisition went: its wait, its attempts, and what ended its wait.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
@@ -273,7 +276,7 @@ impl LockGuard {
         self.hold.field()
     }
 
-    /// The lock this guard holds.
+    /// The lock this guard holds, bound to the holding owner.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
@@ -281,29 +284,24 @@ impl LockGuard {
     /// assert_eq!(guard.lock().name(), lock.name());
     /// # Ok(()) }
     /// ```
-    pub fn lock(&self) -> &Lock {
+    pub fn lock(&self) -> &Handle<P> {
         &self.lock
-    }
-}
-
-impl std::fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("lock", &self.lock.name())
-            .field("field", &self.hold.field())
-            .field("lease", &self.hold.lease())
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
-
-impl LockGuard {
-    pub(crate) fn set_acquisition(&mut self, acquisition: Acquisition) {
-        self.hold.set_acquisition(acquisition);
     }
 
     /// The hold's fixed lease was set again on the server (see `Hold::relet`).
     pub(crate) fn relet(&mut self, lease_ms: u64, sent_at: tokio::time::Instant) {
         self.hold.relet(lease_ms, sent_at);
+    }
+}
+
+impl<P: Protocol> std::fmt::Debug for Guard<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(P::NAMES.1)
+            .field("lock", &self.lock.name())
+            .field("field", &self.hold.field())
+            .field("extra", &self.extra)
+            .field("lease", &self.hold.lease())
+            .field("lost", &self.is_lost())
+            .finish()
     }
 }

@@ -1,0 +1,640 @@
+//! The handle every lock primitive shares ([`Handle`]): its name and owner, its acquires (the
+//! wait loop, or polling, through the primitive's [`Protocol`]), its release without a guard,
+//! its force release and its queries, written once with their docs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::Value;
+use tokio::time::Instant;
+
+use super::acquire::acquire_call;
+use super::guard::Guard;
+use super::hold::Hold;
+use super::janitor::Release;
+use super::poll::poll_loop;
+use super::protocol::{acquired, AcquireCall, Protocol, Reply, Waits};
+use super::release::send_release;
+use super::wait::{acquire_with_wait, TryOutcome, Waiter};
+use super::{Attempt, ClientInner};
+use crate::config::lease_millis;
+use crate::error::{Error, Result};
+use crate::lease::watchdog::{HoldKey, Lease};
+use crate::owner::{holder_field, Owner};
+use crate::transport::script;
+
+/// A handle to one lock of the primitive `P`, acting for one owner: what every lock primitive
+/// offers. Users meet it by its primitives' names: [`Lock`](crate::Lock) is
+/// `Handle<Reentrant>`, [`FencedLock`](crate::FencedLock) `Handle<Fenced>`, and so on; each
+/// primitive adds its own methods (a fenced lock's `token`, a spin lock's `with_backoff`).
+///
+/// A handle is cheap to clone and sends nothing to Redis until an operation is called. It acts
+/// for its owner: by default the current tokio task (as a Java thread), or the explicit owner
+/// bound with [`with_owner`](Handle::with_owner).
+///
+/// # Cancel safety
+/// Every acquire method is cancel safe: a dropped acquire future never leaves the lock held (an
+/// acquire whose reply is lost to cancellation is released by the client's background task),
+/// never leaks a subscription, and a fair lock's dropped waiter leaves the queue.
+///
+/// ```no_run
+/// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+/// use ferrisson::{Handle, Protocol};
+///
+/// async fn with_lock<P: Protocol>(lock: &Handle<P>) -> ferrisson::Result<()> {
+///     let guard = lock.lock().await?;
+///     // ... the critical section ...
+///     guard.unlock().await
+/// }
+/// with_lock(&client.lock("orders:42")).await?;
+/// with_lock(&client.fair_lock("orders:43")).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Handle<P: Protocol> {
+    // The parts inline rather than behind one shared allocation: a guard keeps its handle, so
+    // every held lock would pay for that allocation.
+    client: Arc<ClientInner>,
+    name: Arc<str>,
+    owner: Option<Owner>,
+    pub(crate) kind: P,
+}
+
+/// The remaining time to live of a lock (Redisson's `remainTimeToLive`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemainingTtl {
+    /// Nobody holds the lock.
+    NotLocked,
+    /// The lock exists without an expiry (only an outside `PERSIST` can cause this).
+    NoExpiry,
+    /// The lock expires after this time unless renewed or released.
+    Expires(Duration),
+}
+
+impl<P: Protocol> Handle<P> {
+    pub(crate) fn new(client: Arc<ClientInner>, name: String, kind: P) -> Handle<P> {
+        Handle {
+            client,
+            name: name.into(),
+            owner: None,
+            kind,
+        }
+    }
+
+    /// The same lock as another primitive `Q` (which must share its keys), owner kept.
+    pub(crate) fn as_kind<Q: Protocol>(&self, kind: Q) -> Handle<Q> {
+        Handle {
+            client: Arc::clone(&self.client),
+            name: Arc::clone(&self.name),
+            owner: self.owner,
+            kind,
+        }
+    }
+
+    /// The same lock with another primitive configuration (a spin lock's back-off).
+    pub(crate) fn with_kind(&self, kind: P) -> Handle<P> {
+        self.as_kind(kind)
+    }
+
+    /// The lock's name, which is also the Redis key of its hash.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::Client) {
+    /// assert_eq!(client.lock("orders:42").name(), "orders:42");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same lock, operated on behalf of `owner` instead of the current task. Clones of
+    /// such a handle (and its guards) can be used from any task: reentrancy follows the owner.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let owner = ferrisson::Owner::new();
+    /// let guard = lock.with_owner(owner).lock().await?;
+    /// let again = tokio::spawn({
+    ///     let lock = lock.with_owner(owner);
+    ///     async move { lock.lock().await } // another task, same owner: re-enters
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn with_owner(&self, owner: Owner) -> Handle<P> {
+        Handle {
+            owner: Some(owner),
+            ..self.clone()
+        }
+    }
+
+    /// The owner this handle acts for: the bound explicit owner, or the current task (or
+    /// thread, outside a task).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::Lock) {
+    /// assert_eq!(lock.owner(), ferrisson::Owner::current());
+    /// # }
+    /// ```
+    pub fn owner(&self) -> Owner {
+        self.owner.unwrap_or_else(Owner::current)
+    }
+
+    /// Acquires the lock, waiting as long as it takes, with the watchdog lease (renewed every
+    /// third of the client's watchdog timeout until released). Redisson's `lock()`. A
+    /// reentrant primitive re-enters a hold of the same owner; a
+    /// [`NonReentrantLock`](crate::NonReentrantLock) fails with [`Error::AlreadyHeld`] then.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock(&self) -> Result<Guard<P>> {
+        self.acquire(None, None)
+            .await?
+            .ok_or_else(|| self.not_held())
+    }
+
+    /// Acquires the lock, waiting as long as it takes, with a fixed `lease` and no watchdog:
+    /// the lock expires after `lease` unless released earlier. Redisson's `lock(leaseTime)`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock_with_lease(std::time::Duration::from_secs(10)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<Guard<P>> {
+        self.acquire(Some(lease), None)
+            .await?
+            .ok_or_else(|| self.not_held())
+    }
+
+    /// One attempt, no waiting, with the watchdog lease. Redisson's `tryLock()`. Returns
+    /// [`Attempt::Busy`] if another owner holds the lock. The attempt is bounded by the
+    /// client's response timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// if let Some(guard) = lock.try_lock().await?.acquired() {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self) -> Result<Attempt<Guard<P>>> {
+        self.acquire(None, Some(Duration::ZERO))
+            .await
+            .map(Attempt::from)
+    }
+
+    /// Waits at most `wait` for the lock; holds it for `lease`, or with the watchdog when
+    /// `lease` is `None`. Redisson's `tryLock(waitTime, leaseTime)`. Returns
+    /// [`Attempt::Busy`] if the wait ran out while another owner held the lock.
+    ///
+    /// The bound is strict: no attempt is sent after it, and one still in flight when it runs
+    /// out is abandoned (and released in the background if it acquired). A wait that ends
+    /// before Redis answered at all (it is down, or the connection is being re-established) is
+    /// an [`Error::Timeout`] or the outage's error, not `Busy`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let attempt = lock.try_lock_for(Duration::from_millis(500), Some(Duration::from_secs(5))).await?;
+    /// if let Some(guard) = attempt.acquired() {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Attempt<Guard<P>>> {
+        self.acquire(lease, Some(wait)).await.map(Attempt::from)
+    }
+
+    /// Releases one hold of this handle's owner without a guard (for holds kept with
+    /// `detach`): Redisson's `unlock()`. The lock is free when it was the last hold; a full
+    /// release wakes the lock's waiters as the primitive does (a spin lock publishes nothing).
+    ///
+    /// Fails with [`Error::NotHeld`] when the owner holds no hold of the lock, and with
+    /// [`Error::ReleaseUnknown`] when the outcome is unknown (it failed after it may have
+    /// reached Redis, or was left to the settling of an earlier call of unknown outcome): never
+    /// `Ok` then.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: once sent, the release completes in the background.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// lock.lock().await?.detach();
+    /// lock.unlock().await?;
+    /// assert!(matches!(lock.unlock().await, Err(ferrisson::Error::NotHeld { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub async fn unlock(&self) -> Result<()> {
+        match self.release_own().await {
+            Err(err) => Err(self.kind.explain(self, err).await),
+            done => done,
+        }
+    }
+
+    /// Deletes the lock whoever holds it (Redisson's `forceUnlock`) and wakes its waiters as
+    /// the primitive does (a spin lock publishes nothing; a fair lock tells its queue's head
+    /// and keeps the queue). Returns whether a lock existed. Holders lose their lease; their
+    /// guards report it. A key of another type is an [`Error::WrongType`] and stays.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe in the sense that a dropped call may or may not have deleted the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let existed = lock.force_unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.kind.force_release(self).await
+    }
+
+    /// Whether anyone holds the lock (`HLEN`, so that a key of another type is an
+    /// [`Error::WrongType`] rather than "locked"; Redisson's `isLocked` asks `EXISTS`).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let _guard = lock.lock().await?;
+    /// assert!(lock.is_locked().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        let fields: u64 = self.query("HLEN", &[]).await?;
+        Ok(fields > 0)
+    }
+
+    /// Whether this handle's owner (the current task, or the bound explicit owner) holds the
+    /// lock (`HEXISTS`). Redisson's `isHeldByCurrentThread`.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let _guard = lock.lock().await?;
+    /// assert!(lock.is_held_by_current_owner().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
+        self.is_held_by(self.owner()).await
+    }
+
+    /// Whether `owner` of this client holds the lock (`HEXISTS`). Redisson's
+    /// `isHeldByThread(threadId)`; see [`Owner::from_id`] for an owner given by its id.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// use ferrisson::Owner;
+    /// let worker = Owner::from_id(42)?;
+    /// let _guard = lock.with_owner(worker).lock().await?;
+    /// assert!(lock.is_held_by(worker).await?);
+    /// assert!(!lock.is_held_by(Owner::new()).await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
+        let field = holder_field(&self.client.id, owner);
+        self.query("HEXISTS", &[&*field]).await
+    }
+
+    /// How many holds this handle's owner has on the lock (`HGET`; 0 when it holds none).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// assert_eq!(lock.hold_count().await?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn hold_count(&self) -> Result<u64> {
+        let field = holder_field(&self.client.id, self.owner());
+        let count: Option<u64> = self.query("HGET", &[&*field]).await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The lock's remaining time to live (`PTTL`).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// use ferrisson::RemainingTtl;
+    /// if let RemainingTtl::Expires(left) = lock.remaining_ttl().await? {
+    ///     println!("expires in {left:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn remaining_ttl(&self) -> Result<RemainingTtl> {
+        let ttl: i64 = self.query("PTTL", &[]).await?;
+        Ok(match ttl {
+            -2 => RemainingTtl::NotLocked,
+            ttl if ttl < 0 => RemainingTtl::NoExpiry,
+            ttl => RemainingTtl::Expires(Duration::from_millis(ttl as u64)),
+        })
+    }
+
+    /// The acquire path of every primitive: `lease` None = watchdog; `wait` None = no limit.
+    /// Waits as the primitive says (`Protocol::waits`); the guard is built, and its hold
+    /// registered, in the same poll as the reply that took it.
+    pub(crate) async fn acquire(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<Guard<P>>> {
+        let (lease, lease_ms) = self.acquire_lease(lease, wait)?;
+        let client = self.client();
+        let owner = self.owner();
+        let field = holder_field(&client.id, owner);
+        let span = tracing::debug_span!(
+            "ferrisson.acquire",
+            lock = %self.name(),
+            owner = owner.id(),
+            kind = P::NAMES.0
+        );
+        let acquiring = self.kind.begin(self, &field, wait);
+        let attempt = || self.attempt(owner, &field, lease, lease_ms, &acquiring);
+        let outcome = match self.kind.waits() {
+            Waits::Channel { channel, hand_off } => {
+                let waiter = Waiter {
+                    name: self.name_arc(),
+                    field: Arc::clone(&field),
+                    lease_ms,
+                    channel,
+                };
+                // A local releaser may hand the lock over: the hold is then adopted as is.
+                let adopt = hand_off.map(|extra| {
+                    let field = &field;
+                    move |sent_at| self.adopt(owner, field, lease, sent_at, extra()).0
+                });
+                let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
+                tracing::Instrument::instrument(waited, span).await
+            }
+            Waits::Poll(backoff) => {
+                let polled = poll_loop(client, wait, backoff, attempt);
+                tracing::Instrument::instrument(polled, span).await
+            }
+        };
+        P::end(acquiring, matches!(outcome, Ok(Some(_)))).await;
+        match outcome {
+            Ok(acquired) => Ok(acquired.map(|(mut guard, acquisition)| {
+                guard.hold.set_acquisition(acquisition);
+                guard
+            })),
+            Err(err) => Err(self.kind.explain(self, err).await),
+        }
+    }
+
+    /// One run of the primitive's acquire script, made cancel safe by the kit; on success the
+    /// hold is registered and its guard built before anything else can be awaited, so the hold
+    /// can never be dropped unseen.
+    async fn attempt(
+        &self,
+        owner: Owner,
+        field: &Arc<str>,
+        lease: Lease,
+        lease_ms: u64,
+        acquiring: &P::Acquiring,
+    ) -> Result<TryOutcome<Guard<P>>> {
+        let key = HoldKey {
+            name: self.name_arc(),
+            field: Arc::clone(field),
+        };
+        let send = self.kind.send(AcquireCall {
+            lock: self,
+            field,
+            lease_ms,
+            acquiring,
+        });
+        let read = |reply: std::result::Result<Value, fred::error::Error>, sent_at| {
+            let reply = reply.map_err(|err| self.kind.script_error(self, err))?;
+            match P::read(&reply) {
+                Some(Reply::Acquired(extra)) => {
+                    let (guard, reentered) = self.adopt(owner, field, lease, sent_at, extra);
+                    Ok(TryOutcome::Acquired(guard, reentered))
+                }
+                Some(Reply::Busy(ttl)) => Ok(TryOutcome::Busy(self.kind.busy(ttl, acquiring))),
+                None => Err(Error::Redis(fred::error::Error::new(
+                    fred::error::ErrorKind::Protocol,
+                    format!(
+                        "unexpected reply to the acquire script of {} `{}`: {}",
+                        P::NAMES.0,
+                        self.name(),
+                        crate::shown::Reply(&reply)
+                    ),
+                ))),
+            }
+        };
+        let client = self.client();
+        acquire_call(
+            client,
+            &key,
+            lease_ms,
+            P::RELEASE,
+            acquired::<P>,
+            send,
+            read,
+        )
+        .await
+    }
+
+    /// Registers a hold this owner just got (by its own acquire, or handed over by a local
+    /// releaser) and builds its guard; also tells whether the hold re-entered one the owner
+    /// had. Synchronous, so nothing can drop the hold unseen.
+    fn adopt(
+        &self,
+        owner: Owner,
+        field: &Arc<str>,
+        lease: Lease,
+        sent_at: Instant,
+        extra: P::Extra,
+    ) -> (Guard<P>, bool) {
+        let key = HoldKey {
+            name: self.name_arc(),
+            field: Arc::clone(field),
+        };
+        let (hold, reentered) = Hold::acquired(self.client_arc(), &key, lease, sent_at, P::RELEASE);
+        let guard = Guard {
+            lock: self.with_owner(owner),
+            hold,
+            extra,
+        };
+        (guard, reentered)
+    }
+
+    /// Releases one hold of this handle's owner with the primitive's release script.
+    async fn release_own(&self) -> Result<()> {
+        let client = self.client();
+        client.ensure_open()?;
+        self.check_name()?;
+        let field = holder_field(&client.id, self.owner());
+        let key = HoldKey {
+            name: self.name_arc(),
+            field: Arc::clone(&field),
+        };
+        let call = client.leases.doubts.enter();
+        let lease_ms = client.leases.released_by_key(&key);
+        let release = Release {
+            name: self.name_arc(),
+            field,
+            lease_ms,
+            script: P::RELEASE,
+        };
+        // An unknown outcome is `Error::ReleaseUnknown`, never `Ok`.
+        let reply = send_release(client, &release, call)
+            .await?
+            .reply(self.name())?;
+        match reply {
+            Value::Null => Err(self.not_held()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Deletes the lock whoever holds it (`FORCE_RELEASE`); with `announce`, publishes the
+    /// unlock message (the spin lock, which has no channel, does not).
+    pub(crate) async fn force_release(&self, announce: bool) -> Result<bool> {
+        let client = self.client();
+        client.ensure_open()?;
+        self.check_name()?;
+        let channel = crate::name::lock_channel(self.name());
+        let keys: &[&str] = if announce {
+            &[self.name(), &channel]
+        } else {
+            &[self.name()]
+        };
+        let reply = script::FORCE_RELEASE
+            .run(
+                &client.redis.pool,
+                &client.redis.write_options,
+                keys,
+                &[client.redis.publish_arg],
+            )
+            .await
+            .map_err(|err| self.redis_error(err))?;
+        Ok(reply.as_i64() == Some(1))
+    }
+
+    /// Checks what every acquire of this lock's name checks before sending anything (the
+    /// client is open, the name is usable, the wait fits the clock) and reads the lease:
+    /// `None` is the watchdog's.
+    pub(crate) fn acquire_lease(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<(Lease, u64)> {
+        let client = self.client();
+        client.ensure_open()?;
+        self.check_name()?;
+        if let Some(wait) = wait {
+            if wait.as_millis() > i64::MAX as u128 {
+                return Err(Error::InvalidArgument(format!(
+                    "wait is too large: {wait:?}"
+                )));
+            }
+        }
+        Ok(match lease {
+            Some(lease) => {
+                let ms = lease_millis(lease, "lease")?;
+                (Lease::Fixed(ms), ms)
+            }
+            None => (
+                Lease::Watchdog,
+                lease_millis(client.config.watchdog_timeout, "watchdog_timeout")?,
+            ),
+        })
+    }
+
+    pub(crate) fn check_name(&self) -> Result<()> {
+        let name = self.name();
+        if name.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a lock name must not be empty".into(),
+            ));
+        }
+        // Redisson's naming puts the unlock channel in the name's slot for plain names and
+        // valid hash tags, but not for a `}` without `{` or a `{` without a closing `}`
+        // (protocol §15.1): in a cluster the scripts would fail with CROSSSLOT.
+        if self.client().redis.clustered {
+            let channel = crate::name::lock_channel(name);
+            if fred::util::redis_keyslot(name.as_bytes())
+                != fred::util::redis_keyslot(channel.as_bytes())
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "lock name `{name}` cannot be used in a cluster: its unlock channel \
+                     `{channel}` hashes to another slot (use a plain name or a valid {{hash tag}})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A read-only command about this lock: `COMMAND name extra...`.
+    pub(crate) async fn query<T: fred::types::FromValue>(
+        &self,
+        command: &'static str,
+        extra: &[&str],
+    ) -> Result<T> {
+        self.query_key(command, self.name(), extra).await
+    }
+
+    /// A read-only command about one of this lock's keys: `COMMAND key extra...`; its errors
+    /// as the primitive names them.
+    pub(crate) async fn query_key<T: fred::types::FromValue>(
+        &self,
+        command: &'static str,
+        key: &str,
+        extra: &[&str],
+    ) -> Result<T> {
+        let client = self.client();
+        client.ensure_open()?;
+        self.check_name()?;
+        client
+            .redis
+            .query(command, key, extra)
+            .await
+            .map_err(|err| self.kind.script_error(self, err))
+    }
+
+    /// A Redis error of an operation on this lock.
+    pub(crate) fn redis_error(&self, err: fred::error::Error) -> Error {
+        self.client().redis_error(self.name(), err)
+    }
+
+    pub(crate) fn not_held(&self) -> Error {
+        Error::NotHeld {
+            name: self.name().to_owned(),
+        }
+    }
+
+    pub(crate) fn client(&self) -> &ClientInner {
+        &self.client
+    }
+
+    pub(crate) fn name_arc(&self) -> Arc<str> {
+        Arc::clone(&self.name)
+    }
+
+    pub(crate) fn client_arc(&self) -> Arc<ClientInner> {
+        Arc::clone(&self.client)
+    }
+}
+
+impl<P: Protocol> std::fmt::Debug for Handle<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(P::NAMES.0)
+            .field("name", &self.name())
+            .field("owner", &self.owner)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}

@@ -1,0 +1,201 @@
+//! The contract between a lock primitive and the kit ([`Protocol`]): what the kit must know of a
+//! primitive on the reentrant lock's hash to acquire it, wait for it, hand it over, release it
+//! and force it free. A primitive (`src/lock/`) is a small type that implements it; the kit's
+//! [`Handle`] and [`Guard`](super::guard::Guard) give every primitive the same public surface,
+//! and its wait loop, in-flight settling, janitor, lease table and give-way serve each alike.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::Value;
+use futures::future::BoxFuture;
+
+use super::handle::Handle;
+use super::janitor::Release;
+use super::poll::BackOff;
+use crate::error::{Error, Result};
+use crate::transport::script::{LockCall, ReleaseScript, Script};
+
+/// What a lock primitive is to the engine that runs it: its acquire script and what the reply
+/// means, how its waiters wait (woken on a channel, with or without a local hand-off, or polling
+/// with back-off), its release and force-release scripts, and the errors it names itself.
+///
+/// Implemented by the primitives of this crate ([`Reentrant`](crate::kind::Reentrant),
+/// [`NonReentrant`](crate::kind::NonReentrant), [`Spin`](crate::kind::Spin),
+/// [`Fenced`](crate::kind::Fenced), [`Fair`](crate::kind::Fair)), which
+/// [`Handle`](crate::Handle) and [`Guard`](crate::Guard) take as their parameter: [`Lock`](crate::Lock)
+/// is `Handle<Reentrant>`. It is sealed: the contract's items are the crate's own.
+///
+/// ```
+/// fn name_of<P: ferrisson::Protocol>(lock: &ferrisson::Handle<P>) -> &str {
+///     lock.name()
+/// }
+/// ```
+pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static {
+    /// What a guard carries besides its hold: the fenced lock's token, `()` for most.
+    #[doc(hidden)]
+    type Extra: fmt::Debug + Send + Sync + 'static;
+
+    /// What one acquire keeps across its attempts: the fair lock's pause and queue give-up, `()`
+    /// for most.
+    #[doc(hidden)]
+    type Acquiring: Send + Sync;
+
+    /// The handle's and the guard's names in `Debug` output (`"Lock"`, `"LockGuard"`).
+    #[doc(hidden)]
+    const NAMES: (&'static str, &'static str);
+
+    /// The release script of its holds (`None`: `RELEASE`, which is batched and may hand the
+    /// lock to a waiter of this client).
+    #[doc(hidden)]
+    const RELEASE: Option<&'static ReleaseScript>;
+
+    /// How its waiters wait.
+    #[doc(hidden)]
+    fn waits(&self) -> Waits<Self::Extra>;
+
+    /// Starts one acquire of `field` that waits at most `wait` (`None`: no bound).
+    #[doc(hidden)]
+    fn begin(
+        &self,
+        lock: &Handle<Self>,
+        field: &Arc<str>,
+        wait: Option<Duration>,
+    ) -> Self::Acquiring;
+
+    /// The acquire script call of one attempt, not yet sent.
+    #[doc(hidden)]
+    fn send(
+        &self,
+        call: AcquireCall<'_, Self>,
+    ) -> BoxFuture<'static, Result<Value, fred::error::Error>>;
+
+    /// What the acquire script's reply means; `None` for a reply it never gives.
+    #[doc(hidden)]
+    fn read(reply: &Value) -> Option<Reply<Self::Extra>>;
+
+    /// The wait bound (ms) after a refusal that replied `ttl`; the lock's TTL for most.
+    #[doc(hidden)]
+    fn busy(&self, ttl: i64, _acquiring: &Self::Acquiring) -> i64 {
+        ttl
+    }
+
+    /// The error for a failed script call or query of this primitive.
+    #[doc(hidden)]
+    fn script_error(&self, lock: &Handle<Self>, err: fred::error::Error) -> Error {
+        lock.redis_error(err)
+    }
+
+    /// Ends an acquire (`acquired` or not), after its last attempt.
+    #[doc(hidden)]
+    fn end(acquiring: Self::Acquiring, _acquired: bool) -> impl Future<Output = ()> + Send {
+        drop(acquiring);
+        std::future::ready(())
+    }
+
+    /// The error an operation of this primitive reports for `err` (the fair lock names the one
+    /// of its keys that has another type).
+    #[doc(hidden)]
+    fn explain(&self, _lock: &Handle<Self>, err: Error) -> impl Future<Output = Error> + Send {
+        std::future::ready(err)
+    }
+
+    /// Deletes the lock whoever holds it; whether a lock existed.
+    #[doc(hidden)]
+    fn force_release(&self, lock: &Handle<Self>) -> impl Future<Output = Result<bool>> + Send {
+        lock.force_release(true)
+    }
+}
+
+/// Implemented by the crate's primitives only.
+pub(crate) mod sealed {
+    /// The seal of [`Protocol`](super::Protocol).
+    pub trait Sealed {}
+}
+
+/// How a primitive's waiters wait (see `kit::wait` and `kit::poll`).
+pub enum Waits<E> {
+    /// Parked on a channel until a message or the lock's TTL ends the wait. `channel` derives
+    /// the channel from the lock's name and the waiter's field. With `hand_off`, a release by
+    /// this client may hand the lock straight to a waiter, whose guard carries `hand_off()`.
+    Channel {
+        /// The waiter's channel.
+        channel: fn(&str, &str) -> String,
+        /// What a handed-over guard carries, for a primitive that takes hand-offs.
+        hand_off: Option<fn() -> E>,
+    },
+    /// Polling, pausing by the back-off between attempts (the spin lock).
+    Poll(BackOff),
+}
+
+/// What an acquire script's reply means.
+pub enum Reply<E> {
+    /// Acquired (or re-entered); the guard carries `E`.
+    Acquired(E),
+    /// Held by another owner; the lock's PTTL in ms (−1: no TTL, −2: gone meanwhile).
+    Busy(i64),
+}
+
+/// One attempt's acquire call, for [`Protocol::send`].
+pub struct AcquireCall<'a, P: Protocol> {
+    pub(crate) lock: &'a Handle<P>,
+    pub(crate) field: &'a Arc<str>,
+    pub(crate) lease_ms: u64,
+    pub(crate) acquiring: &'a P::Acquiring,
+}
+
+impl<P: Protocol> AcquireCall<'_, P> {
+    /// `RELEASE`'s partner `ACQUIRE` through the dispatcher (batched with the client's other
+    /// calls; a synced-writes rollback is `RELEASE`).
+    pub(crate) fn batched(&self) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
+        let redis = Arc::clone(&self.lock.client().redis);
+        let call = LockCall::Acquire {
+            name: self.lock.name_arc(),
+            field: Arc::clone(self.field),
+            lease_ms: self.lease_ms,
+        };
+        Box::pin(async move { redis.run_lock_call(call).await })
+    }
+
+    /// `script` with `keys` and `args`, alone; a synced-writes rollback is the primitive's own
+    /// release. Boxed: fred's command future is several KB.
+    pub(crate) fn run<
+        K: AsRef<str> + Send + Sync + 'static,
+        A: AsRef<str> + Send + Sync + 'static,
+    >(
+        &self,
+        script: &'static Script,
+        keys: Vec<K>,
+        args: Vec<A>,
+    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
+        let redis = Arc::clone(&self.lock.client().redis);
+        let rollback = self.release();
+        Box::pin(async move {
+            redis
+                .run_acquire(script, &keys, &args, acquired::<P>, rollback)
+                .await
+        })
+    }
+
+    /// The release of the hold this call may take.
+    pub(crate) fn release(&self) -> Release {
+        Release {
+            name: self.lock.name_arc(),
+            field: Arc::clone(self.field),
+            lease_ms: self.lease_ms,
+            script: P::RELEASE,
+        }
+    }
+
+    /// The lease this call asks for, in ms (the script's argument).
+    pub(crate) fn lease_arg(&self) -> String {
+        self.lease_ms.to_string()
+    }
+}
+
+/// Whether `reply` took a hold (what an undone or rolled-back attempt releases).
+pub(crate) fn acquired<P: Protocol>(reply: &Value) -> bool {
+    matches!(P::read(reply), Some(Reply::Acquired(_)))
+}
