@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{Client, Held, Inner};
 use crate::error::Result;
 use crate::kit::{Acquisition, Attempt, BackOff, Protocol, RemainingTtl};
-use crate::lock::{Fair, Fenced, NonReentrant, Reentrant, Spin};
+use crate::lock::{Fair, Fenced, NonReentrant, Queued, Reentrant, Spin};
 use crate::Owner;
 
 /// A blocking handle to one lock of the primitive `P`; see [`crate::Handle`] for the semantics of
@@ -572,7 +572,8 @@ impl FencedGuard {
     }
 }
 
-impl FairLock {
+/// The fair lock's own methods, for every lock on its queue.
+impl<Q: Queued + Protocol> Handle<Q> {
     /// The same lock with another wait time for unbounded acquires (see
     /// [`crate::FairLock::with_wait_timeout`]).
     ///
@@ -582,7 +583,7 @@ impl FairLock {
     /// assert_eq!(lock.wait_timeout(), std::time::Duration::from_secs(60));
     /// # Ok(()) }
     /// ```
-    pub fn with_wait_timeout(&self, timeout: Duration) -> Result<FairLock> {
+    pub fn with_wait_timeout(&self, timeout: Duration) -> Result<Handle<Q>> {
         Ok(self.with_lock(self.lock.with_wait_timeout(timeout)?))
     }
 

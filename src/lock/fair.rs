@@ -19,30 +19,31 @@ use crate::kit::{Client, ClientInner, Guard, Handle, InFlight};
 use crate::name;
 use crate::transport::script::{self, Encoded, ReleaseScript, Script};
 
-/// Prepends the publish prelude and the fair lock's functions (`lua/fair_lock.lua`) to one
-/// call line.
+/// Prepends the publish prelude and the fair lock's functions (`lua/fair_lock.lua`) to the
+/// rest of a script: its call line, or a file of its own that builds on them.
 macro_rules! fair_script {
-    ($name:literal, $call:literal) => {
-        Script::new(
+    ($name:literal, $($rest:expr),+) => {
+        $crate::transport::script::Script::new(
             $name,
             concat!(
                 include_str!("../../lua/lib/publish.lua"),
                 include_str!("../../lua/lib/fair_prune.lua"),
                 include_str!("../../lua/fair_lock.lua"),
-                $call
+                $($rest),+
             ),
         )
     };
 }
+pub(super) use fair_script;
 
 /// Acquire, re-enter, queue, or try once (`acquire`, §4.3–§4.4).
-static FAIR_ACQUIRE: Script = fair_script!(
+static FAIR_ACQUIRE: Script = self::fair_script!(
     "fair_acquire",
     "return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
 );
 
 /// Release one hold and tell the queue's head (`release`, §4.6).
-static FAIR_RELEASE_SCRIPT: Script = fair_script!(
+static FAIR_RELEASE_SCRIPT: Script = self::fair_script!(
     "fair_release",
     "return release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n"
 );
@@ -54,13 +55,13 @@ static FAIR_RELEASE: ReleaseScript = ReleaseScript {
 };
 
 /// Leave the queue (`give_up`, §4.5).
-static FAIR_GIVE_UP: Script = fair_script!(
+static FAIR_GIVE_UP: Script = self::fair_script!(
     "fair_give_up",
     "return give_up(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
 );
 
 /// Delete the lock whoever holds it and tell the queue's head (`force_release`, §4.7).
-static FAIR_FORCE_RELEASE: Script = fair_script!(
+static FAIR_FORCE_RELEASE: Script = self::fair_script!(
     "fair_force_release",
     "return force_release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])\n"
 );
@@ -166,14 +167,51 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        let kind = Fair {
-            wait_timeout: DEFAULT_WAIT_TIMEOUT,
-        };
-        Handle::new(Arc::clone(&self.inner), name.into(), kind)
+        Handle::new(Arc::clone(&self.inner), name.into(), Fair::DEFAULT)
     }
 }
 
-impl FairLock {
+/// A lock on the fair lock's keys and queue (§4): the fair lock, and a lock that differs from
+/// it only in its acquire script (the non-reentrant fair lock). Everything else (waiting on
+/// each waiter's channel, the queue give-up, the release, the force release, the wait time W
+/// and `delete`) is the fair lock's, given to each through a blanket [`Protocol`].
+pub trait Queued: Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// The handle's and the guard's names in `Debug` output.
+    const NAMES: (&'static str, &'static str);
+    /// The acquire script: called as `FAIR_ACQUIRE` is, replying as it does.
+    const ACQUIRE: &'static Script;
+    /// The wait time W of acquires without a bound of their own.
+    fn wait_timeout(&self) -> Duration;
+    /// The same primitive with another wait time W.
+    fn with_wait_timeout(&self, timeout: Duration) -> Self;
+    /// The error for a failed script call or query (see [`Protocol::script_error`]).
+    fn script_error(&self, lock: &Handle<Self>, err: fred::error::Error) -> Error
+    where
+        Self: Protocol,
+    {
+        lock.redis_error(err)
+    }
+}
+
+impl Queued for Fair {
+    const NAMES: (&'static str, &'static str) = ("FairLock", "FairGuard");
+    const ACQUIRE: &'static Script = &FAIR_ACQUIRE;
+    fn wait_timeout(&self) -> Duration {
+        self.wait_timeout
+    }
+    fn with_wait_timeout(&self, wait_timeout: Duration) -> Fair {
+        Fair { wait_timeout }
+    }
+}
+
+impl Fair {
+    /// The fair lock's default wait time W.
+    pub(super) const DEFAULT: Fair = Fair {
+        wait_timeout: DEFAULT_WAIT_TIMEOUT,
+    };
+}
+
+impl<Q: Queued + Protocol> Handle<Q> {
     /// The same lock with another wait time W for acquires without a bound of their own
     /// ([`lock`](FairLock::lock), [`lock_with_lease`](FairLock::lock_with_lease)): Redisson's
     /// `fairLockWaitTimeout`, 5 minutes by default. It sets how long after the waiter ahead such
@@ -187,16 +225,14 @@ impl FairLock {
     /// assert_eq!(lock.wait_timeout(), std::time::Duration::from_secs(60));
     /// # Ok(()) }
     /// ```
-    pub fn with_wait_timeout(&self, timeout: Duration) -> Result<FairLock> {
+    pub fn with_wait_timeout(&self, timeout: Duration) -> Result<Handle<Q>> {
         let ms = timeout.as_millis();
         if ms == 0 || ms > u128::from(MAX_WAIT_MS) {
             return Err(Error::InvalidArgument(format!(
                 "a fair lock's wait timeout must be between 1 ms and {MAX_WAIT_MS} ms, got {timeout:?}"
             )));
         }
-        Ok(self.with_kind(Fair {
-            wait_timeout: timeout,
-        }))
+        Ok(self.with_kind(self.kind.with_wait_timeout(timeout)))
     }
 
     /// The wait time W of acquires without a bound of their own (see
@@ -208,7 +244,7 @@ impl FairLock {
     /// # }
     /// ```
     pub fn wait_timeout(&self) -> Duration {
-        self.kind.wait_timeout
+        self.kind.wait_timeout()
     }
 
     /// Deletes the lock, its queue and its timeout set (`DEL name queue timeouts`; Redisson's
@@ -245,12 +281,12 @@ pub struct Acquiring {
     give_up: Option<GiveUp>,
 }
 
-impl sealed::Sealed for Fair {}
+impl<Q: Queued> sealed::Sealed for Q {}
 
-impl Protocol for Fair {
+impl<Q: Queued> Protocol for Q {
     type Extra = ();
     type Acquiring = Acquiring;
-    const NAMES: (&'static str, &'static str) = ("FairLock", "FairGuard");
+    const NAMES: (&'static str, &'static str) = <Q as Queued>::NAMES;
     const RELEASE: Option<&'static ReleaseScript> = Some(&FAIR_RELEASE);
 
     /// Each waiter listens on its own channel; a local hand-off would jump the queue.
@@ -263,11 +299,11 @@ impl Protocol for Fair {
 
     /// A waiter that may queue owes a give-up unless it acquires (now, or from the janitor if
     /// the acquire is dropped).
-    fn begin(&self, lock: &FairLock, field: &Arc<str>, wait: Option<Duration>) -> Acquiring {
+    fn begin(&self, lock: &Handle<Q>, field: &Arc<str>, wait: Option<Duration>) -> Acquiring {
         let once = wait == Some(Duration::ZERO);
         let wait_ms = match wait {
             Some(wait) if !once => (wait.as_millis() as u64).clamp(1, MAX_WAIT_MS),
-            _ => self.wait_timeout.as_millis() as u64,
+            _ => self.wait_timeout().as_millis() as u64,
         };
         let (in_flight, settled) = mpsc::channel::<Infallible>(1);
         let give_up =
@@ -299,7 +335,7 @@ impl Protocol for Fair {
             now_ms().to_string(),
             if acquiring.once { "1" } else { "0" }.to_owned(),
         ];
-        let reply = call.run(&FAIR_ACQUIRE, keys, args);
+        let reply = call.run(Q::ACQUIRE, keys, args);
         let in_flight = acquiring.in_flight.clone();
         Box::pin(async move {
             let reply = reply.await;
@@ -310,6 +346,10 @@ impl Protocol for Fair {
 
     fn read(reply: &Value) -> Option<Reply<()>> {
         read_hash_reply(reply)
+    }
+
+    fn script_error(&self, lock: &Handle<Q>, err: fred::error::Error) -> Error {
+        Queued::script_error(self, lock, err)
     }
 
     /// Free, but another waiter is at the head (or the lock has no TTL): wait for this
@@ -344,13 +384,13 @@ impl Protocol for Fair {
     /// For a key of another type, the [`Error::WrongType`] of the one of the lock's three keys
     /// that is not a hash, a list and a sorted set respectively (a script's `WRONGTYPE` does
     /// not say which).
-    fn explain(&self, lock: &FairLock, err: Error) -> impl Future<Output = Error> + Send {
+    fn explain(&self, lock: &Handle<Q>, err: Error) -> impl Future<Output = Error> + Send {
         name_wrong_type(lock.client_arc(), lock.name().to_owned(), err)
     }
 
     /// Deletes the lock whoever holds it and tells the queue's head (Redisson's
     /// `forceUnlock`); the queue stays.
-    async fn force_release(&self, lock: &FairLock) -> Result<bool> {
+    async fn force_release(&self, lock: &Handle<Q>) -> Result<bool> {
         let client = lock.client();
         client.ensure_open()?;
         lock.check_name()?;

@@ -13,7 +13,7 @@ mod read_write;
 mod reentrant;
 mod spin;
 
-pub use fair::{Fair, FairGuard, FairLock};
+pub use fair::{Fair, FairGuard, FairLock, Queued};
 pub use fenced::{Fenced, FencedGuard, FencedLock};
 pub use non_reentrant::{NonReentrant, NonReentrantGuard, NonReentrantLock};
 pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};

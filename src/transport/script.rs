@@ -31,7 +31,7 @@ pub(crate) fn encode<K: AsRef<str>, A: AsRef<str>>(keys: &[K], args: &[A]) -> En
 }
 
 /// One Lua file and its SHA1.
-pub(crate) struct Script {
+pub struct Script {
     name: &'static str,
     lua: &'static str,
     /// Kept as `Bytes` so that each call shares it instead of copying it into its command.
