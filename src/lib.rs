@@ -259,6 +259,7 @@ pub use kit::{Acquisition, Attempt, WokenBy};
 pub use kit::{BackOff, Guard, Handle, Protocol, RemainingTtl};
 pub use kit::{LocalHold, LocalState, LocalSubscription, LocalWaiter, LocalWaiterState};
 pub use lock::{FairGuard, FairLock, FencedGuard, FencedLock, Lock, LockGuard};
+pub use lock::{NonReentrantFairGuard, NonReentrantFairLock};
 pub use lock::{NonReentrantGuard, NonReentrantLock, SpinGuard, SpinLock};
 pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 
@@ -272,7 +273,7 @@ pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 /// fn token(guard: &Guard<kind::Fenced>) -> u64 { guard.token() }
 /// ```
 pub mod kind {
-    pub use crate::lock::{Fair, Fenced, NonReentrant, Reentrant, Spin};
+    pub use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Reentrant, Spin};
 }
 pub use multi::{MultiGuard, MultiLock, RedLock};
 pub use owner::Owner;

@@ -9,6 +9,7 @@
 mod fair;
 mod fenced;
 mod non_reentrant;
+mod non_reentrant_fair;
 mod read_write;
 mod reentrant;
 mod spin;
@@ -16,6 +17,7 @@ mod spin;
 pub use fair::{Fair, FairGuard, FairLock, Queued};
 pub use fenced::{Fenced, FencedGuard, FencedLock};
 pub use non_reentrant::{NonReentrant, NonReentrantGuard, NonReentrantLock};
+pub use non_reentrant_fair::{NonReentrantFair, NonReentrantFairGuard, NonReentrantFairLock};
 pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 pub use reentrant::{Lock, LockGuard, Reentrant};
 pub use spin::{Spin, SpinGuard, SpinLock};

@@ -160,6 +160,8 @@ const ROOT_ITEMS: &[(&str, &[&str])] = &[
             "SpinGuard",
             "NonReentrantLock",
             "NonReentrantGuard",
+            "NonReentrantFairLock",
+            "NonReentrantFairGuard",
         ],
     ),
     (

@@ -17,15 +17,15 @@ use support::{connect, raw_client, timed_config, RedisServer};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-fn queue_key(name: &str) -> String {
+pub(crate) fn queue_key(name: &str) -> String {
     format!("redisson_lock_queue:{{{name}}}")
 }
 
-fn timeout_key(name: &str) -> String {
+pub(crate) fn timeout_key(name: &str) -> String {
     format!("redisson_lock_timeout:{{{name}}}")
 }
 
-fn field_of(client: &ferrisson::Client, owner: Owner) -> String {
+pub(crate) fn field_of(client: &ferrisson::Client, owner: Owner) -> String {
     format!("{}:{}", client.id(), owner.id())
 }
 
@@ -36,7 +36,7 @@ fn now_ms() -> f64 {
         .as_millis() as f64
 }
 
-async fn queue(raw: &fred::clients::Client, name: &str) -> Vec<String> {
+pub(crate) async fn queue(raw: &fred::clients::Client, name: &str) -> Vec<String> {
     raw.lrange(queue_key(name), 0, -1).await.expect("LRANGE")
 }
 

@@ -48,6 +48,7 @@ mod lease_loss;
 mod metrics;
 mod msrv;
 mod multi_lock;
+mod non_reentrant_fair_lock;
 mod non_reentrant_lock;
 mod permit_expirable_semaphore;
 mod read_write_lock;

@@ -27,31 +27,11 @@ async fn a_second_acquire_by_the_holder_is_already_held_and_leaves_one_hold() {
 
     let guard = lock.lock().await.expect("lock");
     let ttl_before = pttl(&raw, name).await;
-    for (what, err) in [
-        ("lock", lock.lock().await.expect_err("lock")),
-        (
-            "lock_with_lease",
-            lock.lock_with_lease(Duration::from_secs(5))
-                .await
-                .expect_err("lock_with_lease"),
-        ),
-        ("try_lock", lock.try_lock().await.expect_err("try_lock")),
-        (
-            "try_lock_for",
-            lock.try_lock_for(Duration::from_secs(1), None)
-                .await
-                .expect_err("try_lock_for"),
-        ),
-    ] {
-        match &err {
-            Error::AlreadyHeld { name: named } => assert_eq!(named, name, "{what}"),
-            other => panic!("{what}: expected AlreadyHeld, got {other:?}"),
-        }
-        assert_eq!(
-            err.to_string(),
-            "lock `nr:again` is already held by this owner and is not reentrant"
-        );
-    }
+    every_acquire_is_already_held(&lock, name).await;
+    assert_eq!(
+        lock.lock().await.expect_err("lock").to_string(),
+        "lock `nr:again` is already held by this owner and is not reentrant"
+    );
     let fields = hgetall(&raw, name).await;
     assert_eq!(fields.len(), 1, "{fields:?}");
     assert_eq!(
@@ -283,4 +263,33 @@ fn the_blocking_non_reentrant_lock_refuses_its_own_thread_and_excludes_others() 
     guard.unlock().expect("unlock");
     waiter.join().expect("thread");
     assert!(!lock.as_lock().is_locked().expect("is_locked"));
+}
+
+/// Every acquire method of `lock`, whose owner holds it, fails with `Error::AlreadyHeld` naming
+/// `name` (the non-reentrant locks' refusal).
+pub(crate) async fn every_acquire_is_already_held<P: ferrisson::Protocol>(
+    lock: &ferrisson::Handle<P>,
+    name: &str,
+) {
+    for (what, err) in [
+        ("lock", lock.lock().await.expect_err("lock")),
+        (
+            "lock_with_lease",
+            lock.lock_with_lease(Duration::from_secs(5))
+                .await
+                .expect_err("lock_with_lease"),
+        ),
+        ("try_lock", lock.try_lock().await.expect_err("try_lock")),
+        (
+            "try_lock_for",
+            lock.try_lock_for(Duration::from_secs(1), None)
+                .await
+                .expect_err("try_lock_for"),
+        ),
+    ] {
+        match &err {
+            Error::AlreadyHeld { name: named } => assert_eq!(named, name, "{what}"),
+            other => panic!("{what}: expected AlreadyHeld, got {other:?}"),
+        }
+    }
 }
