@@ -365,11 +365,16 @@ impl<P: Protocol> Handle<P> {
         let acquiring = self.kind.begin(self, &field, wait);
         let attempt = || self.attempt(owner, &field, lease, lease_ms, &acquiring);
         let outcome = match self.kind.waits() {
-            Waits::Channel { channel, hand_off } => {
+            Waits::Channel {
+                channel,
+                wake,
+                hand_off,
+            } => {
                 let waiter = Waiter {
                     name: self.name_arc(),
                     field: Arc::clone(&field),
                     lease_ms,
+                    wake,
                     channel,
                 };
                 // A local releaser may hand the lock over: the hold is then adopted as is.

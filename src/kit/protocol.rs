@@ -16,6 +16,7 @@ use super::handle::Handle;
 use super::janitor::Release;
 use super::poll::BackOff;
 use crate::error::{Error, Result};
+use crate::transport::pubsub::WakeRule;
 use crate::transport::script::{LockCall, ReleaseScript, Script};
 
 /// What a lock primitive is to the engine that runs it: its acquire script and what the reply
@@ -123,6 +124,8 @@ pub enum Waits<E> {
     Channel {
         /// The waiter's channel.
         channel: fn(&str, &str) -> String,
+        /// How a message on it wakes the channel's waiters.
+        wake: WakeRule,
         /// What a handed-over guard carries, for a primitive that takes hand-offs.
         hand_off: Option<fn() -> E>,
     },

@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::kit::ClientInner;
 use crate::lease::watchdog::HoldKey;
 use crate::metrics;
-use crate::transport::pubsub::{PubSub, Unanswered, Wake};
+use crate::transport::pubsub::{PubSub, Unanswered, Wake, WakeRule};
 
 /// What the wait loop needs of its client: its subscriptions, its local lines and janitor,
 /// whether it holds a field already, and two settings. [`ClientInner`]; in the model checks
@@ -195,6 +195,9 @@ pub(crate) struct Waiter {
     pub(crate) name: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
+    /// How many of the channel's waiters a message lets retry ([`lock_wake`] for the reentrant
+    /// lock's family).
+    pub(crate) wake: WakeRule,
     /// The channel whose messages wake this waiter, from the lock's name and the waiter's field
     /// ([`lock_channel`] for the reentrant lock's family; the fair lock's waiters each have
     /// their own). Derived on demand: most acquires never need it, and keeping it per lock
@@ -205,6 +208,19 @@ pub(crate) struct Waiter {
 impl Waiter {
     fn channel(&self) -> Arc<str> {
         (self.channel)(&self.name, &self.field).into()
+    }
+}
+
+/// How a lock channel's message wakes its waiters, as Java's `LockPubSub` reads it (protocol
+/// §1.4): `0` (a release) one waiter, `1` (the write side's release of a read-write lock, which
+/// readers and writers wait for alike) every parked one (at least one, for a waiter about to
+/// park), anything else none. The rule of every lock of the reentrant lock's family, the fair
+/// lock's per-waiter channels and the read-write lock's channel.
+pub(crate) fn lock_wake(message: i64, parked: usize) -> usize {
+    match message {
+        0 => 1,
+        1 => parked.max(1),
+        _ => 0,
     }
 }
 
@@ -295,7 +311,7 @@ where
     let mut subscription = if client.pubsub().is_idle() {
         None // no subscription at all: skip deriving the channel
     } else {
-        client.pubsub().join_active(&waiter.channel())
+        client.pubsub().join_active(&waiter.channel(), waiter.wake)
     };
     // Without a place, no releaser hands this waiter the lock, and step 0 never applies.
     let hands_off = adopt.is_some();
@@ -427,7 +443,7 @@ where
             // Boxed: the subscribe future is large and runs once per acquire at most, while a
             // parked waiter's future should stay small (it is what a waiting task costs).
             let channel = waiter.channel();
-            let subscribe = Box::pin(client.pubsub().subscribe(&channel));
+            let subscribe = Box::pin(client.pubsub().subscribe(&channel, waiter.wake));
             let share = match time_left() {
                 Some(left) => match tokio::time::timeout(left, subscribe).await {
                     Ok(share) => share,
@@ -569,4 +585,17 @@ where
 /// Maps a script error to the crate's error for the lock `name`.
 pub(crate) fn script_error(client: &ClientInner, name: &str, err: fred::error::Error) -> Error {
     client.redis_error(name, err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lock_wake;
+
+    #[test]
+    fn a_lock_channel_wakes_as_javas_lock_pub_sub() {
+        assert_eq!(lock_wake(0, 5), 1);
+        assert_eq!(lock_wake(1, 5), 5);
+        assert_eq!(lock_wake(1, 0), 1, "a waiter about to park finds a permit");
+        assert_eq!(lock_wake(7, 5), 0);
+    }
 }

@@ -15,6 +15,7 @@ use super::reentrant::read_hash_reply;
 use crate::error::{Error, Result};
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
+use crate::kit::wait::lock_wake;
 use crate::kit::{Client, ClientInner, Guard, Handle, InFlight};
 use crate::name;
 use crate::transport::script::{self, Encoded, ReleaseScript, Script};
@@ -293,6 +294,7 @@ impl<Q: Queued> Protocol for Q {
     fn waits(&self) -> Waits<()> {
         Waits::Channel {
             channel: name::fair_waiter_channel,
+            wake: lock_wake,
             hand_off: None,
         }
     }

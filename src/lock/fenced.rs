@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 
 use crate::error::{Error, Result};
 use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
-use crate::kit::wait::lock_channel;
+use crate::kit::wait::{lock_channel, lock_wake};
 use crate::kit::{Client, Guard, Handle};
 use crate::name;
 use crate::transport::script::{ReleaseScript, Script};
@@ -155,6 +155,7 @@ impl Protocol for Fenced {
     fn waits(&self) -> Waits<u64> {
         Waits::Channel {
             channel: lock_channel,
+            wake: lock_wake,
             hand_off: None,
         }
     }

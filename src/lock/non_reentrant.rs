@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 use super::reentrant::read_hash_reply;
 use crate::error::Error;
 use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
-use crate::kit::wait::lock_channel;
+use crate::kit::wait::{lock_channel, lock_wake};
 use crate::kit::{Client, Guard, Handle};
 use crate::transport::script::{ReleaseScript, Script};
 
@@ -96,6 +96,7 @@ impl Protocol for NonReentrant {
     fn waits(&self) -> Waits<()> {
         Waits::Channel {
             channel: lock_channel,
+            wake: lock_wake,
             hand_off: Some(|| ()),
         }
     }

@@ -15,7 +15,9 @@ use crate::kit::acquire::acquire_call;
 use crate::kit::hold::Hold;
 use crate::kit::janitor::Release;
 use crate::kit::release::send_release;
-use crate::kit::wait::{acquire_with_wait, no_hand_off, script_error, TryOutcome, Waiter};
+use crate::kit::wait::{
+    acquire_with_wait, lock_wake, no_hand_off, script_error, TryOutcome, Waiter,
+};
 use crate::kit::{Acquisition, Attempt, Client};
 use crate::lease::watchdog::{HoldKey, Lease};
 use crate::name;
@@ -416,6 +418,7 @@ impl SideLock {
             field: Arc::clone(&field),
             lease_ms,
             channel: rwlock_channel,
+            wake: lock_wake,
         };
         let acquired = tracing::Instrument::instrument(
             // No local hand-offs: only `RELEASE`'s hash knows them.

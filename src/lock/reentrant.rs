@@ -8,7 +8,7 @@ use fred::prelude::Value;
 use futures::future::BoxFuture;
 
 use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
-use crate::kit::wait::lock_channel;
+use crate::kit::wait::{lock_channel, lock_wake};
 use crate::kit::{Client, Guard, Handle};
 use crate::transport::script::ReleaseScript;
 
@@ -125,6 +125,7 @@ impl Protocol for Reentrant {
     fn waits(&self) -> Waits<()> {
         Waits::Channel {
             channel: lock_channel,
+            wake: lock_wake,
             hand_off: Some(|| ()),
         }
     }

@@ -238,6 +238,7 @@ impl CountDownLatch {
             field: Arc::from(""),
             lease_ms: 0,
             channel: |name, _| name::latch_channel(name),
+            wake: opened_wake,
         };
         let attempt = || async {
             match get(&self.client, &self.name).await? {
@@ -272,6 +273,17 @@ impl CountDownLatch {
     }
 }
 
+/// How a latch channel's message wakes its waiters, as Java's `CountDownLatchPubSub` reads it
+/// (protocol §1.4): `0` (the count reached zero) every parked waiter (at least one, for a waiter
+/// about to park), `1` (a new count) none.
+fn opened_wake(message: i64, parked: usize) -> usize {
+    if message == 0 {
+        parked.max(1)
+    } else {
+        0
+    }
+}
+
 impl std::fmt::Debug for CountDownLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CountDownLatch")
@@ -292,5 +304,16 @@ mod tests {
         send_future(&latch.wait());
         send_future(&latch.wait_for(Duration::from_secs(1)));
         send_future(&latch.count_down());
+    }
+
+    #[test]
+    fn a_latch_channel_wakes_everyone_when_it_opens_and_nobody_on_a_new_count() {
+        assert_eq!(opened_wake(0, 4), 4);
+        assert_eq!(
+            opened_wake(0, 0),
+            1,
+            "a waiter about to park finds a permit"
+        );
+        assert_eq!(opened_wake(1, 4), 0);
     }
 }

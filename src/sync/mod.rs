@@ -112,6 +112,13 @@ fn unexpected(script: &str, reply: &Value) -> Error {
     ))
 }
 
+/// How a semaphore channel's message wakes its waiters, as Java's `SemaphorePubSub` reads it
+/// (protocol §1.4): the message is the number of permits now available, an upper bound on the
+/// waiters that can succeed, so that many.
+pub(crate) fn permits_wake(message: i64, _parked: usize) -> usize {
+    usize::try_from(message).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +136,12 @@ mod tests {
             read_integer(Some("many".into()), "s"),
             Err(Error::WrongType { name }) if name == "s"
         ));
+    }
+
+    #[test]
+    fn a_semaphore_channel_wakes_as_many_as_the_permits_it_announces() {
+        assert_eq!(super::permits_wake(3, 5), 3);
+        assert_eq!(super::permits_wake(0, 5), 0);
+        assert_eq!(super::permits_wake(-4, 5), 0);
     }
 }

@@ -460,6 +460,7 @@ impl PermitExpirableSemaphore {
             field: Arc::from(""),
             lease_ms: 0,
             channel: semaphore_channel,
+            wake: super::permits_wake,
         };
         let span = tracing::debug_span!("ferrisson.acquire", semaphore = %self.name);
         let acquired = tracing::Instrument::instrument(

@@ -425,6 +425,7 @@ impl Semaphore {
             field: Arc::from(""),
             lease_ms: 0,
             channel: |name, _| name::semaphore_channel(name),
+            wake: super::permits_wake,
         };
         let attempt = || self.attempt(permits);
         let acquired = tracing::Instrument::instrument(

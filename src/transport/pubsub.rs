@@ -2,10 +2,10 @@
 //!
 //! Every waiter of a lock on this client shares one entry: the first one subscribes, later ones
 //! only take a reference, the last one to leave unsubscribes. An entry owns a semaphore that
-//! starts empty: an unlock message `0` adds one permit (one local waiter retries), a read-unlock
-//! message `1` adds a permit per parked waiter. A permit added while nobody is parked stays
-//! banked, so a message that arrives between a waiter's failed attempt and its parking is not
-//! lost. SUBSCRIBE and UNSUBSCRIBE of one channel are serialised by the entry, so a quick
+//! starts empty: a message adds as many permits as the waiters' [`WakeRule`] says (the
+//! primitive's reading of its channel: for a lock, `0` one waiter, `1` every parked one). A
+//! permit added while nobody is parked stays banked, so a message that arrives between a
+//! waiter's failed attempt and its parking is not lost. SUBSCRIBE and UNSUBSCRIBE of one channel are serialised by the entry, so a quick
 //! leave-and-return can never end unsubscribed.
 
 use foldhash::HashMap;
@@ -57,6 +57,10 @@ struct Shared {
 
 struct Entry {
     channel: Arc<str>,
+    /// How many waiters a message lets retry: the rule of the primitive whose waiters share the
+    /// channel (set by the waiters' `subscribe` and `join_active`; `None` while only watchers
+    /// listen, whom a message never wakes).
+    wake: Mutex<Option<WakeRule>>,
     /// Subscriptions alive for this channel; changed only under the `entries` lock.
     refs: AtomicUsize,
     /// Waiters currently parked on the semaphore.
@@ -237,14 +241,15 @@ impl PubSub {
         channels
     }
 
-    /// Takes a share of `channel`'s subscription if this client already has one confirmed by
-    /// the server; never waits.
-    pub(crate) fn join_active(&self, channel: &Arc<str>) -> Option<Subscription> {
+    /// Takes a share of `channel`'s subscription for a waiter woken by `wake` if this client
+    /// already has one confirmed by the server (a watcher's, say); never waits.
+    pub(crate) fn join_active(&self, channel: &Arc<str>, wake: WakeRule) -> Option<Subscription> {
         let entries = self.shared.entries.lock();
         let entry = entries.get(channel)?;
         if !entry.confirmed.load(Ordering::Acquire) {
             return None;
         }
+        *entry.wake.lock() = Some(wake);
         entry.refs.fetch_add(1, Ordering::Relaxed);
         Some(Subscription {
             shared: Arc::clone(&self.shared),
@@ -258,8 +263,12 @@ impl PubSub {
     /// # Cancel safety
     /// Cancel safe: a dropped call releases its share, and a SUBSCRIBE that was already sent is
     /// undone by the last share's UNSUBSCRIBE.
-    pub(crate) async fn subscribe(&self, channel: &Arc<str>) -> Result<Subscription> {
-        self.share(channel, false).await
+    pub(crate) async fn subscribe(
+        &self,
+        channel: &Arc<str>,
+        wake: WakeRule,
+    ) -> Result<Subscription> {
+        self.share(channel, Some(wake)).await
     }
 
     /// Like [`subscribe`](PubSub::subscribe), for a holder that listens for its own lock's
@@ -269,15 +278,18 @@ impl PubSub {
     /// # Cancel safety
     /// As [`subscribe`](PubSub::subscribe).
     pub(crate) async fn watch(&self, channel: &Arc<str>) -> Result<Subscription> {
-        self.share(channel, true).await
+        self.share(channel, None).await
     }
 
-    async fn share(&self, channel: &Arc<str>, watcher: bool) -> Result<Subscription> {
+    /// A share of `channel` for a waiter woken by `wake`, or for a watcher (`None`).
+    async fn share(&self, channel: &Arc<str>, wake: Option<WakeRule>) -> Result<Subscription> {
+        let watcher = wake.is_none();
         let entry = {
             let mut entries = self.shared.entries.lock();
             let entry = entries.entry(Arc::clone(channel)).or_insert_with(|| {
                 Arc::new(Entry {
                     channel: Arc::clone(channel),
+                    wake: Mutex::new(None),
                     refs: AtomicUsize::new(0),
                     parked: AtomicUsize::new(0),
                     watchers: AtomicUsize::new(0),
@@ -287,8 +299,11 @@ impl PubSub {
                 })
             });
             entry.refs.fetch_add(1, Ordering::Relaxed);
-            if watcher {
-                entry.watchers.fetch_add(1, Ordering::Relaxed);
+            match wake {
+                Some(wake) => *entry.wake.lock() = Some(wake),
+                None => {
+                    entry.watchers.fetch_add(1, Ordering::Relaxed);
+                }
             }
             Arc::clone(entry)
         };
@@ -377,16 +392,18 @@ impl Shared {
         }
     }
 
-    /// A message on `channel`: wakes its waiters as [`retries`] reads it; its watchers are
-    /// reported.
+    /// A message on `channel`: wakes its waiters as their primitive's [`WakeRule`] reads it;
+    /// its watchers are reported.
     fn on_message(&self, channel: &str, message: i64) {
         let entry = self.entries.lock().get(channel).cloned();
         if let Some(entry) = entry {
             let parked = entry.parked.load(Ordering::Relaxed);
-            match retries(channel, message, parked) {
-                0 => return,
-                n => entry.add_permits(n),
+            let wake = *entry.wake.lock();
+            let retries = wake.map_or(0, |wake| wake(message, parked));
+            if retries > 0 {
+                entry.add_permits(retries);
             }
+            // A watcher checks its hold on any message: a spurious check costs one query.
             if entry.watchers.load(Ordering::Relaxed) > 0 {
                 let _ = self.watched.send(Arc::clone(&entry.channel));
             }
@@ -455,35 +472,12 @@ impl Shared {
     }
 }
 
-/// How many waiters a `message` on `channel` lets retry, with `parked` of them parked; as Java
-/// receivers read each channel family (protocol §1.4):
-/// * a lock channel: `0` (a release) one waiter, `1` (the write side's release of a read-write
-///   lock) every parked one, anything else none;
-/// * a semaphore channel: the message is the number of permits now available (an upper bound
-///   on the waiters that can succeed), so that many;
-/// * a count-down latch channel: `0` (the count reached zero) every parked waiter, `1` (a new
-///   count) none.
-///
-/// "Every parked waiter" is at least one, so that a waiter between its attempt and its parking
-/// finds a banked permit.
-fn retries(channel: &str, message: i64, parked: usize) -> usize {
-    use crate::name::{LATCH_CHANNEL_PREFIX, SEMAPHORE_CHANNEL_PREFIX};
-    let everyone = parked.max(1);
-    if channel.starts_with(LATCH_CHANNEL_PREFIX) {
-        return if message == 0 { everyone } else { 0 };
-    }
-    if channel
-        .strip_prefix(SEMAPHORE_CHANNEL_PREFIX)
-        .is_some_and(|rest| rest.starts_with(':'))
-    {
-        return usize::try_from(message).unwrap_or(0);
-    }
-    match message {
-        0 => 1,
-        1 => everyone,
-        _ => 0,
-    }
-}
+/// How many of a channel's waiters a message lets retry, given the message and how many of
+/// them are parked: the primitive's reading of its channel (protocol §1.4), as Java receivers
+/// read it (`LockPubSub`, `SemaphorePubSub`, `CountDownLatchPubSub`). A rule that wakes
+/// "every parked waiter" wakes at least one, so that a waiter between its attempt and its
+/// parking finds a banked permit. Transport knows channels; each primitive brings its rule.
+pub(crate) type WakeRule = fn(message: i64, parked: usize) -> usize;
 
 impl Entry {
     /// The shares held by waiters (watchers never take permits).
@@ -760,33 +754,5 @@ async fn reconnect_loop(
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::retries;
-
-    #[test]
-    fn each_channel_family_wakes_as_java_receivers_do() {
-        let lock = "redisson_lock__channel:{l}";
-        assert_eq!(retries(lock, 0, 5), 1);
-        assert_eq!(retries(lock, 1, 5), 5);
-        assert_eq!(
-            retries(lock, 1, 0),
-            1,
-            "a waiter about to park finds a permit"
-        );
-        assert_eq!(retries(lock, 7, 5), 0);
-        assert_eq!(retries("redisson_rwlock:{l}", 1, 3), 3);
-        let semaphore = "redisson_sc:{s}";
-        assert_eq!(retries(semaphore, 3, 5), 3);
-        assert_eq!(retries(semaphore, 0, 5), 0);
-        assert_eq!(retries(semaphore, -4, 5), 0);
-        let latch = "redisson_countdownlatch__channel__{j}";
-        assert_eq!(retries(latch, 0, 4), 4);
-        assert_eq!(retries(latch, 1, 4), 0);
-        // A lock whose name merely starts like a semaphore's channel is still a lock channel.
-        assert_eq!(retries("redisson_scx:{s}", 0, 2), 1);
     }
 }

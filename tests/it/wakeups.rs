@@ -146,6 +146,37 @@ async fn waiter_is_woken_by_the_unlock_message_not_by_the_lease() {
 
 // 3 -------------------------------------------------------------------------------------------
 
+/// A waiter that joins the subscription its client already holds to watch a holder's lease
+/// (`lost()` listens on the lock channel) is woken by the release's message like any other: the
+/// channel's wake rule is the waiter's, whoever subscribed first. A fenced lock's waiter is
+/// never handed the lock locally, so only the message (or the 30 s lease) can wake it.
+#[tokio::test]
+async fn a_waiter_joining_a_watchers_subscription_is_woken_by_the_message() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let name = "wake:watched";
+    let channel = channel_of(name);
+    let holder = client.fenced_lock(name).with_owner(Owner::new());
+    let guard = holder.lock().await.expect("hold");
+    let _lost = guard.lost(); // the client now watches the lock channel
+    wait_numsub(&raw, &channel, 1, Duration::from_secs(3)).await;
+
+    let waiter = client.fenced_lock(name).with_owner(Owner::new());
+    let task = tokio::spawn(async move { waiter.lock().await });
+    sleep(Duration::from_millis(300)).await; // refused, and parked on the shared subscription
+    assert!(!task.is_finished());
+    assert_eq!(numsub(&raw, &channel).await, 1, "one subscription, shared");
+    guard.unlock().await.expect("release");
+    let taken = timeout(Duration::from_secs(5), task)
+        .await
+        .expect("woken by the unlock message, not the 30 s lease")
+        .expect("task")
+        .expect("lock");
+    assert_eq!(taken.acquisition().woken_by, WokenBy::Message);
+    taken.unlock().await.expect("release");
+}
+
 #[tokio::test]
 async fn try_lock_for_gives_up_after_its_wait_bound() {
     let server = RedisServer::start();
