@@ -273,7 +273,8 @@ pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 /// fn token(guard: &Guard<kind::Fenced>) -> u64 { guard.token() }
 /// ```
 pub mod kind {
-    pub use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Reentrant, Spin};
+    pub use crate::lock::Write;
+    pub use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Read, Reentrant, Spin};
 }
 pub use multi::{MultiGuard, MultiLock, RedLock};
 pub use owner::Owner;

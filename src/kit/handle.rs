@@ -268,8 +268,9 @@ impl<P: Protocol> Handle<P> {
         self.kind.force_release(self).await
     }
 
-    /// Whether anyone holds the lock (`HLEN`, so that a key of another type is an
-    /// [`Error::WrongType`] rather than "locked"; Redisson's `isLocked` asks `EXISTS`).
+    /// Whether anyone holds the lock: for most primitives `HLEN` (so that a key of another type
+    /// is an [`Error::WrongType`] rather than "locked"; Redisson's `isLocked` asks `EXISTS`); a
+    /// read-write lock's side answers for its side.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
@@ -278,8 +279,7 @@ impl<P: Protocol> Handle<P> {
     /// # Ok(()) }
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
-        let fields: u64 = self.query("HLEN", &[]).await?;
-        Ok(fields > 0)
+        self.kind.is_locked(self).await
     }
 
     /// Whether this handle's owner (the current task, or the bound explicit owner) holds the
@@ -308,7 +308,7 @@ impl<P: Protocol> Handle<P> {
     /// # Ok(()) }
     /// ```
     pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
-        let field = holder_field(&self.client.id, owner);
+        let field = self.field_of(owner);
         self.query("HEXISTS", &[&*field]).await
     }
 
@@ -320,7 +320,7 @@ impl<P: Protocol> Handle<P> {
     /// # Ok(()) }
     /// ```
     pub async fn hold_count(&self) -> Result<u64> {
-        let field = holder_field(&self.client.id, self.owner());
+        let field = self.field_of(self.owner());
         let count: Option<u64> = self.query("HGET", &[&*field]).await?;
         Ok(count.unwrap_or(0))
     }
@@ -355,7 +355,8 @@ impl<P: Protocol> Handle<P> {
         let (lease, lease_ms) = self.acquire_lease(lease, wait)?;
         let client = self.client();
         let owner = self.owner();
-        let field = holder_field(&client.id, owner);
+        let base = holder_field(&client.id, owner);
+        let field = self.kind.field(Arc::clone(&base));
         let span = tracing::debug_span!(
             "ferrisson.acquire",
             lock = %self.name(),
@@ -363,7 +364,17 @@ impl<P: Protocol> Handle<P> {
             kind = P::NAMES.0
         );
         let acquiring = self.kind.begin(self, &field, wait);
-        let attempt = || self.attempt(owner, &field, lease, lease_ms, &acquiring);
+        // An unbounded wait that only the owner's own holds block would wait for itself.
+        let unbounded = wait.is_none();
+        let call = Call {
+            owner,
+            field: &field,
+            base: &base,
+            lease,
+            lease_ms,
+            unbounded,
+        };
+        let attempt = || self.attempt(&call, &acquiring);
         let outcome = match self.kind.waits() {
             Waits::Channel {
                 channel,
@@ -405,12 +416,16 @@ impl<P: Protocol> Handle<P> {
     /// can never be dropped unseen.
     async fn attempt(
         &self,
-        owner: Owner,
-        field: &Arc<str>,
-        lease: Lease,
-        lease_ms: u64,
+        call: &Call<'_>,
         acquiring: &P::Acquiring,
     ) -> Result<TryOutcome<Guard<P>>> {
+        let Call {
+            owner,
+            field,
+            lease,
+            lease_ms,
+            ..
+        } = *call;
         let key = HoldKey {
             name: self.name_arc(),
             field: Arc::clone(field),
@@ -418,6 +433,7 @@ impl<P: Protocol> Handle<P> {
         let send = self.kind.send(AcquireCall {
             lock: self,
             field,
+            base: call.base,
             lease_ms,
             acquiring,
         });
@@ -429,6 +445,8 @@ impl<P: Protocol> Handle<P> {
                     Ok(TryOutcome::Acquired(guard, reentered))
                 }
                 Some(Reply::Busy(ttl)) => Ok(TryOutcome::Busy(self.kind.busy(ttl, acquiring))),
+                Some(Reply::OwnHold(_)) if call.unbounded => Err(self.kind.own_hold_error(self)),
+                Some(Reply::OwnHold(ttl)) => Ok(TryOutcome::Busy(ttl)),
                 None => Err(Error::Redis(fred::error::Error::new(
                     fred::error::ErrorKind::Protocol,
                     format!(
@@ -482,7 +500,7 @@ impl<P: Protocol> Handle<P> {
         let client = self.client();
         client.ensure_open()?;
         self.check_name()?;
-        let field = holder_field(&client.id, self.owner());
+        let field = self.field_of(self.owner());
         let key = HoldKey {
             name: self.name_arc(),
             field: Arc::clone(&field),
@@ -503,6 +521,18 @@ impl<P: Protocol> Handle<P> {
             Value::Null => Err(self.not_held()),
             _ => Ok(()),
         }
+    }
+
+    /// The hash field of `owner` on this lock.
+    fn field_of(&self, owner: Owner) -> Arc<str> {
+        self.kind.field(holder_field(&self.client.id, owner))
+    }
+
+    /// Whether the lock's hash has a field (`HLEN`, so that a key of another type is an
+    /// [`Error::WrongType`] rather than "locked"; Redisson's `isLocked` asks `EXISTS`).
+    pub(crate) async fn hash_is_locked(&self) -> Result<bool> {
+        let fields: u64 = self.query("HLEN", &[]).await?;
+        Ok(fields > 0)
     }
 
     /// Deletes the lock whoever holds it (`FORCE_RELEASE`); with `announce`, publishes the
@@ -632,6 +662,20 @@ impl<P: Protocol> Handle<P> {
     pub(crate) fn client_arc(&self) -> Arc<ClientInner> {
         Arc::clone(&self.client)
     }
+}
+
+/// What every attempt of one acquire sends and how it reads the reply.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    owner: Owner,
+    /// The hash field taken.
+    field: &'a Arc<str>,
+    /// The owner's holder field.
+    base: &'a Arc<str>,
+    lease: Lease,
+    lease_ms: u64,
+    /// The wait has no bound: a refusal by the owner's own holds is an error.
+    unbounded: bool,
 }
 
 impl<P: Protocol> std::fmt::Debug for Handle<P> {

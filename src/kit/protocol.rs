@@ -57,6 +57,13 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
     #[doc(hidden)]
     fn waits(&self) -> Waits<Self::Extra>;
 
+    /// The hash field of an owner whose holder field is `base` (`<client uuid>:<owner id>`): the
+    /// base itself for most, `base:write` for a read-write lock's write side.
+    #[doc(hidden)]
+    fn field(&self, base: Arc<str>) -> Arc<str> {
+        base
+    }
+
     /// Starts one acquire of `field` that waits at most `wait` (`None`: no bound).
     #[doc(hidden)]
     fn begin(
@@ -81,6 +88,21 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
     #[doc(hidden)]
     fn busy(&self, ttl: i64, _acquiring: &Self::Acquiring) -> i64 {
         ttl
+    }
+
+    /// What an unbounded wait reports for a [`Reply::OwnHold`]: it would wait for itself. A
+    /// bounded wait reports the lock busy.
+    #[doc(hidden)]
+    fn own_hold_error(&self, lock: &Handle<Self>) -> Error {
+        Error::AlreadyHeld {
+            name: lock.name().to_owned(),
+        }
+    }
+
+    /// Whether anyone holds the lock: the hash has a field (`HLEN`) for most.
+    #[doc(hidden)]
+    fn is_locked(&self, lock: &Handle<Self>) -> impl Future<Output = Result<bool>> + Send {
+        lock.hash_is_locked()
     }
 
     /// The error for a failed script call or query of this primitive.
@@ -139,12 +161,19 @@ pub enum Reply<E> {
     Acquired(E),
     /// Held by another owner; the lock's PTTL in ms (−1: no TTL, −2: gone meanwhile).
     Busy(i64),
+    /// Busy only because of holds of the asking owner itself (a reader asking to write): a
+    /// bounded wait sees it busy (the PTTL), an unbounded one fails with
+    /// [`Protocol::own_hold_error`] rather than wait for itself.
+    OwnHold(i64),
 }
 
 /// One attempt's acquire call, for [`Protocol::send`].
 pub struct AcquireCall<'a, P: Protocol> {
     pub(crate) lock: &'a Handle<P>,
+    /// The hash field this call takes ([`Protocol::field`] of `base`).
     pub(crate) field: &'a Arc<str>,
+    /// The owner's holder field, `<client uuid>:<owner id>`.
+    pub(crate) base: &'a Arc<str>,
     pub(crate) lease_ms: u64,
     pub(crate) acquiring: &'a P::Acquiring,
 }

@@ -18,6 +18,6 @@ pub use fair::{Fair, FairGuard, FairLock, Queued};
 pub use fenced::{Fenced, FencedGuard, FencedLock};
 pub use non_reentrant::{NonReentrant, NonReentrantGuard, NonReentrantLock};
 pub use non_reentrant_fair::{NonReentrantFair, NonReentrantFairGuard, NonReentrantFairLock};
-pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
+pub use read_write::{Read, ReadGuard, ReadLock, ReadWriteLock, Write, WriteGuard, WriteLock};
 pub use reentrant::{Lock, LockGuard, Reentrant};
 pub use spin::{Spin, SpinGuard, SpinLock};

@@ -1,27 +1,23 @@
 //! The read-write lock, Redisson's `RReadWriteLock` (protocol §5): many readers or one writer on
-//! one hash, with a timeout key per read hold.
+//! one hash, with a timeout key per read hold. Each side is a [`Protocol`] of the kit's
+//! [`Handle`] ([`Read`], [`Write`]): they differ in the hash field they take, their scripts, and
+//! what `is_locked` asks.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::Value;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use futures::future::BoxFuture;
 
 use super::reentrant::Lock;
 use crate::error::{Error, Result};
-use crate::kit::acquire::acquire_call;
-use crate::kit::hold::Hold;
 use crate::kit::janitor::Release;
-use crate::kit::release::send_release;
-use crate::kit::wait::{
-    acquire_with_wait, lock_wake, no_hand_off, script_error, TryOutcome, Waiter,
-};
-use crate::kit::{Acquisition, Attempt, Client};
-use crate::lease::watchdog::{HoldKey, Lease};
+use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
+use crate::kit::wait::lock_wake;
+use crate::kit::{Client, Guard, Handle};
 use crate::name;
-use crate::owner::{holder_field, Owner};
+use crate::owner::Owner;
 use crate::transport::script::{self, Encoded, ReleaseScript, Script};
 
 /// Prepends the publish prelude and the read-write lock's functions (`lua/read_write_lock.lua`)
@@ -97,12 +93,6 @@ fn encode_write_release(release: &Release, publish: &'static str) -> Encoded {
         &[name, channel.as_str()],
         &[lease.as_str(), &*release.field, publish],
     )
-}
-
-/// Both sides' waiters park on the one channel `redisson_rwlock:` + T(N) (a read release sends
-/// `0`, which wakes one waiter per client; a write release `1`, which wakes them all).
-fn rwlock_channel(name: &str, _field: &str) -> String {
-    name::rwlock_channel(name)
 }
 
 /// A read-write lock on the same Redis keys as Java Redisson's `RReadWriteLock`: any number of
@@ -215,12 +205,7 @@ impl ReadWriteLock {
     /// # Ok(()) }
     /// ```
     pub fn read_lock(&self) -> ReadLock {
-        ReadLock {
-            side: SideLock {
-                lock: self.lock.clone(),
-                side: Side::Read,
-            },
-        }
+        self.lock.as_kind(Read)
     }
 
     /// The write side: exclusive (Redisson's `writeLock()`).
@@ -231,12 +216,7 @@ impl ReadWriteLock {
     /// # Ok(()) }
     /// ```
     pub fn write_lock(&self) -> WriteLock {
-        WriteLock {
-            side: SideLock {
-                lock: self.lock.clone(),
-                side: Side::Write,
-            },
-        }
+        self.lock.as_kind(Write)
     }
 }
 
@@ -247,6 +227,14 @@ impl std::fmt::Debug for ReadWriteLock {
             .finish()
     }
 }
+
+/// The read side's [`Protocol`]: [`ReadLock`] is `Handle<Read>`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Read;
+
+/// The write side's [`Protocol`]: [`WriteLock`] is `Handle<Write>`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Write;
 
 /// The read side of a [`ReadWriteLock`]: held by any number of owners at once, unless an owner
 /// writes (that owner may read too).
@@ -265,10 +253,7 @@ impl std::fmt::Debug for ReadWriteLock {
 /// first.unlock().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct ReadLock {
-    side: SideLock,
-}
+pub type ReadLock = Handle<Read>;
 
 /// The write side of a [`ReadWriteLock`]: one owner at a time, and no reader meanwhile except
 /// that owner itself.
@@ -287,23 +272,101 @@ pub struct ReadLock {
 /// guard.unlock().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct WriteLock {
-    side: SideLock,
+pub type WriteLock = Handle<Write>;
+
+/// One hold of the read side, released when dropped (in the background).
+///
+/// ```no_run
+/// # async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {
+/// let guard = rw.read_lock().lock().await?;
+/// // ... read ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+pub type ReadGuard = Guard<Read>;
+
+/// One hold of the write side, released when dropped (in the background).
+///
+/// ```no_run
+/// # async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {
+/// let guard = rw.write_lock().lock().await?;
+/// // ... write ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+pub type WriteGuard = Guard<Write>;
+
+/// The write side's field of an owner whose holder field is `base`.
+fn write_field(base: &str) -> Arc<str> {
+    format!("{base}:write").into()
 }
 
-impl ReadLock {
-    /// Whether the read side is held: the lock is in read mode, or a writer holds read holds
-    /// too. Redisson 3.24+'s `isLocked()` (up to 3.23 it tested read mode only).
-    ///
-    /// ```no_run
-    /// # async fn demo(read: ferrisson::ReadLock) -> ferrisson::Result<()> {
-    /// let _guard = read.lock().await?;
-    /// assert!(read.is_locked().await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn is_locked(&self) -> Result<bool> {
-        let lock = &self.side.lock;
+/// Deletes the lock if it is in `mode`, and publishes that side's message.
+async fn force_release<P: Protocol>(lock: &Handle<P>, mode: &str) -> Result<bool> {
+    let client = lock.client();
+    client.ensure_open()?;
+    lock.check_name()?;
+    let channel = name::rwlock_channel(lock.name());
+    let reply = FORCE_RELEASE
+        .run(
+            &client.redis.pool,
+            &client.redis.write_options,
+            &[lock.name(), channel.as_str()],
+            &[mode, client.redis.publish_arg],
+        )
+        .await
+        .map_err(|err| lock.redis_error(err))?;
+    Ok(reply.as_i64() == Some(1))
+}
+
+/// Both sides' waiters park on the one channel `redisson_rwlock:` + T(N) (a read release sends
+/// `0`, which wakes one waiter per client; a write release `1`, which wakes them all). Neither
+/// takes a local hand-off: only `RELEASE`'s hash knows them.
+fn waits() -> Waits<()> {
+    Waits::Channel {
+        channel: |name, _| name::rwlock_channel(name),
+        wake: lock_wake,
+        hand_off: None,
+    }
+}
+
+impl sealed::Sealed for Read {}
+
+impl Protocol for Read {
+    type Extra = ();
+    type Acquiring = ();
+    const NAMES: (&'static str, &'static str) = ("ReadLock", "ReadGuard");
+    const RELEASE: Option<&'static ReleaseScript> = Some(&READ_RELEASE);
+
+    fn waits(&self) -> Waits<()> {
+        waits()
+    }
+
+    fn begin(&self, _lock: &ReadLock, _field: &Arc<str>, _wait: Option<Duration>) {}
+
+    /// `read_acquire` with the hold's timeout key prefix and the owner's write field (a writer
+    /// may read).
+    fn send(
+        &self,
+        call: AcquireCall<'_, Self>,
+    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
+        let name = call.lock.name();
+        let keys = vec![name.to_owned(), name::read_timeout_prefix(name, call.field)];
+        let args = vec![
+            call.lease_arg(),
+            call.field.to_string(),
+            write_field(call.base).to_string(),
+        ];
+        call.run(&READ_ACQUIRE, keys, args)
+    }
+
+    fn read(reply: &Value) -> Option<Reply<()>> {
+        super::reentrant::read_hash_reply(reply)
+    }
+
+    /// In read mode, or a writer holds read holds too: Redisson 3.24+'s `isLocked()` (up to
+    /// 3.23 it tested read mode only).
+    async fn is_locked(&self, lock: &ReadLock) -> Result<bool> {
         let client = lock.client();
         client.ensure_open()?;
         lock.check_name()?;
@@ -315,563 +378,77 @@ impl ReadLock {
                 &[] as &[&str],
             )
             .await
-            .map_err(|err| script_error(client, lock.name(), err))?;
+            .map_err(|err| lock.redis_error(err))?;
         Ok(reply.as_i64() == Some(1))
+    }
+
+    /// Deletes the lock if it is in read mode, and publishes `0`.
+    fn force_release(&self, lock: &ReadLock) -> impl Future<Output = Result<bool>> + Send {
+        force_release(lock, "read")
     }
 }
 
-impl WriteLock {
-    /// Whether the write side is held: the lock is in write mode (Redisson's `isLocked()`).
-    ///
-    /// ```no_run
-    /// # async fn demo(write: ferrisson::WriteLock) -> ferrisson::Result<()> {
-    /// let _guard = write.lock().await?;
-    /// assert!(write.is_locked().await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn is_locked(&self) -> Result<bool> {
-        let mode: Option<String> = self.side.query("HGET", "mode").await?;
+impl sealed::Sealed for Write {}
+
+impl Protocol for Write {
+    type Extra = ();
+    type Acquiring = ();
+    const NAMES: (&'static str, &'static str) = ("WriteLock", "WriteGuard");
+    const RELEASE: Option<&'static ReleaseScript> = Some(&WRITE_RELEASE);
+
+    fn waits(&self) -> Waits<()> {
+        waits()
+    }
+
+    /// The writer's field is `<client uuid>:<owner id>:write`.
+    fn field(&self, base: Arc<str>) -> Arc<str> {
+        write_field(&base)
+    }
+
+    fn begin(&self, _lock: &WriteLock, _field: &Arc<str>, _wait: Option<Duration>) {}
+
+    /// `write_acquire` with the owner's read field (an owner that only reads cannot upgrade).
+    fn send(
+        &self,
+        call: AcquireCall<'_, Self>,
+    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
+        let keys = vec![call.lock.name().to_owned()];
+        let args = vec![
+            call.lease_arg(),
+            call.field.to_string(),
+            call.base.to_string(),
+        ];
+        call.run(&WRITE_ACQUIRE, keys, args)
+    }
+
+    /// Also `[PTTL, "upgrade"]`: busy only because the owner holds read holds.
+    fn read(reply: &Value) -> Option<Reply<()>> {
+        match reply {
+            Value::Array(parts) => match parts.as_slice() {
+                [Value::Integer(ttl), Value::String(tag)] if &**tag == "upgrade" => {
+                    Some(Reply::OwnHold(*ttl))
+                }
+                _ => None,
+            },
+            other => super::reentrant::read_hash_reply(other),
+        }
+    }
+
+    /// An upgrade would wait for the owner's own read holds: [`Error::UpgradeRefused`].
+    fn own_hold_error(&self, lock: &WriteLock) -> Error {
+        Error::UpgradeRefused {
+            name: lock.name().to_owned(),
+        }
+    }
+
+    /// In write mode: Redisson's `isLocked()`.
+    async fn is_locked(&self, lock: &WriteLock) -> Result<bool> {
+        let mode: Option<String> = lock.query("HGET", &["mode"]).await?;
         Ok(mode.as_deref() == Some("write"))
     }
-}
 
-/// Which side of the lock: what differs between them is data, so that the wait loop, the
-/// queries and the guards are written once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    Read,
-    Write,
-}
-
-impl Side {
-    /// The `mode` value of the side, also the force-release script's argument.
-    fn mode(self) -> &'static str {
-        match self {
-            Side::Read => "read",
-            Side::Write => "write",
-        }
-    }
-
-    /// The hash field of an owner whose read field is `read_field`.
-    fn field(self, read_field: &Arc<str>) -> Arc<str> {
-        match self {
-            Side::Read => Arc::clone(read_field),
-            Side::Write => format!("{read_field}:write").into(),
-        }
-    }
-
-    fn release_by(self) -> &'static ReleaseScript {
-        match self {
-            Side::Read => &READ_RELEASE,
-            Side::Write => &WRITE_RELEASE,
-        }
+    /// Deletes the lock if it is in write mode, and publishes `1`.
+    fn force_release(&self, lock: &WriteLock) -> impl Future<Output = Result<bool>> + Send {
+        force_release(lock, "write")
     }
 }
-
-/// One side of the lock, bound to an owner or not: what [`ReadLock`] and [`WriteLock`] share.
-#[derive(Clone)]
-struct SideLock {
-    lock: Lock,
-    side: Side,
-}
-
-impl SideLock {
-    fn with_owner(&self, owner: Owner) -> SideLock {
-        SideLock {
-            lock: self.lock.with_owner(owner),
-            side: self.side,
-        }
-    }
-
-    /// This side's field for `owner`, and the owner's read field.
-    fn fields(&self, owner: Owner) -> (Arc<str>, Arc<str>) {
-        let read_field = holder_field(&self.lock.client().id, owner);
-        (self.side.field(&read_field), read_field)
-    }
-
-    /// The acquire path: `lease` None = watchdog; `wait` None = no limit. The hold comes with
-    /// this side bound to the owner that holds.
-    async fn acquire(
-        &self,
-        lease: Option<Duration>,
-        wait: Option<Duration>,
-    ) -> Result<Option<(SideLock, Hold)>> {
-        let lock = &self.lock;
-        let (lease_kind, lease_ms) = lock.acquire_lease(lease, wait)?;
-        let client = lock.client();
-        let owner = lock.owner();
-        let (field, read_field) = self.fields(owner);
-        let span = tracing::debug_span!("ferrisson.acquire", lock = %lock.name(), owner = owner.id(), side = self.side.mode());
-        // An upgrade would wait for itself: only an unbounded wait reports it as an error.
-        let refuse_upgrade = wait.is_none();
-        let attempt = || {
-            self.attempt(
-                Arc::clone(&field),
-                Arc::clone(&read_field),
-                lease_kind,
-                lease_ms,
-                refuse_upgrade,
-            )
-        };
-        let waiter = Waiter {
-            name: lock.name_arc(),
-            field: Arc::clone(&field),
-            lease_ms,
-            channel: rwlock_channel,
-            wake: lock_wake,
-        };
-        let acquired = tracing::Instrument::instrument(
-            // No local hand-offs: only `RELEASE`'s hash knows them.
-            acquire_with_wait(client, &waiter, wait, attempt, no_hand_off()),
-            span,
-        )
-        .await?;
-        Ok(
-            acquired.map(|(mut hold, acquisition): (Hold, Acquisition)| {
-                hold.set_acquisition(acquisition);
-                (self.with_owner(owner), hold)
-            }),
-        )
-    }
-
-    /// One run of the side's acquire script, made cancel safe by the kit; on success the hold
-    /// is registered before anything else can be awaited.
-    async fn attempt(
-        &self,
-        field: Arc<str>,
-        read_field: Arc<str>,
-        lease: Lease,
-        lease_ms: u64,
-        refuse_upgrade: bool,
-    ) -> Result<TryOutcome<Hold>> {
-        let lock = &self.lock;
-        let client = lock.client();
-        let redis = Arc::clone(&client.redis);
-        let name = lock.name_arc();
-        let key = HoldKey {
-            name: Arc::clone(&name),
-            field: Arc::clone(&field),
-        };
-        let lease_arg: Arc<str> = lease_ms.to_string().into();
-        let (script, keys, args): (&'static Script, Vec<Arc<str>>, [Arc<str>; 3]) = match self.side
-        {
-            Side::Read => (
-                &READ_ACQUIRE,
-                vec![
-                    Arc::clone(&name),
-                    name::read_timeout_prefix(&name, &field).into(),
-                ],
-                [
-                    lease_arg,
-                    Arc::clone(&field),
-                    Side::Write.field(&read_field),
-                ],
-            ),
-            Side::Write => (
-                &WRITE_ACQUIRE,
-                vec![Arc::clone(&name)],
-                [lease_arg, Arc::clone(&field), read_field],
-            ),
-        };
-        let release_by = self.side.release_by();
-        let rollback = Release {
-            name,
-            field: Arc::clone(&field),
-            lease_ms,
-            script: Some(release_by),
-        };
-        // Boxed: the script call's future is several KB (see `FencedLock::attempt`).
-        let send = async move {
-            let call = redis.run_acquire(script, &keys, &args, Value::is_null, rollback);
-            Box::pin(call).await
-        };
-        let read =
-            |reply: std::result::Result<Value, fred::error::Error>, sent_at: Instant| match reply
-                .map_err(|err| script_error(client, lock.name(), err))?
-            {
-                Value::Null => {
-                    let (hold, reentered) =
-                        Hold::acquired(lock.client_arc(), &key, lease, sent_at, Some(release_by));
-                    Ok(TryOutcome::Acquired(hold, reentered))
-                }
-                Value::Integer(ttl) => Ok(TryOutcome::Busy(ttl)),
-                Value::Array(parts) if refuse_upgrade && is_upgrade(&parts) => {
-                    Err(Error::UpgradeRefused {
-                        name: lock.name().to_owned(),
-                    })
-                }
-                Value::Array(parts) if is_upgrade(&parts) => match parts.first() {
-                    Some(Value::Integer(ttl)) => Ok(TryOutcome::Busy(*ttl)),
-                    _ => Err(unexpected(&Value::Array(parts))),
-                },
-                other => Err(unexpected(&other)),
-            };
-        acquire_call(
-            client,
-            &key,
-            lease_ms,
-            Some(release_by),
-            Value::is_null,
-            send,
-            read,
-        )
-        .await
-    }
-
-    /// Releases one hold of this handle's owner on this side, Redisson style.
-    async fn unlock(&self) -> Result<()> {
-        let lock = &self.lock;
-        let client = lock.client();
-        client.ensure_open()?;
-        lock.check_name()?;
-        let (field, _) = self.fields(lock.owner());
-        let key = HoldKey {
-            name: lock.name_arc(),
-            field: Arc::clone(&field),
-        };
-        let call = client.leases.doubts.enter();
-        let lease_ms = client.leases.released_by_key(&key);
-        let release = Release {
-            name: lock.name_arc(),
-            field,
-            lease_ms,
-            script: Some(self.side.release_by()),
-        };
-        // An unknown outcome is `Error::ReleaseUnknown`, never `Ok`.
-        match send_release(client, &release, call)
-            .await?
-            .reply(lock.name())?
-        {
-            Value::Null => Err(Error::NotHeld {
-                name: lock.name().to_owned(),
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Deletes the lock if it is in this side's mode, and publishes the side's message.
-    async fn force_unlock(&self) -> Result<bool> {
-        let lock = &self.lock;
-        let client = lock.client();
-        client.ensure_open()?;
-        lock.check_name()?;
-        let channel = name::rwlock_channel(lock.name());
-        let reply = FORCE_RELEASE
-            .run(
-                &client.redis.pool,
-                &client.redis.write_options,
-                &[lock.name(), channel.as_str()],
-                &[self.side.mode(), client.redis.publish_arg],
-            )
-            .await
-            .map_err(|err| script_error(client, lock.name(), err))?;
-        Ok(reply.as_i64() == Some(1))
-    }
-
-    async fn hold_count(&self) -> Result<u64> {
-        let (field, _) = self.fields(self.lock.owner());
-        let count: Option<u64> = self.query("HGET", &field).await?;
-        Ok(count.unwrap_or(0))
-    }
-
-    async fn is_held_by_current_owner(&self) -> Result<bool> {
-        let (field, _) = self.fields(self.lock.owner());
-        self.query("HEXISTS", &field).await
-    }
-
-    /// A read-only command about the lock's hash: `COMMAND name field`.
-    async fn query<T: fred::types::FromValue>(
-        &self,
-        command: &'static str,
-        field: &str,
-    ) -> Result<T> {
-        let lock = &self.lock;
-        let client = lock.client();
-        client.ensure_open()?;
-        lock.check_name()?;
-        client
-            .redis
-            .query(command, lock.name(), &[field])
-            .await
-            .map_err(|err| script_error(client, lock.name(), err))
-    }
-}
-
-/// `write_acquire`'s reply when the caller holds read holds: `[PTTL, "upgrade"]`.
-fn is_upgrade(parts: &[Value]) -> bool {
-    matches!(parts, [Value::Integer(_), Value::String(tag)] if &**tag == "upgrade")
-}
-
-fn unexpected(reply: &Value) -> Error {
-    Error::Redis(fred::error::Error::new(
-        fred::error::ErrorKind::Protocol,
-        format!(
-            "unexpected reply to a read-write lock's acquire script: {}",
-            crate::shown::Reply(reply)
-        ),
-    ))
-}
-
-/// One hold of the read side, released when dropped (in the background).
-///
-/// ```no_run
-/// # async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {
-/// let guard = rw.read_lock().lock().await?;
-/// // ... read ...
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-#[must_use = "dropping the guard releases the lock at once"]
-#[clippy::has_significant_drop]
-pub struct ReadGuard {
-    /// Bound to the owner that holds.
-    lock: ReadLock,
-    hold: Hold,
-}
-
-/// One hold of the write side, released when dropped (in the background).
-///
-/// ```no_run
-/// # async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {
-/// let guard = rw.write_lock().lock().await?;
-/// // ... write ...
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-#[must_use = "dropping the guard releases the lock at once"]
-#[clippy::has_significant_drop]
-pub struct WriteGuard {
-    /// Bound to the owner that holds.
-    lock: WriteLock,
-    hold: Hold,
-}
-
-/// The methods both sides and both guards share, documented once for each side (`$getter`:
-/// `read_lock` or `write_lock`).
-macro_rules! side_api {
-    ($Lock:ident, $Guard:ident, $getter:literal, $what:literal) => {
-        impl $Lock {
-            /// The lock's name, which is also the Redis key of its hash.
-            ///
-            #[doc = concat!("```no_run\n# fn demo(client: ferrisson::Client) {\nlet lock = client.read_write_lock(\"catalog\").", $getter, "();\nassert_eq!(lock.name(), \"catalog\");\n# }\n```")]
-            pub fn name(&self) -> &str {
-                self.side.lock.name()
-            }
-
-            /// The same side, operated on behalf of `owner` instead of the current task (see
-            /// [`Lock::with_owner`]).
-            ///
-            #[doc = concat!("```no_run\n# fn demo(rw: ferrisson::ReadWriteLock) {\nlet owner = ferrisson::Owner::new();\nassert_eq!(rw.", $getter, "().with_owner(owner).owner(), owner);\n# }\n```")]
-            pub fn with_owner(&self, owner: Owner) -> $Lock {
-                $Lock {
-                    side: self.side.with_owner(owner),
-                }
-            }
-
-            /// The owner this handle acts for: the bound explicit owner, or the current task.
-            ///
-            #[doc = concat!("```no_run\n# fn demo(rw: ferrisson::ReadWriteLock) {\nassert_eq!(rw.", $getter, "().owner(), ferrisson::Owner::current());\n# }\n```")]
-            pub fn owner(&self) -> Owner {
-                self.side.lock.owner()
-            }
-
-            #[doc = concat!("Takes a ", $what, " hold, waiting as long as it takes, with the watchdog lease (renewed until released). Redisson's `lock()`.")]
-            ///
-            /// # Cancel safety
-            /// Cancel safe: a dropped call leaves no hold.
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nlet guard = rw.", $getter, "().lock().await?;\nguard.unlock().await?;\n# Ok(()) }\n```")]
-            pub async fn lock(&self) -> Result<$Guard> {
-                self.acquire(None, None).await?.ok_or_else(|| self.not_held())
-            }
-
-            #[doc = concat!("Takes a ", $what, " hold, waiting as long as it takes, with a fixed `lease` and no watchdog. Redisson's `lock(leaseTime)`.")]
-            ///
-            /// # Cancel safety
-            /// Cancel safe: a dropped call leaves no hold.
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nlet guard = rw.", $getter, "().lock_with_lease(std::time::Duration::from_secs(10)).await?;\n# Ok(()) }\n```")]
-            pub async fn lock_with_lease(&self, lease: Duration) -> Result<$Guard> {
-                self.acquire(Some(lease), None)
-                    .await?
-                    .ok_or_else(|| self.not_held())
-            }
-
-            #[doc = concat!("One attempt at a ", $what, " hold, no waiting, watchdog lease: [`Attempt::Busy`] when the other side (or, for the write side, anyone else) holds the lock. Redisson's `tryLock()`.")]
-            ///
-            /// # Cancel safety
-            /// Cancel safe: a dropped call leaves no hold.
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nif let Some(guard) = rw.", $getter, "().try_lock().await?.acquired() {\n    guard.unlock().await?;\n}\n# Ok(()) }\n```")]
-            pub async fn try_lock(&self) -> Result<Attempt<$Guard>> {
-                self.acquire(None, Some(Duration::ZERO))
-                    .await
-                    .map(Attempt::from)
-            }
-
-            #[doc = concat!("Waits at most `wait` for a ", $what, " hold; holds it for `lease`, or with the watchdog when `lease` is `None`. Redisson's `tryLock(waitTime, leaseTime)`; the bound is as strict as [`Lock::try_lock_for`]'s.")]
-            ///
-            /// # Cancel safety
-            /// Cancel safe: a dropped call leaves no hold.
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nuse std::time::Duration;\nlet attempt = rw.", $getter, "().try_lock_for(Duration::from_millis(500), None).await?;\n# Ok(()) }\n```")]
-            pub async fn try_lock_for(
-                &self,
-                wait: Duration,
-                lease: Option<Duration>,
-            ) -> Result<Attempt<$Guard>> {
-                self.acquire(lease, Some(wait)).await.map(Attempt::from)
-            }
-
-            #[doc = concat!("Releases one ", $what, " hold of this handle's owner without a guard, Redisson style (for holds kept with `detach`). Fails with [`Error::NotHeld`] when the owner holds none on this side, [`Error::ReleaseUnknown`] when the outcome is unknown (see [`Lock::unlock`](crate::Lock::unlock)).")]
-            ///
-            /// # Cancel safety
-            /// Cancel safe: once sent, the release completes in the background.
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nlet lock = rw.", $getter, "();\nlock.lock().await?.detach();\nlock.unlock().await?;\n# Ok(()) }\n```")]
-            pub async fn unlock(&self) -> Result<()> {
-                self.side.unlock().await
-            }
-
-            #[doc = concat!("Deletes the lock whoever holds it, but only while it is in ", $what, " mode, and wakes its waiters (Redisson's `forceUnlock`). Returns whether it deleted the lock.")]
-            ///
-            /// # Cancel safety
-            /// Not cancel safe in the sense that a dropped call may or may not have deleted the
-            /// lock.
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nlet deleted = rw.", $getter, "().force_unlock().await?;\n# Ok(()) }\n```")]
-            pub async fn force_unlock(&self) -> Result<bool> {
-                self.side.force_unlock().await
-            }
-
-            #[doc = concat!("Whether this handle's owner holds ", $what, " holds (`HEXISTS`). Redisson's `isHeldByCurrentThread`.")]
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nlet lock = rw.", $getter, "();\nlet _guard = lock.lock().await?;\nassert!(lock.is_held_by_current_owner().await?);\n# Ok(()) }\n```")]
-            pub async fn is_held_by_current_owner(&self) -> Result<bool> {
-                self.side.is_held_by_current_owner().await
-            }
-
-            #[doc = concat!("How many ", $what, " holds this handle's owner has (`HGET`; 0 when none). Redisson's `getHoldCount()`.")]
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nassert_eq!(rw.", $getter, "().hold_count().await?, 0);\n# Ok(()) }\n```")]
-            pub async fn hold_count(&self) -> Result<u64> {
-                self.side.hold_count().await
-            }
-
-            async fn acquire(
-                &self,
-                lease: Option<Duration>,
-                wait: Option<Duration>,
-            ) -> Result<Option<$Guard>> {
-                let acquired = self.side.acquire(lease, wait).await?;
-                Ok(acquired.map(|(side, hold)| $Guard {
-                    lock: $Lock { side },
-                    hold,
-                }))
-            }
-
-            fn not_held(&self) -> Error {
-                Error::NotHeld {
-                    name: self.name().to_owned(),
-                }
-            }
-        }
-
-        impl std::fmt::Debug for $Lock {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct(stringify!($Lock))
-                    .field("name", &self.name())
-                    .finish()
-            }
-        }
-
-        impl $Guard {
-            /// Releases this hold now. Fails with [`Error::LeaseLost`] when the hold had been
-            /// lost already (its lease ran out, or the lock was deleted or force-unlocked), and
-            /// with [`Error::ReleaseUnknown`] when the outcome is unknown (see
-            /// [`LockGuard::unlock`](crate::LockGuard::unlock)).
-            ///
-            /// # Cancel safety
-            /// Cancel safe: once sent, the release completes in the background; before that,
-            /// dropping the future drops the guard, which releases.
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nrw.", $getter, "().lock().await?.unlock().await?;\n# Ok(()) }\n```")]
-            pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
-                self.hold.release()
-            }
-
-            /// Releases this hold now, and settles a release of unknown outcome before
-            /// answering (see [`LockGuard::unlock_settled`](crate::LockGuard::unlock_settled)).
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nrw.", $getter, "().lock().await?.unlock_settled().await?;\n# Ok(()) }\n```")]
-            pub fn unlock_settled(self) -> impl Future<Output = Result<()>> + Send + 'static {
-                self.hold.release_settled()
-            }
-
-            #[doc = concat!("Keeps the hold without a guard, for a later [`", stringify!($Lock), "::unlock`].")]
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nrw.", $getter, "().lock().await?.detach();\nrw.", $getter, "().unlock().await?;\n# Ok(()) }\n```")]
-            pub fn detach(self) {
-                self.hold.detach();
-            }
-
-            /// Resolves when the lease is lost (see [`LockGuard::lost`](crate::LockGuard::lost)).
-            /// A force-unlock is noticed by the next renewal (or the end of a fixed lease).
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nlet guard = rw.", $getter, "().lock().await?;\nlet lost = guard.lost();\n# Ok(()) }\n```")]
-            pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-                self.hold.lost()
-            }
-
-            /// A token cancelled when the lease is found lost (see
-            /// [`LockGuard::lost_token`](crate::LockGuard::lost_token)).
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nlet cancelled = rw.", $getter, "().lock().await?.lost_token();\n# Ok(()) }\n```")]
-            pub fn lost_token(&self) -> CancellationToken {
-                self.hold.lost_token()
-            }
-
-            /// Whether the lease is already known lost or past its fixed end.
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nassert!(!rw.", $getter, "().lock().await?.is_lost());\n# Ok(()) }\n```")]
-            pub fn is_lost(&self) -> bool {
-                self.hold.is_lost()
-            }
-
-            /// How the acquisition went (its wait, what woke it).
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nprintln!(\"{:?}\", rw.", $getter, "().lock().await?.acquisition());\n# Ok(()) }\n```")]
-            pub fn acquisition(&self) -> &Acquisition {
-                self.hold.acquisition()
-            }
-
-            #[doc = concat!("The hash field this hold counts in: `<client uuid>:<owner id>` for a read hold, the same + `:write` for a write hold.")]
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nlet guard = rw.", $getter, "().lock().await?;\nprintln!(\"{}\", guard.holder_field());\n# Ok(()) }\n```")]
-            pub fn holder_field(&self) -> &str {
-                self.hold.field()
-            }
-
-            /// The side this guard holds, bound to the holding owner.
-            ///
-            #[doc = concat!("```no_run\n# async fn demo(rw: ferrisson::ReadWriteLock) -> ferrisson::Result<()> {\nlet guard = rw.", $getter, "().lock().await?;\nassert_eq!(guard.lock().owner(), rw.owner());\n# Ok(()) }\n```")]
-            pub fn lock(&self) -> &$Lock {
-                &self.lock
-            }
-        }
-
-        impl std::fmt::Debug for $Guard {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct(stringify!($Guard))
-                    .field("lock", &self.lock.name())
-                    .field("field", &self.hold.field())
-                    .field("lease", &self.hold.lease())
-                    .field("lost", &self.is_lost())
-                    .finish()
-            }
-        }
-    };
-}
-
-side_api!(ReadLock, ReadGuard, "read_lock", "read");
-side_api!(WriteLock, WriteGuard, "write_lock", "write");
