@@ -15,7 +15,7 @@ use super::janitor::Release;
 use super::poll::poll_loop;
 use super::protocol::{acquired, AcquireCall, Protocol, Reply, Waits};
 use super::release::send_release;
-use super::wait::{acquire_with_wait, TryOutcome, Waiter};
+use super::wait::{acquire_with_wait, Holder, TryOutcome, Waiter};
 use super::{Attempt, ClientInner};
 use crate::config::lease_millis;
 use crate::error::{Error, Result};
@@ -383,8 +383,10 @@ impl<P: Protocol> Handle<P> {
             } => {
                 let waiter = Waiter {
                     name: self.name_arc(),
-                    field: Arc::clone(&field),
-                    lease_ms,
+                    holder: Some(Holder {
+                        field: Arc::clone(&field),
+                        lease_ms,
+                    }),
                     wake,
                     channel,
                 };

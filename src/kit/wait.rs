@@ -193,8 +193,10 @@ pub(crate) enum TryOutcome<T> {
 /// Who waits: what a local releaser needs to hand the lock over.
 pub(crate) struct Waiter {
     pub(crate) name: Arc<str>,
-    pub(crate) field: Arc<str>,
-    pub(crate) lease_ms: u64,
+    /// Who waits, for a primitive whose holds are fields of a hash: `None` for one whose
+    /// waiters hold nothing by name (a semaphore's permits, a latch), which never line up for
+    /// a hand-off and have no hold to re-enter.
+    pub(crate) holder: Option<Holder>,
     /// How many of the channel's waiters a message lets retry ([`lock_wake`] for the reentrant
     /// lock's family).
     pub(crate) wake: WakeRule,
@@ -205,9 +207,28 @@ pub(crate) struct Waiter {
     pub(crate) channel: fn(&str, &str) -> String,
 }
 
+/// A waiting holder: its hash field and the lease it asks for (what a local releaser needs to
+/// hand it the lock).
+pub(crate) struct Holder {
+    pub(crate) field: Arc<str>,
+    pub(crate) lease_ms: u64,
+}
+
 impl Waiter {
     fn channel(&self) -> Arc<str> {
-        (self.channel)(&self.name, &self.field).into()
+        let field = self.holder.as_ref().map_or("", |holder| &*holder.field);
+        (self.channel)(&self.name, field).into()
+    }
+
+    /// Whether the client holds the lock this waiter waits for under the waiter's own field (a
+    /// re-entry must not wait for itself, nor give way to others).
+    fn holds(&self, client: &(impl Waiting + ?Sized)) -> bool {
+        self.holder.as_ref().is_some_and(|holder| {
+            client.holds(&HoldKey {
+                name: Arc::clone(&self.name),
+                field: Arc::clone(&holder.field),
+            })
+        })
     }
 }
 
@@ -316,13 +337,11 @@ where
     // Without a place, no releaser hands this waiter the lock, and step 0 never applies.
     let hands_off = adopt.is_some();
     let join_line = |retrying| {
-        if !hands_off {
-            return None;
-        }
+        let holder = waiter.holder.as_ref().filter(|_| hands_off)?;
         client.handoffs().join(
             &waiter.name,
-            &waiter.field,
-            waiter.lease_ms,
+            &holder.field,
+            holder.lease_ms,
             retrying,
             client.janitor(),
         )
@@ -335,13 +354,7 @@ where
     let mut in_line_first = false;
     if subscription.is_some() {
         let may_wait = time_left().is_none_or(|left| !left.is_zero());
-        if may_wait
-            && client.handoffs().contended(&waiter.name)
-            && !client.holds(&HoldKey {
-                name: Arc::clone(&waiter.name),
-                field: Arc::clone(&waiter.field),
-            })
-        {
+        if may_wait && client.handoffs().contended(&waiter.name) && !waiter.holds(client) {
             place = join_line(false);
             in_line_first = place.is_some();
         }
@@ -548,11 +561,7 @@ async fn give_way(client: &(impl Waiting + ?Sized), waiter: &Waiter, deadline: O
     {
         return;
     }
-    let key = HoldKey {
-        name: Arc::clone(&waiter.name),
-        field: Arc::clone(&waiter.field),
-    };
-    if client.holds(&key) {
+    if waiter.holds(client) {
         return;
     }
     client

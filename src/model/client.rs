@@ -17,7 +17,7 @@ use crate::config::WhenUnavailable;
 use crate::error::Error;
 use crate::kit::handoff::Handoffs;
 use crate::kit::janitor::{Janitor, Job, Release};
-use crate::kit::wait::{acquire_on, lock_channel, lock_wake, TryOutcome, Waiter, Waiting};
+use crate::kit::wait::{acquire_on, lock_channel, lock_wake, Holder, TryOutcome, Waiter, Waiting};
 use crate::lease::watchdog::HoldKey;
 use crate::transport::model_server::{Connection, Released, Server};
 use crate::transport::pubsub::PubSub;
@@ -102,8 +102,10 @@ impl ModelClient {
         let field: Arc<str> = field.into();
         let waiter = Waiter {
             name: Arc::clone(&name),
-            field: Arc::clone(&field),
-            lease_ms: crate::transport::model_server::LEASE_MS as u64,
+            holder: Some(Holder {
+                field: Arc::clone(&field),
+                lease_ms: crate::transport::model_server::LEASE_MS as u64,
+            }),
             channel: lock_channel,
             wake: lock_wake,
         };

@@ -235,8 +235,8 @@ impl CountDownLatch {
         let span = tracing::debug_span!("ferrisson.acquire", latch = %self.name);
         let waiter = Waiter {
             name: Arc::clone(&self.name),
-            field: Arc::from(""),
-            lease_ms: 0,
+            // Waiting for the count, nobody holds anything.
+            holder: None,
             channel: |name, _| name::latch_channel(name),
             wake: opened_wake,
         };

@@ -457,8 +457,7 @@ impl PermitExpirableSemaphore {
         let waiter = Waiter {
             name: Arc::clone(&self.name),
             // Permits have no holder: no field, and no local hand-off.
-            field: Arc::from(""),
-            lease_ms: 0,
+            holder: None,
             channel: semaphore_channel,
             wake: super::permits_wake,
         };

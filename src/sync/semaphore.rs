@@ -422,8 +422,7 @@ impl Semaphore {
         let waiter = Waiter {
             name: Arc::clone(&self.name),
             // No holder: anyone's permits are everyone's.
-            field: Arc::from(""),
-            lease_ms: 0,
+            holder: None,
             channel: |name, _| name::semaphore_channel(name),
             wake: super::permits_wake,
         };
