@@ -18,6 +18,7 @@ use super::poll::BackOff;
 use crate::error::{Error, Result};
 use crate::transport::pubsub::WakeRule;
 use crate::transport::script::{LockCall, ReleaseScript, Script};
+use crate::transport::Rollback;
 
 /// What a lock primitive is to the engine that runs it: its acquire script and what the reply
 /// means, how its waiters wait (woken on a channel, with or without a local hand-off, or polling
@@ -206,7 +207,13 @@ impl<P: Protocol> AcquireCall<'_, P> {
         let rollback = self.release();
         Box::pin(async move {
             redis
-                .run_acquire(script, &keys, &args, acquired::<P>, rollback)
+                .run_acquire(
+                    script,
+                    &keys,
+                    &args,
+                    acquired::<P>,
+                    Rollback::Hold(rollback),
+                )
                 .await
         })
     }

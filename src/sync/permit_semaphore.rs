@@ -16,7 +16,7 @@ use crate::kit::wait::{acquire_with_wait, no_hand_off, script_error, TryOutcome,
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
 use crate::transport::script::{Encoded, ReleaseScript, Script, ScriptArgs};
-use crate::transport::Redis;
+use crate::transport::{Redis, Rollback};
 
 /// The lease end Redisson writes for a permit that never expires (`nonExpirableTimeout`).
 const NEVER: u64 = 922_337_203_685_477;
@@ -500,7 +500,8 @@ impl PermitExpirableSemaphore {
         let rollback = release.clone();
         // Boxed: the script call's future is several KB (fred's command future).
         let send = async move {
-            let call = redis.run_acquire_encoded(&ACQUIRE, &encoded, taken, rollback);
+            let call =
+                redis.run_acquire_encoded(&ACQUIRE, &encoded, taken, Rollback::Hold(rollback));
             Box::pin(call).await
         };
         let redis = Arc::clone(&self.client.redis);

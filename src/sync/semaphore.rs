@@ -12,13 +12,13 @@ use futures::future::BoxFuture;
 use super::{check_name, get, integer, unexpected, write};
 use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
-use crate::kit::janitor::{Job, Release};
+use crate::kit::janitor::Job;
 use crate::kit::release::release_error;
 use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
-use crate::transport::script::{encode, Encoded, ReleaseScript, Script};
-use crate::transport::Redis;
+use crate::transport::script::{encode, Encoded, Script};
+use crate::transport::{Redis, Rollback};
 
 /// Prepends the publish prelude and this primitive's functions to one call line.
 macro_rules! semaphore_script {
@@ -54,27 +54,34 @@ static ADD: Script = semaphore_script!(
 static DRAIN: Script = semaphore_script!("semaphore_drain", "return drain(KEYS[1])\n");
 static DELETE: Script = semaphore_script!("semaphore_delete", "return delete(KEYS[1])\n");
 
-/// release(p) as the kit runs it: for the rollback of an acquisition no replica acknowledged
-/// (`Redis::run_acquire`). A semaphore has no holder field and no lease, so the kit's
-/// [`Release`] carries the permit count in `lease_ms` (see [`give_back`]).
-static RELEASE: ReleaseScript = ReleaseScript {
-    script: &RELEASE_SCRIPT,
-    encode: encode_release,
-};
-
-fn encode_release(release: &Release, publish: &'static str) -> Encoded {
-    let channel = name::semaphore_channel(&release.name);
-    let permits = release.lease_ms.to_string();
-    encode(&[&*release.name, &channel], &[&permits, publish])
+/// `p` permits of a semaphore to give back (`release`, synced as every release): a dropped
+/// guard's, a cancelled acquire's, or a rollback's.
+#[derive(Clone)]
+struct GiveBack {
+    name: Arc<str>,
+    permits: u64,
 }
 
-/// `p` permits of semaphore `name` to give back, as the kit's [`Release`] ([`RELEASE`]).
-fn give_back(name: &Arc<str>, permits: u64) -> Release {
-    Release {
-        name: Arc::clone(name),
-        field: Arc::from(""),
-        lease_ms: permits,
-        script: Some(&RELEASE),
+impl GiveBack {
+    /// `RELEASE_SCRIPT`'s keys and arguments.
+    fn encoded(&self, publish: &'static str) -> Encoded {
+        let channel = name::semaphore_channel(&self.name);
+        let permits = self.permits.to_string();
+        encode(&[&*self.name, &channel], &[&permits, publish])
+    }
+
+    /// The undo of an acquisition no replica acknowledged.
+    fn rollback(&self, publish: &'static str) -> Rollback {
+        Rollback::Write {
+            name: Arc::clone(&self.name),
+            script: &RELEASE_SCRIPT,
+            encoded: self.encoded(publish),
+        }
+    }
+
+    async fn run(&self, redis: &Redis) -> std::result::Result<Value, fred::error::Error> {
+        let encoded = self.encoded(redis.publish_arg);
+        redis.run_write(&self.name, &RELEASE_SCRIPT, &encoded).await
     }
 }
 
@@ -85,14 +92,14 @@ fn took(reply: &Value) -> bool {
 
 /// Gives `release`'s permits back in the background (a dropped guard, a cancelled acquire),
 /// synced as any release; a failure is logged, since nobody is left to report it to.
-async fn give_back_logged(redis: Arc<Redis>, release: Release) {
-    match redis.run_release(&release, &RELEASE).await {
+async fn give_back_logged(redis: Arc<Redis>, release: GiveBack) {
+    match release.run(&redis).await {
         Ok(_) => {
-            tracing::debug!(semaphore = %release.name, permits = release.lease_ms, "gave permits back")
+            tracing::debug!(semaphore = %release.name, permits = release.permits, "gave permits back")
         }
         Err(err) => tracing::warn!(
             semaphore = %release.name,
-            permits = release.lease_ms,
+            permits = release.permits,
             error = %err,
             "could not give permits back; they stay taken until someone releases them"
         ),
@@ -259,7 +266,14 @@ impl Semaphore {
             ));
         }
         integer(permits, "permits")?;
-        send_release(&self.client, give_back(&self.name, permits)).await
+        send_release(
+            &self.client,
+            GiveBack {
+                name: Arc::clone(&self.name),
+                permits,
+            },
+        )
+        .await
     }
 
     /// Sets the number of permits if the semaphore does not exist yet, and publishes it;
@@ -448,9 +462,12 @@ impl Semaphore {
     /// permits the script took ([`Undo::Run`]).
     async fn attempt(&self, permits: u64) -> Result<TryOutcome<SemaphorePermits>> {
         let redis = Arc::clone(&self.client.redis);
-        let rollback = give_back(&self.name, permits);
+        let undo_release = GiveBack {
+            name: Arc::clone(&self.name),
+            permits,
+        };
+        let rollback = undo_release.rollback(redis.publish_arg);
         let undo_redis = Arc::clone(&redis);
-        let undo_release = rollback.clone();
         let undo = Undo::Run(Box::new(move |reply: &Value| {
             took(reply).then(|| -> BoxFuture<'static, ()> {
                 tracing::debug!(semaphore = %undo_release.name, "giving back permits of a cancelled acquire");
@@ -504,11 +521,11 @@ impl Semaphore {
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, the janitor finishes it.
-async fn send_release(client: &ClientInner, release: Release) -> Result<()> {
+async fn send_release(client: &ClientInner, release: GiveBack) -> Result<()> {
     let redis = Arc::clone(&client.redis);
     let name = Arc::clone(&release.name);
     let reply = InFlight::new(
-        async move { redis.run_release(&release, &RELEASE).await },
+        async move { release.run(&redis).await },
         None,
         None,
         client.janitor.clone(),
@@ -602,7 +619,10 @@ impl SemaphorePermits {
         // From here `send_release`'s in-flight call finishes the release even if this future
         // is dropped; before (never polled), the guard's `Drop` sends it.
         self.settled = true;
-        let release = give_back(&self.semaphore.name, self.permits);
+        let release = GiveBack {
+            name: Arc::clone(&self.semaphore.name),
+            permits: self.permits,
+        };
         send_release(&self.semaphore.client, release).await
     }
 
@@ -649,7 +669,10 @@ impl Drop for SemaphorePermits {
         }
         let client = &self.semaphore.client;
         let redis = Arc::clone(&client.redis);
-        let release = give_back(&self.semaphore.name, self.permits);
+        let release = GiveBack {
+            name: Arc::clone(&self.semaphore.name),
+            permits: self.permits,
+        };
         client.janitor.submit(Job::Settle {
             reply: Box::pin(async move {
                 give_back_logged(redis, release).await;

@@ -26,6 +26,29 @@ use dispatch::Dispatcher;
 use replica_sync::ReplicaSync;
 use script::{LockCall, Release, ReleaseScript, Script};
 
+/// What takes back an acquisition that no replica acknowledged (synced writes).
+pub(crate) enum Rollback {
+    /// Release the hold it took, as the kit releases it.
+    Hold(Release),
+    /// Run the primitive's own undo of `name` (a semaphore gives its permits back).
+    Write {
+        name: Arc<str>,
+        script: &'static Script,
+        encoded: script::Encoded,
+    },
+}
+
+/// The error of an acquisition of `name` that was rolled back.
+fn not_replicated(name: &str) -> fred::error::Error {
+    fred::error::Error::new(
+        fred::error::ErrorKind::Unknown,
+        format!(
+            "{}: no replica acknowledged the acquisition of `{name}`",
+            crate::transport::replica_sync::NOT_REPLICATED
+        ),
+    )
+}
+
 /// The command connections and how lock commands are sent on them.
 pub(crate) struct Redis {
     pub(crate) pool: Pool,
@@ -117,7 +140,9 @@ impl Redis {
         }
         match (rollback, &value) {
             // Acquired (nil), but a failover could lose it: take the hold back.
-            (Some(rollback), fred::types::Value::Null) => self.roll_back(rollback).await,
+            (Some(rollback), fred::types::Value::Null) => {
+                self.roll_back(Rollback::Hold(rollback)).await
+            }
             // Refused (a TTL): nothing was written.
             (Some(_), _) => Ok(value),
             (None, _) => {
@@ -141,7 +166,7 @@ impl Redis {
         keys: &[K],
         args: &[A],
         acquired: fn(&fred::types::Value) -> bool,
-        rollback: Release,
+        rollback: Rollback,
     ) -> Result<fred::types::Value, fred::error::Error> {
         self.run_acquire_encoded(script, &script::encode(keys, args), acquired, rollback)
             .await
@@ -154,7 +179,7 @@ impl Redis {
         script: &'static Script,
         encoded: &script::Encoded,
         acquired: fn(&fred::types::Value) -> bool,
-        rollback: Release,
+        rollback: Rollback,
     ) -> Result<fred::types::Value, fred::error::Error> {
         let sync = self.sync.as_deref();
         let (value, replicated) = script
@@ -176,26 +201,51 @@ impl Redis {
         by: &'static ReleaseScript,
     ) -> Result<fred::types::Value, fred::error::Error> {
         let encoded = (by.encode)(release, self.publish_arg);
-        let (value, replicated) = by
-            .script
+        self.run_write(&release.name, by.script, &encoded).await
+    }
+
+    /// Runs a primitive's own write of `name` (a release, a semaphore's give-back) alone with
+    /// `write_options`, followed by `WAIT` with synced writes; an unacknowledged write is
+    /// logged, as in [`Redis::run_lock_call`].
+    pub(crate) async fn run_write(
+        &self,
+        name: &str,
+        script: &'static Script,
+        encoded: &script::Encoded,
+    ) -> Result<fred::types::Value, fred::error::Error> {
+        let (value, replicated) = script
             .run_synced(
                 &self.pool,
                 &self.write_options,
-                &encoded,
+                encoded,
                 self.sync.as_deref(),
             )
             .await?;
         if !replicated.is_synced() {
             tracing::warn!(
-                lock = %release.name,
-                "no replica acknowledged a release; after a failover the lock may come back until its lease ends"
+                lock = %name,
+                "no replica acknowledged a release; after a failover it may be undone"
             );
         }
         Ok(value)
     }
 
     /// Releases the one hold an unreplicated acquisition added.
-    async fn roll_back(&self, hold: Release) -> Result<fred::types::Value, fred::error::Error> {
+    async fn roll_back(&self, undo: Rollback) -> Result<fred::types::Value, fred::error::Error> {
+        let hold = match undo {
+            Rollback::Hold(hold) => hold,
+            Rollback::Write {
+                name,
+                script,
+                encoded,
+            } => {
+                tracing::warn!(lock = %name, "no replica acknowledged the acquisition; rolling it back");
+                script
+                    .run_encoded(&self.pool, &self.write_options, &encoded)
+                    .await?;
+                return Err(not_replicated(&name));
+            }
+        };
         let name = Arc::clone(&hold.name);
         tracing::warn!(lock = %name, "no replica acknowledged the acquisition; rolling it back");
         if let Some(by) = hold.script {
@@ -212,13 +262,7 @@ impl Redis {
             crate::transport::dispatch::run_alone(&self.pool, &self.write_options, None, release)
                 .await?;
         }
-        Err(fred::error::Error::new(
-            fred::error::ErrorKind::Unknown,
-            format!(
-                "{}: no replica acknowledged the acquisition of `{name}`",
-                crate::transport::replica_sync::NOT_REPLICATED
-            ),
-        ))
+        Err(not_replicated(&name))
     }
 
     /// Sends one read-only command about `key` (routed to its hash slot) with the read options:
