@@ -325,11 +325,17 @@ mod send_sync {
         send_sync_static::<MultiLock>();
         send_sync_static::<RedLock>();
         send_sync_static::<MultiGuard>();
+        send_sync_static::<BackOff>();
     }
 
+    /// Every lock primitive at once: the kit's generic code is what is checked.
     #[allow(dead_code)] // only type-checked: the futures are never run
-    fn futures_are_send(client: Client, lock: Lock, guard: LockGuard) {
-        send(&Client::connect("redis://127.0.0.1:1"));
+    fn handles_guards_and_futures_of_every_primitive_are_send<P: Protocol>(
+        lock: Handle<P>,
+        guard: Guard<P>,
+    ) {
+        send_sync_static::<Handle<P>>();
+        send_sync_static::<Guard<P>>();
         send(&lock.lock());
         send(&lock.lock_with_lease(std::time::Duration::from_secs(1)));
         send(&lock.try_lock());
@@ -337,11 +343,18 @@ mod send_sync {
         send(&lock.unlock());
         send(&lock.force_unlock());
         send(&lock.is_locked());
+        send(&lock.is_held_by_current_owner());
         send(&lock.hold_count());
+        send(&lock.remaining_ttl());
         send(&guard.reenter());
         send(&guard.lost());
+        send(&guard.unlock_settled());
+    }
+
+    #[allow(dead_code)] // only type-checked: the futures are never run
+    fn client_futures_are_send(client: Client) {
+        send(&Client::connect("redis://127.0.0.1:1"));
         send(&client.shutdown());
-        send(&guard.unlock());
     }
 
     #[allow(dead_code)] // only type-checked: the futures are never run
@@ -377,6 +390,7 @@ mod send_sync {
         send(&lock.try_lock_for(std::time::Duration::from_secs(1), None));
         send(&lock.token());
         send(&lock.delete());
+        send(&lock.as_lock().lock());
         send(&guard.lost());
         send(&guard.unlock());
     }

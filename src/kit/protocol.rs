@@ -218,6 +218,16 @@ impl<P: Protocol> AcquireCall<'_, P> {
         })
     }
 
+    /// `script` called as `ACQUIRE` is (KEYS `[name]`, ARGV `[lease, field]`), alone.
+    pub(crate) fn run_as_acquire(
+        &self,
+        script: &'static Script,
+    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
+        let keys = vec![self.lock.name_arc()];
+        let args = vec![Arc::from(self.lease_arg()), Arc::clone(self.field)];
+        self.run(script, keys, args)
+    }
+
     /// The release of the hold this call may take.
     pub(crate) fn release(&self) -> Release {
         Release {

@@ -269,22 +269,9 @@ pub(crate) fn lock_channel(name: &str, _field: &str) -> String {
 /// # Cancel safety
 /// Cancel safe as long as `attempt` is: the subscription share and the queue place are released
 /// on drop, and a hand-off that arrives for a dropped waiter is released again.
+///
+/// `client` is any [`Waiting`] client: a [`ClientInner`], or the model checks' client.
 pub(crate) async fn acquire_with_wait<T: Lapse, F, Fut>(
-    client: &ClientInner,
-    waiter: &Waiter,
-    wait: Option<Duration>,
-    attempt: F,
-    adopt: Option<impl FnMut(Instant) -> T>,
-) -> Result<Option<(T, Acquisition)>>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<TryOutcome<T>>>,
-{
-    acquire_on(client, waiter, wait, attempt, adopt).await
-}
-
-/// [`acquire_with_wait`] for any [`Waiting`] client (the model checks' too).
-pub(crate) async fn acquire_on<T: Lapse, F, Fut>(
     client: &(impl Waiting + ?Sized),
     waiter: &Waiter,
     wait: Option<Duration>,

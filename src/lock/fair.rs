@@ -566,30 +566,3 @@ impl Drop for GiveUp {
         }
     }
 }
-
-/// Compile-time checks that the fair lock's handles, guards and futures cross tasks and threads.
-#[cfg(test)]
-mod send_sync {
-    use super::*;
-
-    fn send_sync_static<T: Send + Sync + 'static>() {}
-    fn send<T: Send>(_: &T) {}
-
-    #[test]
-    fn handles_and_guards_are_send_sync_static() {
-        send_sync_static::<FairLock>();
-        send_sync_static::<FairGuard>();
-    }
-
-    #[allow(dead_code)] // only type-checked: the futures are never run
-    fn futures_are_send(lock: FairLock, guard: FairGuard) {
-        send(&lock.lock());
-        send(&lock.try_lock());
-        send(&lock.try_lock_for(Duration::from_secs(1), None));
-        send(&lock.unlock());
-        send(&lock.force_unlock());
-        send(&lock.delete());
-        send(&guard.lost());
-        send(&guard.unlock());
-    }
-}

@@ -107,9 +107,7 @@ impl Protocol for NonReentrant {
         &self,
         call: AcquireCall<'_, Self>,
     ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
-        let keys = vec![call.lock.name_arc()];
-        let args = vec![Arc::from(call.lease_arg()), Arc::clone(call.field)];
-        call.run(&NON_REENTRANT_ACQUIRE, keys, args)
+        call.run_as_acquire(&NON_REENTRANT_ACQUIRE)
     }
 
     fn read(reply: &Value) -> Option<Reply<()>> {

@@ -17,7 +17,9 @@ use crate::config::WhenUnavailable;
 use crate::error::Error;
 use crate::kit::handoff::Handoffs;
 use crate::kit::janitor::{Janitor, Job, Release};
-use crate::kit::wait::{acquire_on, lock_channel, lock_wake, Holder, TryOutcome, Waiter, Waiting};
+use crate::kit::wait::{
+    acquire_with_wait, lock_channel, lock_wake, Holder, TryOutcome, Waiter, Waiting,
+};
 use crate::lease::watchdog::HoldKey;
 use crate::transport::model_server::{Connection, Released, Server};
 use crate::transport::pubsub::PubSub;
@@ -122,7 +124,7 @@ impl ModelClient {
             }
         };
         let adopt = Some(|_sent_at| Held::taken(self, &name, &field));
-        match acquire_on(&**self, &waiter, None, attempt, adopt).await {
+        match acquire_with_wait(&**self, &waiter, None, attempt, adopt).await {
             Ok(Some((held, _acquisition))) => held,
             Ok(None) => unreachable!("an unbounded wait ends acquired"),
             Err(err) => panic!("the model server never fails: {err}"),

@@ -247,7 +247,7 @@ impl CountDownLatch {
             }
         };
         let opened = tracing::Instrument::instrument(
-            acquire_with_wait(&self.client, &waiter, timeout, attempt, no_hand_off()),
+            acquire_with_wait(&*self.client, &waiter, timeout, attempt, no_hand_off()),
             span,
         )
         .await?;

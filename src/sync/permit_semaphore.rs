@@ -464,7 +464,7 @@ impl PermitExpirableSemaphore {
         let span = tracing::debug_span!("ferrisson.acquire", semaphore = %self.name);
         let acquired = tracing::Instrument::instrument(
             acquire_with_wait(
-                &self.client,
+                &*self.client,
                 &waiter,
                 wait,
                 || self.attempt(lease_ms),

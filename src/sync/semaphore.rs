@@ -443,7 +443,7 @@ impl Semaphore {
         let attempt = || self.attempt(permits);
         let acquired = tracing::Instrument::instrument(
             // The acquire is its own script: nothing to hand over.
-            acquire_with_wait(&self.client, &waiter, wait, attempt, no_hand_off()),
+            acquire_with_wait(&*self.client, &waiter, wait, attempt, no_hand_off()),
             span,
         )
         .await?;
