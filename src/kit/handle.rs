@@ -81,7 +81,8 @@ impl<P: Protocol> Handle<P> {
         }
     }
 
-    /// The same lock as another primitive `Q` (which must share its keys), owner kept.
+    /// The same lock as another primitive `Q` (which must share its keys), or as this one with
+    /// another configuration (a spin lock's back-off), owner kept.
     pub(crate) fn as_kind<Q: Protocol>(&self, kind: Q) -> Handle<Q> {
         Handle {
             client: Arc::clone(&self.client),
@@ -89,11 +90,6 @@ impl<P: Protocol> Handle<P> {
             owner: self.owner,
             kind,
         }
-    }
-
-    /// The same lock with another primitive configuration (a spin lock's back-off).
-    pub(crate) fn with_kind(&self, kind: P) -> Handle<P> {
-        self.as_kind(kind)
     }
 
     /// The lock's name, which is also the Redis key of its hash.

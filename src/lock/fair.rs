@@ -233,7 +233,7 @@ impl<Q: Queued + Protocol> Handle<Q> {
                 "a fair lock's wait timeout must be between 1 ms and {MAX_WAIT_MS} ms, got {timeout:?}"
             )));
         }
-        Ok(self.with_kind(self.kind.with_wait_timeout(timeout)))
+        Ok(self.as_kind(self.kind.with_wait_timeout(timeout)))
     }
 
     /// The wait time W of acquires without a bound of their own (see

@@ -115,7 +115,7 @@ impl SpinLock {
     /// # Ok(()) }
     /// ```
     pub fn with_backoff(&self, backoff: BackOff) -> SpinLock {
-        self.with_kind(Spin { backoff })
+        self.as_kind(Spin { backoff })
     }
 
     /// The back-off this handle waits with.

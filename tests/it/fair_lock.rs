@@ -109,11 +109,12 @@ fn spawn_lock(lock: &FairLock) -> JoinHandle<ferrisson::Result<FairGuard>> {
     tokio::spawn(async move { lock.lock().await })
 }
 
-async fn joined(
-    task: JoinHandle<ferrisson::Result<FairGuard>>,
+/// The guard `task` acquired within `within` (any lock's).
+pub(crate) async fn joined<G>(
+    task: JoinHandle<ferrisson::Result<G>>,
     within: Duration,
     what: &str,
-) -> FairGuard {
+) -> G {
     timeout(within, task)
         .await
         .unwrap_or_else(|_| panic!("{what}: not acquired within {within:?}"))

@@ -4,7 +4,7 @@
 //! gives up or is dropped leaves the queue, the Redis layout is the fair lock's (so the fair
 //! lock and the reentrant lock exclude it), and the blocking twin through `Client::handle`.
 
-use crate::fair_lock::{field_of, queue, queue_key, timeout_key};
+use crate::fair_lock::{field_of, joined, queue, queue_key, timeout_key};
 use crate::non_reentrant_lock::every_acquire_is_already_held;
 use crate::support;
 
@@ -34,17 +34,6 @@ async fn wait_queue(raw: &fred::clients::Client, name: &str, expected: &[String]
 fn spawn_lock(lock: &NonReentrantFairLock) -> JoinHandle<ferrisson::Result<NonReentrantFairGuard>> {
     let lock = lock.clone();
     tokio::spawn(async move { lock.lock().await })
-}
-
-async fn joined(
-    task: JoinHandle<ferrisson::Result<NonReentrantFairGuard>>,
-    what: &str,
-) -> NonReentrantFairGuard {
-    timeout(Duration::from_secs(10), task)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not acquired within 10 s"))
-        .expect("task")
-        .unwrap_or_else(|err| panic!("{what}: {err}"))
 }
 
 #[tokio::test]
@@ -114,7 +103,7 @@ async fn waiters_of_several_clients_are_served_in_arrival_order() {
 
     holder.unlock().await.expect("release");
     for (k, task) in waiters {
-        let guard = joined(task, &format!("waiter {k}")).await;
+        let guard = joined(task, Duration::from_secs(10), &format!("waiter {k}")).await;
         let fields = hgetall(&raw, name).await;
         assert_eq!(
             fields.keys().collect::<Vec<_>>(),
@@ -171,7 +160,7 @@ async fn a_waiter_that_gives_up_or_is_dropped_leaves_the_queue() {
     wait_queue(&raw, name, &[field_of(&client, w3)]).await;
 
     holder.unlock().await.expect("release");
-    let taken = joined(patient, "W3").await;
+    let taken = joined(patient, Duration::from_secs(10), "W3").await;
     taken.unlock().await.expect("release");
     assert_eq!(exists(&raw, &timeout_key(name)).await, 0);
 }
