@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::kit::ClientInner;
 use crate::lease::watchdog::HoldKey;
 use crate::metrics;
-use crate::transport::pubsub::{PubSub, Unanswered, Wake, WakeRule};
+use crate::transport::pubsub::{PubSub, Unanswered, Wake, WakeRule, Wakes};
 
 /// What the wait loop needs of its client: its subscriptions, its local lines and janitor,
 /// whether it holds a field already, and two settings. [`ClientInner`]; in the model checks
@@ -234,14 +234,14 @@ impl Waiter {
 
 /// How a lock channel's message wakes its waiters, as Java's `LockPubSub` reads it (protocol
 /// §1.4): `0` (a release) one waiter, `1` (the write side's release of a read-write lock, which
-/// readers and writers wait for alike) every parked one (at least one, for a waiter about to
-/// park), anything else none. The rule of every lock of the reentrant lock's family, the fair
-/// lock's per-waiter channels and the read-write lock's channel.
-pub(crate) fn lock_wake(message: i64, parked: usize) -> usize {
+/// readers and writers wait for alike) every one, anything else none. The rule of every lock of
+/// the reentrant lock's family, the fair lock's per-waiter channels and the read-write lock's
+/// channel.
+pub(crate) fn lock_wake(message: i64) -> Wakes {
     match message {
-        0 => 1,
-        1 => parked.max(1),
-        _ => 0,
+        0 => Wakes::Up(1),
+        1 => Wakes::Everyone,
+        _ => Wakes::Nobody,
     }
 }
 
@@ -585,13 +585,12 @@ pub(crate) fn script_error(client: &ClientInner, name: &str, err: fred::error::E
 
 #[cfg(test)]
 mod tests {
-    use super::lock_wake;
+    use super::{lock_wake, Wakes};
 
     #[test]
     fn a_lock_channel_wakes_as_javas_lock_pub_sub() {
-        assert_eq!(lock_wake(0, 5), 1);
-        assert_eq!(lock_wake(1, 5), 5);
-        assert_eq!(lock_wake(1, 0), 1, "a waiter about to park finds a permit");
-        assert_eq!(lock_wake(7, 5), 0);
+        assert_eq!(lock_wake(0), Wakes::Up(1));
+        assert_eq!(lock_wake(1), Wakes::Everyone);
+        assert_eq!(lock_wake(7), Wakes::Nobody);
     }
 }

@@ -185,6 +185,7 @@ const LINE: Setup = Setup {
     max_in_row: 1_000,
     conditional: true,
     late_receiver: false,
+    wake_parked_only: false,
 };
 
 /// Two tasks of a fresh client wait for a lock another client holds: its release wakes one
@@ -250,4 +251,59 @@ fn an_aborted_waiter_never_strands_the_lock_or_the_others() {
         ..LINE
     };
     check(1, iterations(), move || contention(budget, 2, 2, false, 1));
+}
+
+/// `waiters` tasks wait for a latch at 1 while another task counts it down at a point the
+/// schedule picks: every waiter returns, also one whose attempt (a `GET`) was still out when
+/// the `0` came (the family bench's latch hang: the message woke only the parked waiters).
+async fn latch(setup: Setup, waiters: usize) {
+    const LATCH: &str = "latch:7";
+    let server = Server::new();
+    server.set_count(LATCH, 1);
+    let (client, janitor) = ModelClient::start(&server, setup);
+    let _report = Report(Arc::downgrade(&client));
+    let waiting: Vec<JoinHandle<()>> = (0..waiters)
+        .map(|_| {
+            let client = Arc::clone(&client);
+            future::spawn(async move { client.wait_latch(LATCH).await })
+        })
+        .collect();
+    let opener = {
+        let server = Arc::clone(&server);
+        future::spawn(async move {
+            // Once one waiter is parked or about to park, so that the others may be anywhere.
+            server.refused(1).await;
+            server
+                .count_down(LATCH, &crate::name::latch_channel(LATCH))
+                .await;
+        })
+    };
+    for waiter in waiting {
+        waiter.await.expect("a waiter");
+    }
+    opener.await.expect("the opener");
+    assert_eq!(server.count(LATCH).await, 0, "the latch is open");
+    drop(client);
+    janitor.await.expect("the janitor");
+}
+
+/// Every waiter of a latch returns once it opens.
+#[test]
+fn every_latch_waiter_returns_when_the_count_reaches_zero() {
+    check(8, iterations(), || latch(LINE, 3));
+}
+
+/// The model finds the latch hang on the reading before its fix: some schedule has a waiter
+/// between its attempt and its parking when the `0` comes, and it stays parked on an open latch.
+#[test]
+fn the_model_finds_the_latch_hang_before_its_fix() {
+    let before_fix = Setup {
+        wake_parked_only: true,
+        ..LINE
+    };
+    let message = failure_of(
+        || check(8, iterations(), move || latch(before_fix, 3)),
+        "no schedule stranded a latch waiter",
+    );
+    assert!(message.contains("deadlock"), "{message}");
 }

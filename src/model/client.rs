@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::kit::handoff::Handoffs;
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::kit::wait::{
-    acquire_with_wait, lock_channel, lock_wake, Holder, TryOutcome, Waiter, Waiting,
+    acquire_with_wait, lock_channel, lock_wake, no_hand_off, Holder, TryOutcome, Waiter, Waiting,
 };
 use crate::lease::watchdog::HoldKey;
 use crate::transport::model_server::{Connection, Released, Server};
@@ -43,6 +43,9 @@ pub(crate) struct Setup {
     pub(crate) conditional: bool,
     /// The message loop makes its receiver when it first runs (the order before issue 24's fix).
     pub(crate) late_receiver: bool,
+    /// A message that wakes every waiter wakes only the parked ones (the reading before the
+    /// latch hang's fix, `transport::pubsub::Wakes::Everyone`).
+    pub(crate) wake_parked_only: bool,
 }
 
 impl ModelClient {
@@ -54,7 +57,11 @@ impl ModelClient {
         setup: Setup,
     ) -> (Arc<ModelClient>, shuttle::future::JoinHandle<()>) {
         let connection = server.connect();
-        let (pubsub, message_loop) = PubSub::model(connection.clone(), setup.late_receiver);
+        let (pubsub, message_loop) = PubSub::model(
+            connection.clone(),
+            setup.late_receiver,
+            setup.wake_parked_only,
+        );
         drop(shuttle::future::spawn(message_loop)); // detached: it never ends
         let handoffs = Arc::new(Handoffs::new(
             setup.max_in_row,
@@ -126,6 +133,28 @@ impl ModelClient {
         let adopt = Some(|_sent_at| Held::taken(self, &name, &field));
         match acquire_with_wait(&**self, &waiter, None, attempt, adopt).await {
             Ok(Some((held, _acquisition))) => held,
+            Ok(None) => unreachable!("an unbounded wait ends acquired"),
+            Err(err) => panic!("the model server never fails: {err}"),
+        }
+    }
+
+    /// `CountDownLatch::wait`: the crate's wait loop with the latch's attempt (a `GET`) and wake
+    /// rule.
+    pub(crate) async fn wait_latch(self: &Arc<Self>, name: &str) {
+        let waiter = Waiter {
+            name: name.into(),
+            holder: None,
+            channel: |name, _| crate::name::latch_channel(name),
+            wake: crate::sync::latch::opened_wake,
+        };
+        let attempt = || async move {
+            match self.server.count(name).await {
+                0 => Ok(TryOutcome::Acquired((), false)),
+                _ => Ok(TryOutcome::Busy(-1)),
+            }
+        };
+        match acquire_with_wait(&**self, &waiter, None, attempt, no_hand_off()).await {
+            Ok(Some(((), _acquisition))) => {}
             Ok(None) => unreachable!("an unbounded wait ends acquired"),
             Err(err) => panic!("the model server never fails: {err}"),
         }

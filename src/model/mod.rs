@@ -38,7 +38,7 @@
 //!
 //! Not modelled here (tested against real Redis only): the watchdog's timing wheel and
 //! batches, the reconciler's script, connection faults, and the primitives other than the
-//! reentrant lock.
+//! reentrant lock and the count-down latch's wait (whose `0` wakes every waiter at once).
 
 mod checks;
 mod client;

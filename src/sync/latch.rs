@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
 use crate::kit::{Client, ClientInner};
 use crate::name;
+use crate::transport::pubsub::Wakes;
 use crate::transport::script::Script;
 
 /// Prepends the publish prelude and this primitive's functions to one call line.
@@ -274,13 +275,12 @@ impl CountDownLatch {
 }
 
 /// How a latch channel's message wakes its waiters, as Java's `CountDownLatchPubSub` reads it
-/// (protocol §1.4): `0` (the count reached zero) every parked waiter (at least one, for a waiter
-/// about to park), `1` (a new count) none.
-fn opened_wake(message: i64, parked: usize) -> usize {
+/// (protocol §1.4): `0` (the count reached zero) every waiter, `1` (a new count) none.
+pub(crate) fn opened_wake(message: i64) -> Wakes {
     if message == 0 {
-        parked.max(1)
+        Wakes::Everyone
     } else {
-        0
+        Wakes::Nobody
     }
 }
 
@@ -308,12 +308,7 @@ mod tests {
 
     #[test]
     fn a_latch_channel_wakes_everyone_when_it_opens_and_nobody_on_a_new_count() {
-        assert_eq!(opened_wake(0, 4), 4);
-        assert_eq!(
-            opened_wake(0, 0),
-            1,
-            "a waiter about to park finds a permit"
-        );
-        assert_eq!(opened_wake(1, 4), 0);
+        assert_eq!(opened_wake(0), Wakes::Everyone);
+        assert_eq!(opened_wake(1), Wakes::Nobody);
     }
 }

@@ -8,7 +8,7 @@
 //! What they share lives here: the name checks, the cancel-safe script call and the reading of
 //! a string integer.
 
-mod latch;
+pub(crate) mod latch;
 mod permit_semaphore;
 mod semaphore;
 
@@ -22,6 +22,7 @@ use fred::prelude::Value;
 
 use crate::error::{Error, Result};
 use crate::kit::{ClientInner, InFlight};
+use crate::transport::pubsub::Wakes;
 use crate::transport::script::{encode, Script};
 
 /// Rejects an empty name, and in a cluster a name whose `channel` hashes to another slot (the
@@ -115,8 +116,11 @@ fn unexpected(script: &str, reply: &Value) -> Error {
 /// How a semaphore channel's message wakes its waiters, as Java's `SemaphorePubSub` reads it
 /// (protocol §1.4): the message is the number of permits now available, an upper bound on the
 /// waiters that can succeed, so that many.
-pub(crate) fn permits_wake(message: i64, _parked: usize) -> usize {
-    usize::try_from(message).unwrap_or(0)
+pub(crate) fn permits_wake(message: i64) -> Wakes {
+    match usize::try_from(message) {
+        Ok(permits) if permits > 0 => Wakes::Up(permits),
+        _ => Wakes::Nobody,
+    }
 }
 
 #[cfg(test)]
@@ -140,8 +144,8 @@ mod tests {
 
     #[test]
     fn a_semaphore_channel_wakes_as_many_as_the_permits_it_announces() {
-        assert_eq!(super::permits_wake(3, 5), 3);
-        assert_eq!(super::permits_wake(0, 5), 0);
-        assert_eq!(super::permits_wake(-4, 5), 0);
+        assert_eq!(super::permits_wake(3), Wakes::Up(3));
+        assert_eq!(super::permits_wake(0), Wakes::Nobody);
+        assert_eq!(super::permits_wake(-4), Wakes::Nobody);
     }
 }

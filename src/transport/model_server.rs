@@ -1,6 +1,7 @@
 //! The model checks' in-memory server: the reentrant lock's hash (one holder field and its hold
 //! count) with its acquire and release steps as `lua/acquire.lua` and `lua/release.lua` take
-//! them (protocol §2.2, §2.3), and pub/sub delivered as fred delivers it, on a broadcast channel
+//! them (protocol §2.2, §2.3), a count-down latch's count (`GET`, and `lua/latch.lua`'s count
+//! down, §8), and pub/sub delivered as fred delivers it, on a broadcast channel
 //! per connection, so that a receiver made after a message never hears it.
 //!
 //! Every request is a round trip: the scheduler may run other tasks between the call and the
@@ -37,6 +38,8 @@ pub(crate) struct Server {
 struct State {
     /// Lock name → its one holder field and hold count.
     locks: HashMap<String, (String, u32)>,
+    /// Latch name → its count (absent: 0).
+    latches: HashMap<String, u64>,
     /// Channel → the connections subscribed to it.
     subscribers: HashMap<String, HashSet<usize>>,
     /// Per connection, where its messages go.
@@ -151,6 +154,39 @@ impl Server {
         self.stepped();
         self.switch();
         reply
+    }
+
+    /// `SET name count`: a latch's count (`try_set_count` on a latch that is open).
+    pub(crate) fn set_count(&self, name: &str, count: u64) {
+        self.state.lock().latches.insert(name.to_owned(), count);
+    }
+
+    /// `GET name`: a latch's count, read in a round trip.
+    pub(crate) async fn count(&self, name: &str) -> u64 {
+        self.switch();
+        let count = self.state.lock().latches.get(name).copied().unwrap_or(0);
+        if count > 0 {
+            self.refusals.send_modify(|refusals| *refusals += 1);
+        }
+        self.switch();
+        count
+    }
+
+    /// `lua/latch.lua`'s count down: one less, and `0` published on `channel` when it reaches 0.
+    pub(crate) async fn count_down(&self, name: &str, channel: &str) {
+        self.switch();
+        {
+            let mut state = self.state.lock();
+            if let Some(count) = state.latches.get_mut(name) {
+                *count -= 1;
+                if *count == 0 {
+                    state.latches.remove(name);
+                    state.publish(channel, 0);
+                }
+            }
+        }
+        self.stepped();
+        self.switch();
     }
 
     /// Waits until `count` acquires have been refused.

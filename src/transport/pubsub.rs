@@ -3,10 +3,11 @@
 //! Every waiter of a lock on this client shares one entry: the first one subscribes, later ones
 //! only take a reference, the last one to leave unsubscribes. An entry owns a semaphore that
 //! starts empty: a message adds as many permits as the waiters' [`WakeRule`] says (the
-//! primitive's reading of its channel: for a lock, `0` one waiter, `1` every parked one). A
-//! permit added while nobody is parked stays banked, so a message that arrives between a
-//! waiter's failed attempt and its parking is not lost. SUBSCRIBE and UNSUBSCRIBE of one channel are serialised by the entry, so a quick
-//! leave-and-return can never end unsubscribed.
+//! primitive's reading of its channel: for a lock, `0` one waiter, `1` every one). A permit
+//! added while nobody is parked stays banked, so a message that arrives between a waiter's
+//! failed attempt and its parking is not lost; "every waiter" therefore counts every waiting
+//! share, parked or not. SUBSCRIBE and UNSUBSCRIBE of one channel are serialised by the entry,
+//! so a quick leave-and-return can never end unsubscribed.
 
 use foldhash::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,6 +50,10 @@ struct Shared {
     entries: Mutex<HashMap<Arc<str>, Arc<Entry>>>,
     /// Entries removed so far (their UNSUBSCRIBE answered): see [`PubSub::teardowns`].
     teardowns: AtomicUsize,
+    /// The model checks' reproduction of the reading before the latch hang's fix: "every
+    /// waiter" counted only the parked ones.
+    #[cfg(test)]
+    wake_parked_only: bool,
     /// The model checks' stand-in for the server (`crate::model`): subscriptions go to it
     /// instead of `subscriber`, and background work runs as a task of their scheduler.
     #[cfg(test)]
@@ -123,6 +128,8 @@ impl PubSub {
             entries: Mutex::new(HashMap::default()),
             teardowns: AtomicUsize::new(0),
             #[cfg(test)]
+            wake_parked_only: false,
+            #[cfg(test)]
             model: None,
         });
         // fred's notifications are broadcasts: a receiver hears only what is sent after it was
@@ -161,10 +168,12 @@ impl PubSub {
     /// A `PubSub` on a connection to the model checks' in-memory server, and its message loop
     /// for the checks' scheduler to run. `late_receiver` reproduces the order before the fix of
     /// issue 24's fresh-start hang: the loop makes its receiver when it first runs.
+    /// `wake_parked_only` reproduces the reading before the latch hang's fix (see [`Wakes`]).
     #[cfg(test)]
     pub(crate) fn model(
         connection: crate::transport::model_server::Connection,
         late_receiver: bool,
+        wake_parked_only: bool,
     ) -> (PubSub, futures::future::BoxFuture<'static, ()>) {
         let builder = fred::types::Builder::default_centralized();
         let (subscriber, commands) =
@@ -183,6 +192,7 @@ impl PubSub {
             response_timeout: Duration::from_secs(5),
             entries: Mutex::new(HashMap::default()),
             teardowns: AtomicUsize::new(0),
+            wake_parked_only,
             model: Some(connection),
         });
         let looping = Arc::clone(&shared);
@@ -351,9 +361,13 @@ impl Shared {
         let subscribe = async {
             match (self.mode.classic(), self.mode.sharded()) {
                 (false, _) => self.subscriber.ssubscribe(channel_name).await,
-                (true, false) => self.subscriber.subscribe(channel_name).await,
+                (true, false) => {
+                    self.subscriber.subscribe(channel_name).await?;
+                    self.round_trip().await
+                }
                 (true, true) => {
                     self.subscriber.subscribe(channel_name).await?;
+                    self.round_trip().await?;
                     // Servers without sharded pub/sub still get the classic subscription.
                     if let Err(err) = self.subscriber.ssubscribe(channel_name).await {
                         tracing::debug!(channel = %channel_name, error = %err, "SSUBSCRIBE failed");
@@ -370,6 +384,27 @@ impl Shared {
         }
     }
 
+    /// A `PING` on the connection that carries this client's classic subscriptions, answered:
+    /// every SUBSCRIBE and UNSUBSCRIBE sent before it has been processed by the server.
+    ///
+    /// fred completes a classic SUBSCRIBE or UNSUBSCRIBE once it is written, not when the server
+    /// has processed it (their replies arrive out of band, and fred drops them). A waiter that
+    /// retried on the command connection right after such a "confirmed" SUBSCRIBE could be
+    /// refused while its SUBSCRIBE was still on its way, then miss the release published
+    /// meanwhile and park on a free lock until its TTL (the family bench's fair-lock hang: the
+    /// fair lock's releases tell only the queue's head, on the head's own channel). Redis
+    /// answers commands of one connection in order, so the PING's reply proves the
+    /// subscription. In a cluster the PING goes where fred sends classic subscriptions: the node
+    /// of the subscriber's id's slot. (Sharded SSUBSCRIBE is answered by fred itself.)
+    async fn round_trip(&self) -> std::result::Result<(), fred::error::Error> {
+        let slot = fred::util::redis_keyslot(self.subscriber.id().as_bytes());
+        let ping = fred::types::CustomCommand::new_static("PING", slot, false);
+        self.subscriber
+            .custom::<fred::types::Value, fred::types::Value>(ping, Vec::new())
+            .await
+            .map(drop)
+    }
+
     async fn send_unsubscribe(&self, channel: &str) {
         #[cfg(test)]
         if let Some(model) = &self.model {
@@ -379,6 +414,7 @@ impl Shared {
         let unsubscribe = async {
             if self.mode.classic() {
                 self.subscriber.unsubscribe(channel).await?;
+                self.round_trip().await?;
             }
             if self.mode.sharded() {
                 self.subscriber.sunsubscribe(channel).await?;
@@ -397,9 +433,21 @@ impl Shared {
     fn on_message(&self, channel: &str, message: i64) {
         let entry = self.entries.lock().get(channel).cloned();
         if let Some(entry) = entry {
-            let parked = entry.parked.load(Ordering::Relaxed);
-            let wake = *entry.wake.lock();
-            let retries = wake.map_or(0, |wake| wake(message, parked));
+            let wakes = entry
+                .wake
+                .lock()
+                .map_or(Wakes::Nobody, |wake| wake(message));
+            let retries = match wakes {
+                Wakes::Nobody => 0,
+                Wakes::Up(n) => n,
+                #[cfg(test)]
+                Wakes::Everyone if self.wake_parked_only => {
+                    entry.parked.load(Ordering::Relaxed).max(1)
+                }
+                // Not only the parked ones: a waiter between its attempt and its parking must
+                // find a permit banked, or it parks on an open latch (a free lock) for good.
+                Wakes::Everyone => entry.waiters(),
+            };
             if retries > 0 {
                 entry.add_permits(retries);
             }
@@ -472,12 +520,25 @@ impl Shared {
     }
 }
 
-/// How many of a channel's waiters a message lets retry, given the message and how many of
-/// them are parked: the primitive's reading of its channel (protocol §1.4), as Java receivers
-/// read it (`LockPubSub`, `SemaphorePubSub`, `CountDownLatchPubSub`). A rule that wakes
-/// "every parked waiter" wakes at least one, so that a waiter between its attempt and its
-/// parking finds a banked permit. Transport knows channels; each primitive brings its rule.
-pub(crate) type WakeRule = fn(message: i64, parked: usize) -> usize;
+/// How many of a channel's waiters a message lets retry: the primitive's reading of its
+/// channel (protocol §1.4), as Java receivers read it (`LockPubSub`, `SemaphorePubSub`,
+/// `CountDownLatchPubSub`). Transport knows channels and who waits on them; each primitive
+/// brings its rule.
+pub(crate) type WakeRule = fn(message: i64) -> Wakes;
+
+/// What a message means to a channel's waiters (see [`WakeRule`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wakes {
+    /// Nobody retries (a message of another meaning).
+    Nobody,
+    /// Up to this many waiters retry (a lock's release: one; a semaphore's permits: that many).
+    Up(usize),
+    /// Every waiter retries, parked or about to park (a read-write lock's write release, a
+    /// latch at zero): each waiting share gets one permit, so that one whose attempt was still
+    /// out when the message came finds it banked (a count of the parked ones alone stranded
+    /// such waiters: the family bench's latch hang).
+    Everyone,
+}
 
 impl Entry {
     /// The shares held by waiters (watchers never take permits).

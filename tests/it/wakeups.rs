@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use ferrisson::{Client, LockGuard, Owner, RemainingTtl, WokenBy};
 use fred::prelude::*;
-use support::redis_state::{channel_of, command_calls, hgetall, numsub, reset_stats, wait_numsub};
+use support::fault::{FaultProxy, ProxyMode};
+use support::redis_state::{
+    channel_of, command_calls, hgetall, numsub, poll_until, reset_stats, wait_numsub, POLL_INTERVAL,
+};
 use support::{connect, hold_with_lease, raw_client, RedisServer};
 use tokio::time::{sleep, timeout, Instant};
 
@@ -175,6 +178,52 @@ async fn a_waiter_joining_a_watchers_subscription_is_woken_by_the_message() {
         .expect("lock");
     assert_eq!(taken.acquisition().woken_by, WokenBy::Message);
     taken.unlock().await.expect("release");
+}
+
+/// A waiter retries after subscribing only once the server has its subscription. fred reports
+/// a SUBSCRIBE done when it is written; a retry sent on the command connection at once can be
+/// refused while the SUBSCRIBE is still on its way, and the release published meanwhile then
+/// reaches nobody: the waiter parked on a free lock until its TTL (the family bench's fair-lock
+/// hang). Here every SUBSCRIBE of the waiter's client takes 2 s to reach the server, and the
+/// holder (another client) releases inside that window.
+#[tokio::test]
+async fn a_waiter_retries_only_after_the_server_has_its_subscription() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).await;
+    let waiting_client = Client::connect(&proxy.url())
+        .await
+        .expect("connect via proxy");
+    let holder = connect(&server).await;
+    let name = "wake:slow-subscribe";
+    let held = holder
+        .lock(name)
+        .lock_with_lease(HOLD)
+        .await
+        .expect("holder acquires");
+    proxy.set_mode(ProxyMode::DelaySubscribes(Duration::from_secs(2)));
+    let waiter = tokio::spawn(async move {
+        let guard = waiting_client.lock(name).lock().await;
+        (guard, waiting_client)
+    });
+    // Inside the window: the waiter's first attempt was refused and its SUBSCRIBE is held back.
+    poll_until(
+        Duration::from_secs(5),
+        POLL_INTERVAL,
+        || async { proxy.delayed() },
+        |delayed| *delayed > 0,
+    )
+    .await
+    .expect("the waiter subscribes");
+    // Its retry, if it did not wait for the subscription, is refused by now.
+    sleep(Duration::from_millis(100)).await;
+    held.unlock().await.expect("holder releases");
+    let (guard, _client) = timeout(HOLD / 2, waiter)
+        .await
+        .expect("the waiter missed the release and waited for the holder's lease")
+        .expect("waiter task");
+    let guard = guard.expect("waiter acquires");
+    assert_ne!(guard.acquisition().woken_by, WokenBy::Ttl);
+    guard.unlock().await.expect("release");
 }
 
 #[tokio::test]

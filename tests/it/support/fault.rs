@@ -3,6 +3,7 @@
 //! [`FaultProxy`] that delays, blackholes or resets the traffic between a client and a server.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -170,6 +171,10 @@ pub enum ProxyMode {
     /// Accept connections and read from them, but forward nothing either way: a network
     /// partition as the client sees it (no error, no answer).
     Blackhole,
+    /// Forward everything, but hold back a chunk from the client that carries a `SUBSCRIBE` or
+    /// `UNSUBSCRIBE` (and, by order, whatever follows it on that connection) for this long: a
+    /// subscriber connection slower than the command connection beside it.
+    DelaySubscribes(Duration),
 }
 
 /// A TCP proxy on a loopback port in front of a server, whose behaviour a test switches at
@@ -178,6 +183,8 @@ pub enum ProxyMode {
 pub struct FaultProxy {
     port: u16,
     mode: Arc<Mutex<ProxyMode>>,
+    /// Chunks held back by [`ProxyMode::DelaySubscribes`] so far.
+    delayed: Arc<AtomicUsize>,
     /// Bumped by [`FaultProxy::reset_all`]: every carried connection closes with a reset.
     resets: watch::Sender<u64>,
     acceptor: tokio::task::JoinHandle<()>,
@@ -191,22 +198,24 @@ impl FaultProxy {
             .expect("bind the fault proxy");
         let port = listener.local_addr().expect("the proxy's address").port();
         let mode = Arc::new(Mutex::new(ProxyMode::Pass));
+        let delayed = Arc::new(AtomicUsize::new(0));
         let (resets, _) = watch::channel(0u64);
         let target: SocketAddr = ([127, 0, 0, 1], target_port).into();
         let acceptor = {
-            let mode = mode.clone();
+            let (mode, delayed) = (mode.clone(), delayed.clone());
             let resets = resets.clone();
             tokio::spawn(async move {
                 while let Ok((inbound, _)) = listener.accept().await {
-                    let mode = mode.clone();
+                    let (mode, delayed) = (mode.clone(), delayed.clone());
                     let reset = resets.subscribe();
-                    tokio::spawn(carry(inbound, target, mode, reset));
+                    tokio::spawn(carry(inbound, target, mode, delayed, reset));
                 }
             })
         };
         FaultProxy {
             port,
             mode,
+            delayed,
             resets,
             acceptor,
         }
@@ -220,6 +229,12 @@ impl FaultProxy {
     /// `redis://127.0.0.1:PORT` of the proxy.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// How many chunks [`ProxyMode::DelaySubscribes`] has held back so far (counted as the hold
+    /// begins).
+    pub fn delayed(&self) -> usize {
+        self.delayed.load(Ordering::SeqCst)
     }
 
     /// Switches what the proxy does to the traffic from now on (also on open connections).
@@ -257,6 +272,7 @@ async fn carry(
     inbound: TcpStream,
     target: SocketAddr,
     mode: Arc<Mutex<ProxyMode>>,
+    delayed: Arc<AtomicUsize>,
     mut reset: watch::Receiver<u64>,
 ) {
     reset.borrow_and_update();
@@ -267,8 +283,8 @@ async fn carry(
     let _ = outbound.set_nodelay(true);
     let (mut in_read, mut in_write) = inbound.into_split();
     let (mut out_read, mut out_write) = outbound.into_split();
-    let upstream = pump(&mut in_read, &mut out_write, &mode);
-    let downstream = pump(&mut out_read, &mut in_write, &mode);
+    let upstream = pump(&mut in_read, &mut out_write, &mode, Some(&delayed));
+    let downstream = pump(&mut out_read, &mut in_write, &mode, None);
     let reset_asked = tokio::select! {
         _ = upstream => false,
         _ = downstream => false,
@@ -291,9 +307,14 @@ async fn carry(
     }
 }
 
-/// Copies `from` to `to` chunk by chunk, applying the proxy's mode to each chunk.
-async fn pump<R, W>(from: &mut R, to: &mut W, mode: &Mutex<ProxyMode>)
-where
+/// Copies `from` to `to` chunk by chunk, applying the proxy's mode to each chunk. `upstream`
+/// (from the client to the server) counts the chunks it holds back.
+async fn pump<R, W>(
+    from: &mut R,
+    to: &mut W,
+    mode: &Mutex<ProxyMode>,
+    upstream: Option<&AtomicUsize>,
+) where
     R: AsyncReadExt + Unpin,
     W: AsyncWriteExt + Unpin,
 {
@@ -308,6 +329,15 @@ where
             ProxyMode::Pass => {}
             ProxyMode::Delay(delay) => tokio::time::sleep(delay).await,
             ProxyMode::Blackhole => continue,
+            ProxyMode::DelaySubscribes(delay) => {
+                let chunk = &buffer[..read];
+                if let Some(delayed) = upstream {
+                    if chunk.windows(9).any(|window| window == b"SUBSCRIBE") {
+                        delayed.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(delay).await;
+                    }
+                }
+            }
         }
         if to.write_all(&buffer[..read]).await.is_err() {
             return;
