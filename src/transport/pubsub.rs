@@ -395,14 +395,24 @@ impl Shared {
     /// fair lock's releases tell only the queue's head, on the head's own channel). Redis
     /// answers commands of one connection in order, so the PING's reply proves the
     /// subscription. In a cluster the PING goes where fred sends classic subscriptions: the node
-    /// of the subscriber's id's slot. (Sharded SSUBSCRIBE is answered by fred itself.)
+    /// of the subscriber's id's slot. (Sharded SSUBSCRIBE is answered by fred itself.) Any
+    /// answer will do, a refusal too: a least-privilege ACL user may not be allowed `PING`
+    /// (docs/reliability.md), and its `NOPERM` comes back in order all the same.
     async fn round_trip(&self) -> std::result::Result<(), fred::error::Error> {
         let slot = fred::util::redis_keyslot(self.subscriber.id().as_bytes());
         let ping = fred::types::CustomCommand::new_static("PING", slot, false);
-        self.subscriber
+        match self
+            .subscriber
             .custom::<fred::types::Value, fred::types::Value>(ping, Vec::new())
             .await
-            .map(drop)
+        {
+            Err(err)
+                if Error::from_redis(err.clone(), "", self.response_timeout).is_transient() =>
+            {
+                Err(err)
+            }
+            _ => Ok(()), // the server answered
+        }
     }
 
     async fn send_unsubscribe(&self, channel: &str) {
