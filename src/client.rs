@@ -324,6 +324,7 @@ impl Client {
             Arc::clone(&doubts),
             Arc::downgrade(&leases),
             Arc::clone(&redis),
+            &crate::lock::settle::LOCK_FAMILY,
         ));
         // A conditional hand-off counts the channel's subscribers on the lock's server, which
         // sees them all only with PUBLISH outside a cluster (src/kit/handoff.rs).

@@ -15,15 +15,11 @@
 //!    reconciler moves to the next epoch and waits for the previous one to drain. A call
 //!    registered later saw the doubt.
 //! 2. It reads how many holds of the field the client knows of (0 when none, or when they were
-//!    given up as lost) and runs `lua/reconcile.lua`, which brings the field down to that count
+//!    given up as lost) and runs the reconcile script, which brings the field down to that count
 //!    and never adds a hold (freeing and announcing the lock when the count is 0). A server
-//!    count below the client's means the holds were lost: their guards are told.
-//!    One script serves every hash layout that shares this machinery, told apart by what it
-//!    finds on the server (a [`HoldKey`] is only a name and a field, and the layout is what the
-//!    lock's waiters listen by): a hash with `mode` is a read-write lock (its read holds'
-//!    timeout keys go with them, a hash without live holders is deleted, the rwlock channel is
-//!    told), a reentrant hash with a fair queue is a fair lock (the queue's head is told on its
-//!    own channel), any other is the reentrant lock's.
+//!    count below the client's means the holds were lost: their guards are told. The script
+//!    and the keys of the layouts it reads are the lock family's ([`Settle`], given at connect
+//!    by the client: `src/lock/settle.rs`); this layer knows holds, not layouts.
 //!
 //! Until the field is settled, acquires by it wait (within their own bounds, or fail at once
 //! with `FailFast` while Redis is unreachable), and releases of it are not sent: the reconcile
@@ -57,9 +53,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::lease::watchdog::{HoldKey, LeaseTable};
-use crate::name;
-use crate::transport::script;
+use crate::transport::script::Script;
 use crate::transport::Redis;
+
+/// How holder fields in doubt are settled: a script that brings a field down to a count and
+/// never adds a hold, with what it needs of a lock's name. Called with KEYS `keys(name)` and
+/// ARGV [the field, the count to keep, the publish mode, the client's clock in epoch ms,
+/// `layout_args(name)`...]; replies the count the field had (0: absent; -1: not a count).
+pub(crate) struct Settle {
+    pub(crate) script: &'static Script,
+    pub(crate) keys: fn(&str) -> Vec<String>,
+    pub(crate) layout_args: fn(&str) -> Vec<String>,
+}
 
 /// Whether a lock-changing script that failed with `err` may have run all the same: the
 /// connection failed or the reply timed out after it may have been sent. (A script that ran and
@@ -356,7 +361,12 @@ impl Doubts {
 }
 
 /// The reconciler task: settles fields in doubt, one round at a time, until the client closes.
-pub(crate) async fn run(doubts: Arc<Doubts>, leases: Weak<LeaseTable>, redis: Arc<Redis>) {
+pub(crate) async fn run(
+    doubts: Arc<Doubts>,
+    leases: Weak<LeaseTable>,
+    redis: Arc<Redis>,
+    how: &'static Settle,
+) {
     loop {
         let changed = doubts.changed.notified();
         tokio::pin!(changed);
@@ -378,7 +388,7 @@ pub(crate) async fn run(doubts: Arc<Doubts>, leases: Weak<LeaseTable>, redis: Ar
             _ = doubts.closed.cancelled() => return,
         }
         for (key, round) in due {
-            let settle = settle(&leases, &redis, &key);
+            let settle = settle(&leases, &redis, how, &key);
             let found = tokio::select! {
                 settled = settle => match settled {
                     Settled::Found(found) => Some(found),
@@ -404,16 +414,9 @@ enum Settled {
 
 /// Brings `key` on the server down to the holds the client knows of, retrying (with back-off)
 /// until Redis answers.
-async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, key: &HoldKey) -> Settled {
-    let name = &*key.name;
-    let keys = [name.to_owned(), name::lock_channel(name)];
-    // The other layouts' names go as arguments: see the script's header on ACLs.
-    let layouts = [
-        name::rwlock_channel(name),
-        name::fair_queue_key(name),
-        name::fair_timeout_key(name),
-        name::tagged(name),
-    ];
+async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, how: &Settle, key: &HoldKey) -> Settled {
+    let keys = (how.keys)(&key.name);
+    let layout_args = (how.layout_args)(&key.name);
     let mut backoff = Duration::from_millis(50);
     loop {
         let Some(table) = leases.upgrade() else {
@@ -421,14 +424,15 @@ async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, key: &HoldKey) -> Sett
         };
         let known = table.live_holds(key);
         let keep = known.to_string();
-        // The fair queue's deadlines are the clients' clocks (see `lock/fair.rs`).
+        // Some layouts keep deadlines in the clients' clocks (the fair queue's).
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |since| since.as_millis())
             .to_string();
         let mut args = vec![&*key.field, &keep, redis.publish_arg, &now];
-        args.extend(layouts.iter().map(String::as_str));
-        let reply = script::RECONCILE
+        args.extend(layout_args.iter().map(String::as_str));
+        let reply = how
+            .script
             .run(&redis.pool, &redis.write_options, &keys, &args)
             .await;
         match reply {

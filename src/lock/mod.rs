@@ -12,6 +12,7 @@ mod non_reentrant;
 mod non_reentrant_fair;
 mod read_write;
 mod reentrant;
+pub(crate) mod settle;
 mod spin;
 
 pub use fair::{Fair, FairGuard, FairLock, Queued};

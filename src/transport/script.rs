@@ -685,31 +685,12 @@ pub(crate) static FORCE_RELEASE: Script = Script::new(
 /// Batched watchdog renewal (§3.2).
 pub(crate) static RENEW: Script = Script::new("renew", include_str!("../../lua/renew.lua"));
 
-/// Bring a holder field whose last call had an unknown outcome down to the client's count
-/// (`src/lease/doubt.rs`).
-pub(crate) static RECONCILE: Script = Script::new(
-    "reconcile",
-    concat!(
-        include_str!("../../lua/lib/publish.lua"),
-        include_str!("../../lua/lib/fair_prune.lua"),
-        include_str!("../../lua/lib/read_hold_gone.lua"),
-        include_str!("../../lua/reconcile.lua")
-    ),
-);
-
 /// Read a lock's state for status displays.
 pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../../lua/inspect.lua"));
 
 /// Every script, for loading them once at connect time.
-pub(crate) static ALL: [&Script; 7] = [
-    &ACQUIRE,
-    &RELEASE,
-    &BATCH,
-    &FORCE_RELEASE,
-    &RENEW,
-    &RECONCILE,
-    &INSPECT,
-];
+pub(crate) static ALL: [&Script; 6] =
+    [&ACQUIRE, &RELEASE, &BATCH, &FORCE_RELEASE, &RENEW, &INSPECT];
 
 /// Loads every script into the server's cache (on every primary in a cluster), so that the first
 /// lock operations need no fallback. Best effort: EVALSHA's fallback covers any failure.
