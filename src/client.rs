@@ -269,7 +269,7 @@ impl Client {
                 )));
             }
         }
-        crate::transport::script::preload(&pool, clustered).await;
+        crate::transport::script::preload(&pool, clustered, &crate::lock::upkeep::SCRIPTS).await;
 
         let fail_fast = config.when_unavailable == WhenUnavailable::FailFast;
         let write_options = Options {
@@ -314,6 +314,7 @@ impl Client {
         let doubts = Doubts::new(stop.child_token());
         let (leases, watchdog_task) = watchdog::start(
             Arc::clone(&redis),
+            &crate::lock::upkeep::RENEW,
             config.watchdog_timeout,
             config.renewal_batch_size,
             Arc::clone(&doubts),
@@ -324,7 +325,7 @@ impl Client {
             Arc::clone(&doubts),
             Arc::downgrade(&leases),
             Arc::clone(&redis),
-            &crate::lock::settle::LOCK_FAMILY,
+            &crate::lock::upkeep::SETTLE,
         ));
         // A conditional hand-off counts the channel's subscribers on the lock's server, which
         // sees them all only with PUBLISH outside a cluster (src/kit/handoff.rs).

@@ -39,7 +39,7 @@ use crate::lease::doubt::Doubts;
 use crate::metrics;
 use crate::shown::Reply;
 use crate::transport::pubsub::{PubSub, Subscription};
-use crate::transport::script;
+use crate::transport::script::Script;
 use crate::transport::Redis;
 
 /// A lock and one of its holder fields.
@@ -573,6 +573,7 @@ enum Proof {
 /// Starts the watchdog task and returns the lease table it serves.
 pub(crate) fn start(
     redis: Arc<Redis>,
+    renew_script: &'static Script,
     watchdog_timeout: Duration,
     batch_size: usize,
     doubts: Arc<Doubts>,
@@ -584,6 +585,7 @@ pub(crate) fn start(
     let watchdog = Watchdog {
         table: Arc::downgrade(&table),
         redis,
+        renew_script,
         watchdog_ms,
         interval: watchdog_timeout / 3,
         grid: (watchdog_timeout / 30).max(Duration::from_millis(1)),
@@ -639,6 +641,8 @@ struct Watchdog {
     /// Weak, so that the task never keeps the client alive.
     table: std::sync::Weak<LeaseTable>,
     redis: Arc<Redis>,
+    /// The batched renewal of the primitives' holds (`src/lock/upkeep.rs`).
+    renew_script: &'static Script,
     watchdog_ms: u64,
     interval: Duration,
     grid: Duration,
@@ -730,6 +734,7 @@ impl Watchdog {
                 let lease_end = self.instant_of(batch.iter().map(|(_, _, expiry)| *expiry).min());
                 in_flight.push(Box::pin(renew(
                     Arc::clone(&self.redis),
+                    self.renew_script,
                     self.watchdog_ms,
                     batch,
                     lease_end,
@@ -1197,6 +1202,7 @@ fn split_into_batches(due: Vec<Due>, batch_size: usize, clustered: bool) -> Vec<
 /// batch): a reply after that could not keep the lease proven anyway.
 async fn renew(
     redis: Arc<Redis>,
+    script: &'static Script,
     watchdog_ms: u64,
     batch: Vec<Due>,
     lease_end: Option<Instant>,
@@ -1207,7 +1213,7 @@ async fn renew(
     let mut args: Vec<&str> = Vec::with_capacity(batch.len() + 1);
     args.push(&timeout);
     args.extend(batch.iter().map(|(key, _, _)| &*key.field));
-    let call = script::RENEW.run(&redis.pool, &redis.write_options, &keys, &args);
+    let call = script.run(&redis.pool, &redis.write_options, &keys, &args);
     let reply = match lease_end {
         Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
         None => Some(call.await),

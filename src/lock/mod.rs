@@ -12,8 +12,8 @@ mod non_reentrant;
 mod non_reentrant_fair;
 mod read_write;
 mod reentrant;
-pub(crate) mod settle;
 mod spin;
+pub(crate) mod upkeep;
 
 pub use fair::{Fair, FairGuard, FairLock, Queued};
 pub use fenced::{Fenced, FencedGuard, FencedLock};

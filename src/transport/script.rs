@@ -682,20 +682,18 @@ pub(crate) static FORCE_RELEASE: Script = Script::new(
         include_str!("../../lua/force_release.lua")
     ),
 );
-/// Batched watchdog renewal (§3.2).
-pub(crate) static RENEW: Script = Script::new("renew", include_str!("../../lua/renew.lua"));
 
 /// Read a lock's state for status displays.
 pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../../lua/inspect.lua"));
 
 /// Every script, for loading them once at connect time.
-pub(crate) static ALL: [&Script; 6] =
-    [&ACQUIRE, &RELEASE, &BATCH, &FORCE_RELEASE, &RENEW, &INSPECT];
+pub(crate) static ALL: [&Script; 5] = [&ACQUIRE, &RELEASE, &BATCH, &FORCE_RELEASE, &INSPECT];
 
-/// Loads every script into the server's cache (on every primary in a cluster), so that the first
-/// lock operations need no fallback. Best effort: EVALSHA's fallback covers any failure.
-pub(crate) async fn preload(redis: &Pool, clustered: bool) {
-    for script in ALL {
+/// Loads every script, and the `upper` layers' (the lease layer's upkeep), into the server's
+/// cache (on every primary in a cluster), so that the first lock operations need no fallback.
+/// Best effort: EVALSHA's fallback covers any failure.
+pub(crate) async fn preload(redis: &Pool, clustered: bool, upper: &[&Script]) {
+    for script in ALL.iter().chain(upper) {
         let loaded = if clustered {
             redis.next().script_load_cluster::<(), _>(script.lua).await
         } else {

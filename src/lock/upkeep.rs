@@ -1,7 +1,10 @@
-//! How a holder field in doubt is settled on the lock family's hashes (the lease layer's
-//! reconciler, `src/lease/doubt.rs`, runs it without knowing any layout).
+//! What the lease layer runs on the lock family's hashes without knowing their layouts: the
+//! watchdog's batched renewal (`src/lease/watchdog.rs`) and the settling of a holder field in
+//! doubt (`src/lease/doubt.rs`). The client hands both over at connect.
 //!
-//! One script serves every layout of the reentrant lock's hash, told apart by what it finds on
+//! Each is one script for every layout of the reentrant lock's hash (a batch mixes locks of
+//! every kind). The renewal also renews a read hold's own timeout keys (a hash with `mode`).
+//! The settling serves every layout of the reentrant lock's hash, told apart by what it finds on
 //! the server: a hold key is only a name and a field, one owner may hold one hash through
 //! several of these locks, and the layout on the server is what the lock's waiters listen by.
 //! A hash with `mode` is a read-write lock (its read holds' timeout keys go with them, a hash
@@ -12,6 +15,12 @@
 use crate::lease::doubt::Settle;
 use crate::name;
 use crate::transport::script::Script;
+
+/// Batched watchdog renewal (§3.2): `lua/renew.lua`.
+pub(crate) static RENEW: Script = Script::new("renew", include_str!("../../lua/renew.lua"));
+
+/// The scripts above, for loading them at connect.
+pub(crate) static SCRIPTS: [&Script; 2] = [&RENEW, &RECONCILE];
 
 /// `lua/reconcile.lua` with the parts of the layouts it settles.
 static RECONCILE: Script = Script::new(
@@ -25,7 +34,7 @@ static RECONCILE: Script = Script::new(
 );
 
 /// What the client's reconciler runs on a holder field in doubt.
-pub(crate) static LOCK_FAMILY: Settle = Settle {
+pub(crate) static SETTLE: Settle = Settle {
     script: &RECONCILE,
     keys: |name| vec![name.to_owned(), name::lock_channel(name)],
     // The other layouts' names go as arguments: see the script's header on ACLs.
