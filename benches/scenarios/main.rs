@@ -191,7 +191,7 @@ impl Plan {
                 ping_samples: 100,
                 compare_rounds: 1,
                 processes: vec![(2, 2)],
-                // Hot at T = 2, where the fresh-start hang of issue 24 showed (docs/benchmarks.md).
+                // Hot at T = 2, where the fresh-start hang of issue 24 showed.
                 cluster: vec![(cluster::Kind::Uncontended, 4), (cluster::Kind::Hot, 2)],
             },
         }

@@ -195,7 +195,7 @@ async fn dispatch(
         // half as many as those out (or no more can come). The callers woken by a batch's
         // replies queue their next calls one by one, and without this the first of them left
         // alone and held the slot for a round trip: measured at 64 tasks, a quarter of all
-        // batches had one call, and gathering made 5-10 % more pairs/s (docs/benchmarks.md).
+        // batches had one call, and gathering made 5-10 % more pairs/s (docs/benchmarks.md's history).
         let enough = calls.len() * 2 >= outstanding || calls.len() == MAX_BATCH || !open;
         if !in_flight.is_empty() && !enough {
             continue;
