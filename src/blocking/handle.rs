@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{Client, Held, Inner};
 use crate::error::Result;
 use crate::kit::{Acquisition, Attempt, BackOff, Protocol, RemainingTtl};
-use crate::lock::{Fair, Fenced, NonReentrant, Queued, Reentrant, Spin};
+use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Queued, Reentrant, Spin};
 use crate::Owner;
 
 /// A blocking handle to one lock of the primitive `P`; see [`crate::Handle`] for the semantics of
@@ -115,6 +115,22 @@ pub type NonReentrantLock = Handle<NonReentrant>;
 /// # Ok(()) }
 /// ```
 pub type NonReentrantGuard = Guard<NonReentrant>;
+/// A blocking non-reentrant fair lock (see [`crate::NonReentrantFairLock`]).
+///
+/// ```no_run
+/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
+/// client.non_reentrant_fair_lock("orders:42").lock()?.unlock()?;
+/// # Ok(()) }
+/// ```
+pub type NonReentrantFairLock = Handle<NonReentrantFair>;
+/// A hold of a blocking non-reentrant fair lock (see [`crate::NonReentrantFairGuard`]).
+///
+/// ```no_run
+/// # fn demo(lock: ferrisson::blocking::NonReentrantFairLock) -> ferrisson::Result<()> {
+/// let guard: ferrisson::blocking::NonReentrantFairGuard = lock.lock()?;
+/// # Ok(()) }
+/// ```
+pub type NonReentrantFairGuard = Guard<NonReentrantFair>;
 
 impl Client {
     /// The blocking twin of an async handle of this client, acting for the calling thread: how
@@ -200,6 +216,18 @@ impl Client {
     /// ```
     pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
         self.handle(self.inner.client.non_reentrant_lock(name))
+    }
+
+    /// A handle to the non-reentrant fair lock `name` (Redisson's
+    /// `getNonReentrantFairLock`). Sends nothing.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::blocking::Client) {
+    /// let lock = client.non_reentrant_fair_lock("orders:42");
+    /// # }
+    /// ```
+    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
+        self.handle(self.inner.client.non_reentrant_fair_lock(name))
     }
 }
 

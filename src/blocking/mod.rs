@@ -54,7 +54,10 @@ mod read_write;
 pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 mod handle;
 pub use handle::{FairGuard, FairLock, FencedGuard, FencedLock, Guard, Handle, Lock, LockGuard};
-pub use handle::{NonReentrantGuard, NonReentrantLock, SpinGuard, SpinLock};
+pub use handle::{
+    NonReentrantFairGuard, NonReentrantFairLock, NonReentrantGuard, NonReentrantLock, SpinGuard,
+    SpinLock,
+};
 
 /// A blocking client: a [`crate::Client`] plus the runtime that serves it.
 ///

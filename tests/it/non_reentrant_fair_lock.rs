@@ -2,7 +2,7 @@
 //! redis-server: a second acquire by the holder is `Error::AlreadyHeld` and changes nothing,
 //! waiters of several clients are served in arrival order on their own channels, a waiter that
 //! gives up or is dropped leaves the queue, the Redis layout is the fair lock's (so the fair
-//! lock and the reentrant lock exclude it), and the blocking twin through `Client::handle`.
+//! lock and the reentrant lock exclude it), and the blocking twin.
 
 use crate::fair_lock::{field_of, joined, queue, queue_key, timeout_key};
 use crate::non_reentrant_lock::every_acquire_is_already_held;
@@ -214,10 +214,11 @@ async fn the_layout_is_the_fair_locks_so_the_fair_and_reentrant_locks_exclude_it
 }
 
 #[test]
-fn the_blocking_twin_is_the_handle_of_the_async_lock() {
+fn the_blocking_twin_refuses_its_own_thread_and_serves_others() {
     let server = RedisServer::start();
     let client = ferrisson::blocking::Client::connect(&server.url()).expect("connect");
-    let lock = client.handle(client.as_async().non_reentrant_fair_lock("nrf:blocking"));
+    let lock: ferrisson::blocking::NonReentrantFairLock =
+        client.non_reentrant_fair_lock("nrf:blocking");
     let guard = lock.lock().expect("lock");
     assert!(matches!(lock.lock(), Err(Error::AlreadyHeld { .. })));
     assert!(lock.is_held_by_current_owner().expect("held"));
