@@ -5,8 +5,8 @@
 //! loop, woken by the pub/sub layer as Java receivers are (a semaphore message `v` wakes up to
 //! `v` waiters, a latch `0` every waiter).
 //!
-//! What they share lives here: the name checks, the cancel-safe script call and the reading of
-//! a string integer.
+//! What they share lives here: the name checks, the cancel-safe script call, giving back what
+//! an acquire took, and the reading of a string integer.
 
 pub(crate) mod latch;
 mod permit_semaphore;
@@ -23,7 +23,37 @@ use fred::prelude::Value;
 use crate::error::{Error, Result};
 use crate::kit::{ClientInner, InFlight};
 use crate::transport::pubsub::Wakes;
-use crate::transport::script::{encode, Script};
+use crate::transport::script::{encode, Encoded, Script};
+use crate::transport::{Redis, Rollback};
+
+/// What a semaphore's acquire took and its release gives back (permits; one permit by id), sent
+/// alone and synced as every release: for a release, a dropped guard, a cancelled acquire's
+/// undo, and the rollback of an acquire no replica acknowledged.
+trait GiveBack {
+    /// The release script.
+    const SCRIPT: &'static Script;
+    fn name(&self) -> &Arc<str>;
+    /// The release script's keys and arguments, with the publish mode's script argument.
+    fn encoded(&self, publish: &'static str) -> Encoded;
+
+    /// The undo of an acquisition no replica acknowledged.
+    fn rollback(&self, publish: &'static str) -> Rollback {
+        Rollback::Write {
+            name: Arc::clone(self.name()),
+            script: Self::SCRIPT,
+            encoded: self.encoded(publish),
+        }
+    }
+}
+
+/// Runs `give_back`'s release.
+async fn give_back<G: GiveBack>(
+    redis: &Redis,
+    give_back: &G,
+) -> std::result::Result<Value, fred::error::Error> {
+    let encoded = give_back.encoded(redis.publish_arg);
+    redis.run_write(give_back.name(), G::SCRIPT, &encoded).await
+}
 
 /// Rejects an empty name, and in a cluster a name whose `channel` hashes to another slot (the
 /// scripts, which take both as keys, would fail with CROSSSLOT; protocol §15.1).

@@ -7,16 +7,17 @@ use std::time::Duration;
 use fred::prelude::Value;
 use tokio::time::Instant;
 
+use super::GiveBack as _;
 use crate::config::lease_millis;
 use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
-use crate::kit::janitor::{Job, Release};
+use crate::kit::janitor::Job;
 use crate::kit::release::release_error;
 use crate::kit::wait::{acquire_with_wait, no_hand_off, script_error, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
-use crate::transport::script::{Encoded, ReleaseScript, Script, ScriptArgs};
-use crate::transport::{Redis, Rollback};
+use crate::transport::script::{Encoded, Script, ScriptArgs};
+use crate::transport::Redis;
 
 /// The lease end Redisson writes for a permit that never expires (`nonExpirableTimeout`).
 const NEVER: u64 = 922_337_203_685_477;
@@ -62,16 +63,32 @@ static UPDATE_LEASE: Script = permit_script!(
     "return update_lease(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])"
 );
 
-/// The release of one permit by id, as the kit runs it (rollbacks of unreplicated acquires):
-/// the release's `field` is the permit's hex id, sent in the semaphore's format.
-static RELEASE_RAW: ReleaseScript = ReleaseScript {
-    script: &RELEASE,
-    encode: encode_release_raw,
-};
-static RELEASE_HEX: ReleaseScript = ReleaseScript {
-    script: &RELEASE,
-    encode: encode_release_hex,
-};
+/// The release of one permit, by its (checked) hex id: what `release`, a dropped [`Permit`], a
+/// cancelled acquire's undo and an unreplicated acquire's rollback send.
+struct PermitRelease {
+    name: Arc<str>,
+    id: String,
+    format: PermitIdFormat,
+}
+
+impl super::GiveBack for PermitRelease {
+    const SCRIPT: &'static Script = &RELEASE;
+
+    fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    fn encoded(&self, publish: &'static str) -> Encoded {
+        let name = &*self.name;
+        let mut out = ScriptArgs::with_capacity(6, 3 * name.len() + 80);
+        out.key(name)
+            .prefixed_key(name::SEMAPHORE_CHANNEL_PREFIX, name)
+            .key(&name::permit_timeout_key(name));
+        self.format.member(&mut out, &self.id);
+        out.number(now_ms()).arg(publish);
+        out.finish()
+    }
+}
 
 /// How permit ids are stored in the semaphore's sorted set. Java Redisson changed it in 3.17.0,
 /// and the two are not interchangeable: a permit taken in one format cannot be released in the
@@ -94,13 +111,6 @@ pub enum PermitIdFormat {
 }
 
 impl PermitIdFormat {
-    fn release_script(self) -> &'static ReleaseScript {
-        match self {
-            PermitIdFormat::Raw => &RELEASE_RAW,
-            PermitIdFormat::Hex => &RELEASE_HEX,
-        }
-    }
-
     /// Appends the sorted-set member of the permit `hex`, already checked by [`decode_hex`].
     fn member(self, out: &mut ScriptArgs, hex: &str) {
         match (self, decode_hex(hex)) {
@@ -497,11 +507,10 @@ impl PermitExpirableSemaphore {
         let encoded = args.finish();
         let release = self.release_of(&id);
         let redis = Arc::clone(&self.client.redis);
-        let rollback = release.clone();
+        let rollback = release.rollback(redis.publish_arg);
         // Boxed: the script call's future is several KB (fred's command future).
         let send = async move {
-            let call =
-                redis.run_acquire_encoded(&ACQUIRE, &encoded, taken, Rollback::Hold(rollback));
+            let call = redis.run_acquire_encoded(&ACQUIRE, &encoded, taken, rollback);
             Box::pin(call).await
         };
         let redis = Arc::clone(&self.client.redis);
@@ -551,10 +560,9 @@ impl PermitExpirableSemaphore {
         self.send_release(self.release_of(id)).await
     }
 
-    async fn send_release(&self, release: Release) -> Result<Value> {
+    async fn send_release(&self, release: PermitRelease) -> Result<Value> {
         let redis = Arc::clone(&self.client.redis);
-        let by = self.format.release_script();
-        let send = async move { redis.run_release(&release, by).await };
+        let send = async move { super::give_back(&redis, &release).await };
         // A release that failed after it may have been sent is `Error::ReleaseUnknown`.
         let reply = InFlight::new(send, None, None, self.client.janitor.clone())
             .await
@@ -574,13 +582,12 @@ impl PermitExpirableSemaphore {
         }
     }
 
-    /// The kit's description of the release of permit `id`: its field is the hex id.
-    fn release_of(&self, id: &str) -> Release {
-        Release {
+    /// The release of permit `id` (checked hex).
+    fn release_of(&self, id: &str) -> PermitRelease {
+        PermitRelease {
             name: Arc::clone(&self.name),
-            field: Arc::from(id),
-            lease_ms: 0,
-            script: Some(self.format.release_script()),
+            id: id.to_owned(),
+            format: self.format,
         }
     }
 
@@ -690,11 +697,8 @@ fn taken(reply: &Value) -> bool {
 
 /// Releases a permit nobody waits for (a dropped [`Permit`], a cancelled acquire), logging the
 /// outcome as the janitor does for locks.
-async fn give_back(redis: Arc<Redis>, release: Release, what: &'static str) {
-    let Some(by) = release.script else {
-        return;
-    };
-    match redis.run_release(&release, by).await {
+async fn give_back(redis: Arc<Redis>, release: PermitRelease, what: &'static str) {
+    match super::give_back(&redis, &release).await {
         Ok(Value::Null) => {
             tracing::debug!(semaphore = %release.name, "{what} was no longer taken")
         }
@@ -705,26 +709,6 @@ async fn give_back(redis: Arc<Redis>, release: Release, what: &'static str) {
             "background release of {what} failed; it comes back when its lease ends"
         ),
     }
-}
-
-fn encode_release_raw(release: &Release, publish: &'static str) -> Encoded {
-    encode_release(release, publish, PermitIdFormat::Raw)
-}
-
-fn encode_release_hex(release: &Release, publish: &'static str) -> Encoded {
-    encode_release(release, publish, PermitIdFormat::Hex)
-}
-
-/// The keys and arguments of the release of permit `release.field` (its hex id).
-fn encode_release(release: &Release, publish: &'static str, format: PermitIdFormat) -> Encoded {
-    let name = &*release.name;
-    let mut out = ScriptArgs::with_capacity(6, 3 * name.len() + 80);
-    out.key(name)
-        .prefixed_key(name::SEMAPHORE_CHANNEL_PREFIX, name)
-        .key(&name::permit_timeout_key(name));
-    format.member(&mut out, &release.field);
-    out.number(now_ms()).arg(publish);
-    out.finish()
 }
 
 /// The client's clock in epoch milliseconds, as Redisson reads it (`System.currentTimeMillis`).

@@ -9,6 +9,7 @@ use std::time::Duration;
 use fred::prelude::Value;
 use futures::future::BoxFuture;
 
+use super::GiveBack as _;
 use super::{check_name, get, integer, unexpected, write};
 use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
@@ -18,7 +19,7 @@ use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
 use crate::transport::script::{encode, Encoded, Script};
-use crate::transport::{Redis, Rollback};
+use crate::transport::Redis;
 
 /// Prepends the publish prelude and this primitive's functions to one call line.
 macro_rules! semaphore_script {
@@ -62,26 +63,17 @@ struct GiveBack {
     permits: u64,
 }
 
-impl GiveBack {
-    /// `RELEASE_SCRIPT`'s keys and arguments.
+impl super::GiveBack for GiveBack {
+    const SCRIPT: &'static Script = &RELEASE_SCRIPT;
+
+    fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
     fn encoded(&self, publish: &'static str) -> Encoded {
         let channel = name::semaphore_channel(&self.name);
         let permits = self.permits.to_string();
         encode(&[&*self.name, &channel], &[&permits, publish])
-    }
-
-    /// The undo of an acquisition no replica acknowledged.
-    fn rollback(&self, publish: &'static str) -> Rollback {
-        Rollback::Write {
-            name: Arc::clone(&self.name),
-            script: &RELEASE_SCRIPT,
-            encoded: self.encoded(publish),
-        }
-    }
-
-    async fn run(&self, redis: &Redis) -> std::result::Result<Value, fred::error::Error> {
-        let encoded = self.encoded(redis.publish_arg);
-        redis.run_write(&self.name, &RELEASE_SCRIPT, &encoded).await
     }
 }
 
@@ -93,7 +85,7 @@ fn took(reply: &Value) -> bool {
 /// Gives `release`'s permits back in the background (a dropped guard, a cancelled acquire),
 /// synced as any release; a failure is logged, since nobody is left to report it to.
 async fn give_back_logged(redis: Arc<Redis>, release: GiveBack) {
-    match release.run(&redis).await {
+    match super::give_back(&redis, &release).await {
         Ok(_) => {
             tracing::debug!(semaphore = %release.name, permits = release.permits, "gave permits back")
         }
@@ -525,7 +517,7 @@ async fn send_release(client: &ClientInner, release: GiveBack) -> Result<()> {
     let redis = Arc::clone(&client.redis);
     let name = Arc::clone(&release.name);
     let reply = InFlight::new(
-        async move { release.run(&redis).await },
+        async move { super::give_back(&redis, &release).await },
         None,
         None,
         client.janitor.clone(),
