@@ -18,54 +18,29 @@ use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
 use crate::kit::wait::lock_wake;
 use crate::kit::{Client, ClientInner, Guard, Handle, InFlight};
 use crate::name;
+use crate::transport::script::lua_scripts;
 use crate::transport::script::{self, Encoded, ReleaseScript, Script};
 
-/// Prepends the publish prelude and the fair lock's functions (`lua/fair_lock.lua`) to the
-/// rest of a script: its call line, or a file of its own that builds on them.
-macro_rules! fair_script {
-    ($name:literal, $($rest:expr),+) => {
-        $crate::transport::script::Script::new(
-            $name,
-            concat!(
-                include_str!("../../lua/lib/publish.lua"),
-                include_str!("../../lua/lib/fair_prune.lua"),
-                include_str!("../../lua/fair_lock.lua"),
-                $($rest),+
-            ),
-        )
-    };
+lua_scripts! {
+    ["lib/fair_prune.lua", "fair_lock.lua"];
+    /// Acquire, re-enter, queue, or try once (`acquire`, §4.3–§4.4).
+    static FAIR_ACQUIRE = ("fair_acquire",
+        "return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n");
+    /// Release one hold and tell the queue's head (`release`, §4.6).
+    static FAIR_RELEASE_SCRIPT = ("fair_release",
+        "return release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n");
+    /// Leave the queue (`give_up`, §4.5).
+    static FAIR_GIVE_UP = ("fair_give_up", "return give_up(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
+    /// Delete the lock whoever holds it and tell the queue's head (`force_release`, §4.7).
+    static FAIR_FORCE_RELEASE = ("fair_force_release",
+        "return force_release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])\n");
 }
-pub(super) use fair_script;
-
-/// Acquire, re-enter, queue, or try once (`acquire`, §4.3–§4.4).
-static FAIR_ACQUIRE: Script = self::fair_script!(
-    "fair_acquire",
-    "return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
-);
-
-/// Release one hold and tell the queue's head (`release`, §4.6).
-static FAIR_RELEASE_SCRIPT: Script = self::fair_script!(
-    "fair_release",
-    "return release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n"
-);
 
 /// The fair lock's release, for guards, dropped guards, undone acquires and rollbacks.
 static FAIR_RELEASE: ReleaseScript = ReleaseScript {
     script: &FAIR_RELEASE_SCRIPT,
     encode: encode_release,
 };
-
-/// Leave the queue (`give_up`, §4.5).
-static FAIR_GIVE_UP: Script = self::fair_script!(
-    "fair_give_up",
-    "return give_up(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
-);
-
-/// Delete the lock whoever holds it and tell the queue's head (`force_release`, §4.7).
-static FAIR_FORCE_RELEASE: Script = self::fair_script!(
-    "fair_force_release",
-    "return force_release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])\n"
-);
 
 /// Redisson's `fairLockWaitTimeout` default: the wait time W of a waiter without a bound.
 const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(300_000);

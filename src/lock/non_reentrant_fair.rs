@@ -4,17 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::fair::{fair_script, Fair, Queued};
+use super::fair::{Fair, Queued};
 use crate::error::Error;
 use crate::kit::{Client, Guard, Handle};
-use crate::transport::script::Script;
+use crate::transport::script::{lua_scripts, Script};
 
-/// The fair lock's acquire, refusing the field that holds the lock already
-/// (`lua/non_reentrant_fair_acquire.lua`).
-static NON_REENTRANT_FAIR_ACQUIRE: Script = fair_script!(
-    "non_reentrant_fair_acquire",
-    include_str!("../../lua/non_reentrant_fair_acquire.lua")
-);
+lua_scripts! {
+    ["lib/fair_prune.lua", "fair_lock.lua", "non_reentrant_fair_acquire.lua"];
+    /// The fair lock's acquire, refusing the field that holds the lock already.
+    static NON_REENTRANT_FAIR_ACQUIRE = ("non_reentrant_fair_acquire", "");
+}
 
 /// The error reply of the acquire when the field holds the lock already.
 const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";

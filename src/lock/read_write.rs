@@ -18,46 +18,23 @@ use crate::kit::wait::lock_wake;
 use crate::kit::{Client, Guard, Handle};
 use crate::name;
 use crate::owner::Owner;
-use crate::transport::script::{self, Encoded, ReleaseScript, Script};
+use crate::transport::script::lua_scripts;
+use crate::transport::script::{self, Encoded, ReleaseScript};
 
-/// Prepends the publish prelude and the read-write lock's functions (`lua/read_write_lock.lua`)
-/// to one call line.
-macro_rules! read_write_script {
-    ($name:literal, $call:literal) => {
-        Script::new(
-            $name,
-            concat!(
-                include_str!("../../lua/lib/publish.lua"),
-                include_str!("../../lua/lib/read_hold_gone.lua"),
-                include_str!("../../lua/read_write_lock.lua"),
-                $call
-            ),
-        )
-    };
+lua_scripts! {
+    ["lib/read_hold_gone.lua", "read_write_lock.lua"];
+    static READ_ACQUIRE = ("read_acquire",
+        "return read_acquire(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n");
+    static WRITE_ACQUIRE = ("write_acquire",
+        "return write_acquire(KEYS[1], ARGV[1], ARGV[2], ARGV[3])\n");
+    static READ_RELEASE_SCRIPT = ("read_release",
+        "return read_release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])\n");
+    static WRITE_RELEASE_SCRIPT = ("write_release",
+        "return write_release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n");
+    static FORCE_RELEASE = ("read_write_force_release",
+        "return force_release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
+    static READ_IS_LOCKED = ("read_is_locked", "return read_is_locked(KEYS[1])\n");
 }
-
-static READ_ACQUIRE: Script = read_write_script!(
-    "read_acquire",
-    "return read_acquire(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n"
-);
-static WRITE_ACQUIRE: Script = read_write_script!(
-    "write_acquire",
-    "return write_acquire(KEYS[1], ARGV[1], ARGV[2], ARGV[3])\n"
-);
-static READ_RELEASE_SCRIPT: Script = read_write_script!(
-    "read_release",
-    "return read_release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])\n"
-);
-static WRITE_RELEASE_SCRIPT: Script = read_write_script!(
-    "write_release",
-    "return write_release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n"
-);
-static FORCE_RELEASE: Script = read_write_script!(
-    "read_write_force_release",
-    "return force_release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
-);
-static READ_IS_LOCKED: Script =
-    read_write_script!("read_is_locked", "return read_is_locked(KEYS[1])\n");
 
 /// How the kit releases a read hold (guards, dropped guards, undone acquires, rollbacks).
 static READ_RELEASE: ReleaseScript = ReleaseScript {

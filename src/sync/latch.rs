@@ -14,31 +14,15 @@ use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
 use crate::kit::{Client, ClientInner};
 use crate::name;
 use crate::transport::pubsub::Wakes;
-use crate::transport::script::Script;
+use crate::transport::script::lua_scripts;
 
-/// Prepends the publish prelude and this primitive's functions to one call line.
-macro_rules! latch_script {
-    ($name:literal, $call:literal) => {
-        Script::new(
-            $name,
-            concat!(
-                include_str!("../../lua/lib/publish.lua"),
-                include_str!("../../lua/latch.lua"),
-                $call
-            ),
-        )
-    };
+lua_scripts! {
+    ["latch.lua"];
+    static TRY_SET_COUNT = ("latch_try_set_count",
+        "return try_set_count(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
+    static COUNT_DOWN = ("latch_count_down", "return count_down(KEYS[1], KEYS[2], ARGV[1])\n");
+    static DELETE = ("latch_delete", "return delete(KEYS[1], KEYS[2], ARGV[1])\n");
 }
-
-static TRY_SET_COUNT: Script = latch_script!(
-    "latch_try_set_count",
-    "return try_set_count(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
-);
-static COUNT_DOWN: Script = latch_script!(
-    "latch_count_down",
-    "return count_down(KEYS[1], KEYS[2], ARGV[1])\n"
-);
-static DELETE: Script = latch_script!("latch_delete", "return delete(KEYS[1], KEYS[2], ARGV[1])\n");
 
 /// A distributed count-down latch on the same Redis keys as Java Redisson's `RCountDownLatch`.
 ///

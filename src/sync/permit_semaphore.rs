@@ -16,52 +16,26 @@ use crate::kit::release::release_error;
 use crate::kit::wait::{acquire_with_wait, no_hand_off, script_error, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
+use crate::transport::script::lua_scripts;
 use crate::transport::script::{Encoded, Script, ScriptArgs};
 use crate::transport::Redis;
 
 /// The lease end Redisson writes for a permit that never expires (`nonExpirableTimeout`).
 const NEVER: u64 = 922_337_203_685_477;
 
-/// One script per operation of `lua/permit_semaphore.lua`, each the file plus the line that
-/// calls its operation.
-macro_rules! permit_script {
-    ($name:literal, $call:literal) => {
-        Script::new(
-            $name,
-            concat!(
-                include_str!("../../lua/lib/publish.lua"),
-                include_str!("../../lua/permit_semaphore.lua"),
-                $call,
-                "\n"
-            ),
-        )
-    };
+lua_scripts! {
+    ["permit_semaphore.lua"];
+    static ACQUIRE = ("permit_acquire",
+        "return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n");
+    static RELEASE = ("permit_release",
+        "return release(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])\n");
+    static TRY_SET = ("permit_try_set", "return try_set(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
+    static ADD = ("permit_add", "return add(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
+    static AVAILABLE = ("permit_available",
+        "return available(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])\n");
+    static UPDATE_LEASE = ("permit_update_lease",
+        "return update_lease(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n");
 }
-
-static ACQUIRE: Script = permit_script!(
-    "permit_acquire",
-    "return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])"
-);
-static RELEASE: Script = permit_script!(
-    "permit_release",
-    "return release(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])"
-);
-static TRY_SET: Script = permit_script!(
-    "permit_try_set",
-    "return try_set(KEYS[1], KEYS[2], ARGV[1], ARGV[2])"
-);
-static ADD: Script = permit_script!(
-    "permit_add",
-    "return add(KEYS[1], KEYS[2], ARGV[1], ARGV[2])"
-);
-static AVAILABLE: Script = permit_script!(
-    "permit_available",
-    "return available(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])"
-);
-static UPDATE_LEASE: Script = permit_script!(
-    "permit_update_lease",
-    "return update_lease(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])"
-);
 
 /// The release of one permit, by its (checked) hex id: what `release`, a dropped [`Permit`], a
 /// cancelled acquire's undo and an unreplicated acquire's rollback send.

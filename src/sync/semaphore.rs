@@ -18,42 +18,22 @@ use crate::kit::release::release_error;
 use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
+use crate::transport::script::lua_scripts;
 use crate::transport::script::{encode, Encoded, Script};
 use crate::transport::Redis;
 
-/// Prepends the publish prelude and this primitive's functions to one call line.
-macro_rules! semaphore_script {
-    ($name:literal, $call:literal) => {
-        Script::new(
-            $name,
-            concat!(
-                include_str!("../../lua/lib/publish.lua"),
-                include_str!("../../lua/semaphore.lua"),
-                $call
-            ),
-        )
-    };
+lua_scripts! {
+    ["semaphore.lua"];
+    /// tryAcquire(p): 1 taken, 0 too few permits.
+    static ACQUIRE = ("semaphore_acquire", "return try_acquire(KEYS[1], ARGV[1])\n");
+    static RELEASE_SCRIPT = ("semaphore_release",
+        "return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
+    static TRY_SET = ("semaphore_try_set",
+        "return try_set(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n");
+    static ADD = ("semaphore_add", "return add(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
+    static DRAIN = ("semaphore_drain", "return drain(KEYS[1])\n");
+    static DELETE = ("semaphore_delete", "return delete(KEYS[1])\n");
 }
-
-/// tryAcquire(p): 1 taken, 0 too few permits.
-static ACQUIRE: Script = semaphore_script!(
-    "semaphore_acquire",
-    "return try_acquire(KEYS[1], ARGV[1])\n"
-);
-static RELEASE_SCRIPT: Script = semaphore_script!(
-    "semaphore_release",
-    "return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
-);
-static TRY_SET: Script = semaphore_script!(
-    "semaphore_try_set",
-    "return try_set(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n"
-);
-static ADD: Script = semaphore_script!(
-    "semaphore_add",
-    "return add(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
-);
-static DRAIN: Script = semaphore_script!("semaphore_drain", "return drain(KEYS[1])\n");
-static DELETE: Script = semaphore_script!("semaphore_delete", "return delete(KEYS[1])\n");
 
 /// `p` permits of a semaphore to give back (`release`, synced as every release): a dropped
 /// guard's, a cancelled acquire's, or a rollback's.

@@ -30,6 +30,29 @@ pub(crate) fn encode<K: AsRef<str>, A: AsRef<str>>(keys: &[K], args: &[A]) -> En
     out.finish()
 }
 
+/// Declares a primitive's scripts, each assembled at build time (a Lua script cannot include
+/// another): the publish prelude `lua/lib/publish.lua`, the primitive's files (paths under
+/// `lua/`: its library parts, then the file that defines its operations as functions), and the
+/// script's own rest (the line that calls one operation with `KEYS` and `ARGV`, or a file that
+/// builds on them).
+macro_rules! lua_scripts {
+    ($files:tt; $($(#[$meta:meta])* static $id:ident = ($name:literal, $($rest:expr),+);)+) => {
+        $($crate::transport::script::lua_scripts!(@one $files; $(#[$meta])* $id, $name, $($rest),+);)+
+    };
+    (@one [$($file:literal),+]; $(#[$meta:meta])* $id:ident, $name:literal, $($rest:expr),+) => {
+        $(#[$meta])*
+        static $id: $crate::transport::script::Script = $crate::transport::script::Script::new(
+            $name,
+            concat!(
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/lib/publish.lua")),
+                $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file)),)+
+                $($rest),+
+            ),
+        );
+    };
+}
+pub(crate) use lua_scripts;
+
 /// One Lua file and its SHA1.
 pub struct Script {
     name: &'static str,
