@@ -186,6 +186,7 @@ const LINE: Setup = Setup {
     conditional: true,
     late_receiver: false,
     wake_parked_only: false,
+    unconfirmed_subscribe: false,
 };
 
 /// Two tasks of a fresh client wait for a lock another client holds: its release wakes one
@@ -213,6 +214,31 @@ fn the_model_finds_the_fresh_start_hang_before_its_fix() {
         "no schedule lost the wake-up",
     );
     assert!(message.contains("deadlock"), "{message}");
+}
+
+/// The model finds the hang of a SUBSCRIBE taken as confirmed once written (fred reports it so):
+/// a waiter's retry runs before the server has the subscription, the release in between is
+/// published to nobody, and the waiter parks on the free lock (the family bench's fair-lock
+/// hang). Either check may fire first: the deadlock, or the invariant that a confirmed share
+/// with waiters has the server's subscription.
+#[test]
+fn the_model_finds_the_unconfirmed_subscription_hang_before_its_fix() {
+    let before_fix = Setup {
+        unconfirmed_subscribe: true,
+        ..LINE
+    };
+    let message = failure_of(
+        || {
+            check(25, iterations(), move || {
+                contention(before_fix, 2, 1, false, 0)
+            })
+        },
+        "no schedule lost the release",
+    );
+    assert!(
+        message.contains("deadlock") || message.contains("no longer sends them"),
+        "{message}"
+    );
 }
 
 /// Local hand-offs chain between three tasks; every budget of 2 ends in a plain release

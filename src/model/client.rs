@@ -46,6 +46,9 @@ pub(crate) struct Setup {
     /// A message that wakes every waiter wakes only the parked ones (the reading before the
     /// latch hang's fix, `transport::pubsub::Wakes::Everyone`).
     pub(crate) wake_parked_only: bool,
+    /// A SUBSCRIBE counts as confirmed once written, with no round trip after it (the order
+    /// before the unconfirmed-subscription fix, `transport::pubsub::Shared::round_trip`).
+    pub(crate) unconfirmed_subscribe: bool,
 }
 
 impl ModelClient {
@@ -61,6 +64,7 @@ impl ModelClient {
             connection.clone(),
             setup.late_receiver,
             setup.wake_parked_only,
+            setup.unconfirmed_subscribe,
         );
         drop(shuttle::future::spawn(message_loop)); // detached: it never ends
         let handoffs = Arc::new(Handoffs::new(

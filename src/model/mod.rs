@@ -12,7 +12,8 @@
 //! hand-off slots (`kit/handoff.rs`), giving way (`kit/give_way.rs`), and the subscription
 //! shares, their reference counts and unsubscribe task, and the message loop
 //! (`transport/pubsub.rs`). In place of Redis: `transport/model_server.rs`, an in-memory server with the lock's
-//! acquire and release steps, pub/sub delivered as fred delivers it, and a yield on each side
+//! acquire and release steps, pub/sub delivered as fred delivers it (a SUBSCRIBE done for the
+//! caller once written, applied by the server later), and a yield on each side
 //! of every request, so that the scheduler interleaves round trips. [`client`] adds the
 //! attempt and a release in `kit/release.rs`'s order.
 //!

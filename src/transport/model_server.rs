@@ -5,7 +5,9 @@
 //! per connection, so that a receiver made after a message never hears it.
 //!
 //! Every request is a round trip: the scheduler may run other tasks between the call and the
-//! server's step, and between that step and the caller seeing the reply. The step itself is
+//! server's step, and between that step and the caller seeing the reply. SUBSCRIBE and
+//! UNSUBSCRIBE are as fred sends them: done for the caller once written, applied by the server
+//! later, in the connection's order (a `PING` written after them is answered after them). The step itself is
 //! atomic, as a script is. Bad protocol use panics, so that the checks fail on it: a release
 //! of a field that holds nothing, a hold count below zero.
 
@@ -77,11 +79,43 @@ impl Server {
     /// A subscriber connection of a client.
     pub(crate) fn connect(self: &Arc<Self>) -> Connection {
         let (sender, _) = broadcast::channel(1024);
-        let mut state = self.state.lock();
-        state.connections.push(sender);
+        let id = {
+            let mut state = self.state.lock();
+            state.connections.push(sender);
+            state.connections.len() - 1
+        };
+        let (written, mut commands) = tokio::sync::mpsc::unbounded_channel();
+        // The server's side of the connection: what was written, applied in order. Detached:
+        // it ends when the connection's last handle goes.
+        let server = Arc::clone(self);
+        drop(shuttle::future::spawn(async move {
+            while let Some(command) = commands.recv().await {
+                server.switch();
+                match command {
+                    Written::Subscribe(channel) => {
+                        let mut state = server.state.lock();
+                        state.subscribers.entry(channel).or_default().insert(id);
+                    }
+                    Written::Unsubscribe(channel) => {
+                        let mut state = server.state.lock();
+                        if let Some(subs) = state.subscribers.get_mut(&channel) {
+                            subs.remove(&id);
+                            if subs.is_empty() {
+                                state.subscribers.remove(&channel);
+                            }
+                        }
+                    }
+                    Written::Ping(answer) => {
+                        let _ = answer.send(());
+                    }
+                }
+                server.stepped();
+            }
+        }));
         Connection {
             server: Arc::clone(self),
-            id: state.connections.len() - 1,
+            id,
+            written,
         }
     }
 
@@ -245,6 +279,15 @@ impl State {
 pub(crate) struct Connection {
     server: Arc<Server>,
     pub(crate) id: usize,
+    /// Commands written and not yet applied by the server's side of the connection.
+    written: tokio::sync::mpsc::UnboundedSender<Written>,
+}
+
+/// A command written to a subscriber connection.
+enum Written {
+    Subscribe(String),
+    Unsubscribe(String),
+    Ping(tokio::sync::oneshot::Sender<()>),
 }
 
 impl Connection {
@@ -253,31 +296,23 @@ impl Connection {
         self.server.state.lock().connections[self.id].subscribe()
     }
 
+    /// Writes `SUBSCRIBE channel`: done once written, as fred reports it.
     pub(crate) async fn subscribe(&self, channel: &str) {
         self.server.switch();
-        self.server
-            .state
-            .lock()
-            .subscribers
-            .entry(channel.to_owned())
-            .or_default()
-            .insert(self.id);
-        self.server.stepped();
-        self.server.switch();
+        let _ = self.written.send(Written::Subscribe(channel.to_owned()));
     }
 
+    /// Writes `UNSUBSCRIBE channel`: done once written.
     pub(crate) async fn unsubscribe(&self, channel: &str) {
         self.server.switch();
-        {
-            let mut state = self.server.state.lock();
-            if let Some(subs) = state.subscribers.get_mut(channel) {
-                subs.remove(&self.id);
-                if subs.is_empty() {
-                    state.subscribers.remove(channel);
-                }
-            }
-        }
-        self.server.stepped();
+        let _ = self.written.send(Written::Unsubscribe(channel.to_owned()));
+    }
+
+    /// `PING`, answered once the server has applied everything written before it.
+    pub(crate) async fn ping(&self) {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let _ = self.written.send(Written::Ping(answer));
+        let _ = answered.await;
         self.server.switch();
     }
 }

@@ -54,6 +54,10 @@ struct Shared {
     /// waiter" counted only the parked ones.
     #[cfg(test)]
     wake_parked_only: bool,
+    /// The model checks' reproduction of the subscribe before the unconfirmed-subscription
+    /// fix: no round trip after SUBSCRIBE (see [`Shared::round_trip`]).
+    #[cfg(test)]
+    unconfirmed_subscribe: bool,
     /// The model checks' stand-in for the server (`crate::model`): subscriptions go to it
     /// instead of `subscriber`, and background work runs as a task of their scheduler.
     #[cfg(test)]
@@ -130,6 +134,8 @@ impl PubSub {
             #[cfg(test)]
             wake_parked_only: false,
             #[cfg(test)]
+            unconfirmed_subscribe: false,
+            #[cfg(test)]
             model: None,
         });
         // fred's notifications are broadcasts: a receiver hears only what is sent after it was
@@ -168,12 +174,14 @@ impl PubSub {
     /// A `PubSub` on a connection to the model checks' in-memory server, and its message loop
     /// for the checks' scheduler to run. `late_receiver` reproduces the order before the fix of
     /// issue 24's fresh-start hang: the loop makes its receiver when it first runs.
-    /// `wake_parked_only` reproduces the reading before the latch hang's fix (see [`Wakes`]).
+    /// `wake_parked_only` reproduces the reading before the latch hang's fix (see [`Wakes`]),
+    /// `unconfirmed_subscribe` the subscribe before the round trip that confirms it.
     #[cfg(test)]
     pub(crate) fn model(
         connection: crate::transport::model_server::Connection,
         late_receiver: bool,
         wake_parked_only: bool,
+        unconfirmed_subscribe: bool,
     ) -> (PubSub, futures::future::BoxFuture<'static, ()>) {
         let builder = fred::types::Builder::default_centralized();
         let (subscriber, commands) =
@@ -193,6 +201,7 @@ impl PubSub {
             entries: Mutex::new(HashMap::default()),
             teardowns: AtomicUsize::new(0),
             wake_parked_only,
+            unconfirmed_subscribe,
             model: Some(connection),
         });
         let looping = Arc::clone(&shared);
@@ -354,6 +363,9 @@ impl Shared {
         #[cfg(test)]
         if let Some(model) = &self.model {
             model.subscribe(channel).await;
+            if !self.unconfirmed_subscribe {
+                model.ping().await;
+            }
             return Ok(());
         }
         self.check_connected()?;
@@ -419,6 +431,7 @@ impl Shared {
         #[cfg(test)]
         if let Some(model) = &self.model {
             model.unsubscribe(channel).await;
+            model.ping().await;
             return;
         }
         let unsubscribe = async {
