@@ -68,7 +68,7 @@ async fn wait_queue(raw: &fred::clients::Client, name: &str, expected: &[&str]) 
 }
 
 /// A server, a raw client for assertions and a ferrisson client.
-async fn start() -> (RedisServer, fred::clients::Client, ferrisson::Client) {
+pub(crate) async fn start() -> (RedisServer, fred::clients::Client, ferrisson::Client) {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let client = connect(&server).await;

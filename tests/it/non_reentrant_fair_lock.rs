@@ -4,7 +4,7 @@
 //! gives up or is dropped leaves the queue, the Redis layout is the fair lock's (so the fair
 //! lock and the reentrant lock exclude it), and the blocking twin.
 
-use crate::fair_lock::{field_of, joined, queue, queue_key, timeout_key};
+use crate::fair_lock::{field_of, joined, queue, queue_key, start, timeout_key};
 use crate::non_reentrant_lock::every_acquire_is_already_held;
 use crate::support;
 
@@ -38,9 +38,7 @@ fn spawn_lock(lock: &NonReentrantFairLock) -> JoinHandle<ferrisson::Result<NonRe
 
 #[tokio::test]
 async fn a_second_acquire_by_the_holder_is_already_held_and_changes_nothing() {
-    let server = RedisServer::start();
-    let raw = raw_client(&server.url()).await;
-    let client = connect(&server).await;
+    let (_server, raw, client) = start().await;
     let name = "nrf:again";
     let lock = client
         .non_reentrant_fair_lock(name)
@@ -123,9 +121,7 @@ async fn waiters_of_several_clients_are_served_in_arrival_order() {
 
 #[tokio::test]
 async fn a_waiter_that_gives_up_or_is_dropped_leaves_the_queue() {
-    let server = RedisServer::start();
-    let raw = raw_client(&server.url()).await;
-    let client = connect(&server).await;
+    let (_server, raw, client) = start().await;
     let name = "nrf:leave";
     let holder = client
         .non_reentrant_fair_lock(name)
@@ -167,9 +163,7 @@ async fn a_waiter_that_gives_up_or_is_dropped_leaves_the_queue() {
 
 #[tokio::test]
 async fn the_layout_is_the_fair_locks_so_the_fair_and_reentrant_locks_exclude_it() {
-    let server = RedisServer::start();
-    let raw = raw_client(&server.url()).await;
-    let client = connect(&server).await;
+    let (_server, raw, client) = start().await;
     let name = "nrf:layout";
     let owner = Owner::new();
     let guard = client
