@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Client, Held, Inner};
+use super::{twins, Client, Held, Inner};
 use crate::error::Result;
 use crate::kit::{Acquisition, Attempt, BackOff, Protocol, RemainingTtl};
 use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Queued, Reentrant, Spin};
@@ -31,106 +31,43 @@ pub struct Handle<P: Protocol> {
     pub(super) owner: Option<Owner>,
 }
 
-/// A blocking reentrant lock (see [`crate::Lock`]).
-///
-/// ```no_run
-/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
-/// let lock: ferrisson::blocking::Lock = client.lock("orders:42");
-/// let guard = lock.lock()?;
-/// let again = lock.lock()?; // same thread: re-enters
-/// assert_eq!(lock.hold_count()?, 2);
-/// # Ok(()) }
-/// ```
-pub type Lock = Handle<Reentrant>;
-/// A hold of a blocking reentrant lock (see [`crate::LockGuard`]).
-///
-/// ```no_run
-/// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-/// let guard: ferrisson::blocking::LockGuard = lock.lock()?;
-/// # Ok(()) }
-/// ```
-pub type LockGuard = Guard<Reentrant>;
-/// A blocking fenced lock (see [`crate::FencedLock`]).
-///
-/// ```no_run
-/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
-/// let guard = client.fenced_lock("orders:42").lock()?;
-/// println!("token {}", guard.token());
-/// # Ok(()) }
-/// ```
-pub type FencedLock = Handle<Fenced>;
-/// A hold of a blocking fenced lock and its token (see [`crate::FencedGuard`]).
-///
-/// ```no_run
-/// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
-/// let guard: ferrisson::blocking::FencedGuard = lock.lock()?;
-/// # Ok(()) }
-/// ```
-pub type FencedGuard = Guard<Fenced>;
-/// A blocking fair lock (see [`crate::FairLock`]).
-///
-/// ```no_run
-/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
-/// client.fair_lock("orders:42").lock()?.unlock()?;
-/// # Ok(()) }
-/// ```
-pub type FairLock = Handle<Fair>;
-/// A hold of a blocking fair lock (see [`crate::FairGuard`]).
-///
-/// ```no_run
-/// # fn demo(lock: ferrisson::blocking::FairLock) -> ferrisson::Result<()> {
-/// let guard: ferrisson::blocking::FairGuard = lock.lock()?;
-/// # Ok(()) }
-/// ```
-pub type FairGuard = Guard<Fair>;
-/// A blocking spin lock (see [`crate::SpinLock`]).
-///
-/// ```no_run
-/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
-/// client.spin_lock("jobs:7").lock()?.unlock()?;
-/// # Ok(()) }
-/// ```
-pub type SpinLock = Handle<Spin>;
-/// A hold of a blocking spin lock (see [`crate::SpinGuard`]).
-///
-/// ```no_run
-/// # fn demo(lock: ferrisson::blocking::SpinLock) -> ferrisson::Result<()> {
-/// let guard: ferrisson::blocking::SpinGuard = lock.lock()?;
-/// # Ok(()) }
-/// ```
-pub type SpinGuard = Guard<Spin>;
-/// A blocking non-reentrant lock (see [`crate::NonReentrantLock`]).
-///
-/// ```no_run
-/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
-/// client.non_reentrant_lock("orders:42").lock()?.unlock()?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantLock = Handle<NonReentrant>;
-/// A hold of a blocking non-reentrant lock (see [`crate::NonReentrantGuard`]).
-///
-/// ```no_run
-/// # fn demo(lock: ferrisson::blocking::NonReentrantLock) -> ferrisson::Result<()> {
-/// let guard: ferrisson::blocking::NonReentrantGuard = lock.lock()?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantGuard = Guard<NonReentrant>;
-/// A blocking non-reentrant fair lock (see [`crate::NonReentrantFairLock`]).
-///
-/// ```no_run
-/// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
-/// client.non_reentrant_fair_lock("orders:42").lock()?.unlock()?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantFairLock = Handle<NonReentrantFair>;
-/// A hold of a blocking non-reentrant fair lock (see [`crate::NonReentrantFairGuard`]).
-///
-/// ```no_run
-/// # fn demo(lock: ferrisson::blocking::NonReentrantFairLock) -> ferrisson::Result<()> {
-/// let guard: ferrisson::blocking::NonReentrantFairGuard = lock.lock()?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantFairGuard = Guard<NonReentrantFair>;
+/// Names each primitive's blocking handle and guard, and gives [`Client`] the method that makes
+/// the handle (the async client's method of the same name, run for the calling thread).
+macro_rules! primitives {
+    ($($make:ident: $lock:ident, $guard:ident = $p:ident, $java:literal;)*) => {$(
+        #[doc = concat!("A blocking [`crate::", stringify!($lock), "`].\n\n```no_run\n",
+            "# fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {\n",
+            "let lock: ferrisson::blocking::", stringify!($lock), " = client.", stringify!($make),
+            "(\"orders:42\");\nlock.lock()?.unlock()?;\n# Ok(()) }\n```")]
+        pub type $lock = Handle<$p>;
+
+        #[doc = concat!("A hold of a blocking [`crate::", stringify!($lock), "`] (see [`crate::",
+            stringify!($guard), "`]).\n\n```no_run\n",
+            "# fn demo(lock: ferrisson::blocking::", stringify!($lock), ") -> ferrisson::Result<()> {\n",
+            "let guard: ferrisson::blocking::", stringify!($guard), " = lock.lock()?;\n# Ok(()) }\n```")]
+        pub type $guard = Guard<$p>;
+
+        impl Client {
+            #[doc = concat!("A handle to the lock `name` (Redisson's `", $java,
+                "`), as [`crate::Client::", stringify!($make), "`]. Sends nothing.\n\n```no_run\n",
+                "# fn demo(client: ferrisson::blocking::Client) {\nlet lock = client.",
+                stringify!($make), "(\"orders:42\");\n# }\n```")]
+            pub fn $make(&self, name: impl Into<String>) -> $lock {
+                self.handle(self.inner.client.$make(name))
+            }
+        }
+    )*};
+}
+
+primitives! {
+    lock: Lock, LockGuard = Reentrant, "getLock";
+    fenced_lock: FencedLock, FencedGuard = Fenced, "getFencedLock";
+    fair_lock: FairLock, FairGuard = Fair, "getFairLock";
+    spin_lock: SpinLock, SpinGuard = Spin, "getSpinLock";
+    non_reentrant_lock: NonReentrantLock, NonReentrantGuard = NonReentrant, "getNonReentrantLock";
+    non_reentrant_fair_lock: NonReentrantFairLock, NonReentrantFairGuard = NonReentrantFair,
+        "getNonReentrantFairLock";
+}
 
 impl Client {
     /// The blocking twin of an async handle of this client, acting for the calling thread: how
@@ -160,95 +97,12 @@ impl Client {
     pub fn as_async(&self) -> &crate::Client {
         &self.inner.client
     }
-
-    /// A handle to the reentrant lock `name` (Redisson's `getLock`). Sends nothing.
-    ///
-    /// ```no_run
-    /// # fn demo(client: ferrisson::blocking::Client) {
-    /// let lock = client.lock("orders:42");
-    /// # }
-    /// ```
-    pub fn lock(&self, name: impl Into<String>) -> Lock {
-        self.handle(self.inner.client.lock(name))
-    }
-
-    /// A handle to the fenced lock `name` (Redisson's `getFencedLock`). Sends nothing.
-    ///
-    /// ```no_run
-    /// # fn demo(client: ferrisson::blocking::Client) {
-    /// let lock = client.fenced_lock("orders:42");
-    /// # }
-    /// ```
-    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
-        self.handle(self.inner.client.fenced_lock(name))
-    }
-
-    /// A handle to the fair lock `name` (Redisson's `getFairLock`). Sends nothing.
-    ///
-    /// ```no_run
-    /// # fn demo(client: ferrisson::blocking::Client) {
-    /// let lock = client.fair_lock("orders:42");
-    /// # }
-    /// ```
-    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        self.handle(self.inner.client.fair_lock(name))
-    }
-
-    /// A handle to the spin lock `name` (Redisson's `getSpinLock`), with the default back-off.
-    /// Sends nothing.
-    ///
-    /// ```no_run
-    /// # fn demo(client: ferrisson::blocking::Client) {
-    /// let lock = client.spin_lock("jobs:7");
-    /// # }
-    /// ```
-    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
-        self.handle(self.inner.client.spin_lock(name))
-    }
-
-    /// A handle to the non-reentrant lock `name` (Redisson's `getNonReentrantLock`). Sends
-    /// nothing.
-    ///
-    /// ```no_run
-    /// # fn demo(client: ferrisson::blocking::Client) {
-    /// let lock = client.non_reentrant_lock("orders:42");
-    /// # }
-    /// ```
-    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
-        self.handle(self.inner.client.non_reentrant_lock(name))
-    }
-
-    /// A handle to the non-reentrant fair lock `name` (Redisson's
-    /// `getNonReentrantFairLock`). Sends nothing.
-    ///
-    /// ```no_run
-    /// # fn demo(client: ferrisson::blocking::Client) {
-    /// let lock = client.non_reentrant_fair_lock("orders:42");
-    /// # }
-    /// ```
-    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
-        self.handle(self.inner.client.non_reentrant_fair_lock(name))
-    }
 }
 
 impl<P: Protocol> Handle<P> {
     /// The async lock acting for this handle's owner.
     pub(super) fn bound(&self) -> crate::Handle<P> {
         self.lock.with_owner(self.owner())
-    }
-
-    /// Runs an operation of the async lock bound to this handle's owner.
-    fn run<F: Future<Output = Result<T>>, T>(
-        &self,
-        operation: impl FnOnce(crate::Handle<P>) -> F,
-    ) -> Result<T> {
-        self.client.block_on(operation(self.bound()))?
-    }
-
-    fn guard(&self, guard: crate::Guard<P>) -> Guard<P> {
-        Guard {
-            held: Held::new(guard, &self.client),
-        }
     }
 
     /// The same lock as another primitive's handle, owner kept.
@@ -309,141 +163,33 @@ impl<P: Protocol> Handle<P> {
         self.with_lock(self.lock.as_lock())
     }
 
-    /// Blocks until the lock is acquired; watchdog lease (see [`crate::Handle::lock`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// let guard = lock.lock()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn lock(&self) -> Result<Guard<P>> {
-        let guard = self.run(|lock| async move { lock.lock().await })?;
-        Ok(self.guard(guard))
-    }
-
-    /// Blocks until the lock is acquired; fixed `lease`, no watchdog (see
-    /// [`crate::Handle::lock_with_lease`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// let guard = lock.lock_with_lease(std::time::Duration::from_secs(10))?;
-    /// # Ok(()) }
-    /// ```
-    pub fn lock_with_lease(&self, lease: Duration) -> Result<Guard<P>> {
-        let guard = self.run(|lock| async move { lock.lock_with_lease(lease).await })?;
-        Ok(self.guard(guard))
-    }
-
-    /// One attempt without waiting; watchdog lease (see [`crate::Handle::try_lock`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// if let Some(guard) = lock.try_lock()?.acquired() {
-    ///     guard.unlock()?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_lock(&self) -> Result<Attempt<Guard<P>>> {
-        let attempt = self.run(|lock| async move { lock.try_lock().await })?;
-        Ok(attempt.map(|guard| self.guard(guard)))
-    }
-
-    /// Waits at most `wait`; `lease`, or the watchdog when `None` (see
-    /// [`crate::Handle::try_lock_for`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// let attempt = lock.try_lock_for(std::time::Duration::from_secs(1), None)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Attempt<Guard<P>>> {
-        let attempt = self.run(|lock| async move { lock.try_lock_for(wait, lease).await })?;
-        Ok(attempt.map(|guard| self.guard(guard)))
-    }
-
-    /// Releases one hold of this handle's owner without a guard (see
-    /// [`crate::Handle::unlock`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// lock.lock()?.detach();
-    /// lock.unlock()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn unlock(&self) -> Result<()> {
-        self.run(|lock| async move { lock.unlock().await })
-    }
-
-    /// Deletes the lock whoever holds it (see [`crate::Handle::force_unlock`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// let existed = lock.force_unlock()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn force_unlock(&self) -> Result<bool> {
-        self.run(|lock| async move { lock.force_unlock().await })
-    }
-
-    /// Whether anyone holds the lock (see [`crate::Handle::is_locked`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// let locked = lock.is_locked()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn is_locked(&self) -> Result<bool> {
-        self.run(|lock| async move { lock.is_locked().await })
-    }
-
-    /// Whether this handle's owner holds the lock (see
-    /// [`crate::Handle::is_held_by_current_owner`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// let _guard = lock.lock()?;
-    /// assert!(lock.is_held_by_current_owner()?);
-    /// # Ok(()) }
-    /// ```
-    pub fn is_held_by_current_owner(&self) -> Result<bool> {
-        self.run(|lock| async move { lock.is_held_by_current_owner().await })
-    }
-
-    /// Whether `owner` holds the lock (see [`crate::Handle::is_held_by`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// assert!(!lock.is_held_by(ferrisson::Owner::new())?);
-    /// # Ok(()) }
-    /// ```
-    pub fn is_held_by(&self, owner: Owner) -> Result<bool> {
-        self.run(|lock| async move { lock.is_held_by(owner).await })
-    }
-
-    /// How many holds this handle's owner has (see [`crate::Handle::hold_count`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// assert_eq!(lock.hold_count()?, 0);
-    /// # Ok(()) }
-    /// ```
-    pub fn hold_count(&self) -> Result<u64> {
-        self.run(|lock| async move { lock.hold_count().await })
-    }
-
-    /// The lock's remaining time to live (see [`crate::Handle::remaining_ttl`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::Lock) -> ferrisson::Result<()> {
-    /// println!("{:?}", lock.remaining_ttl()?);
-    /// # Ok(()) }
-    /// ```
-    pub fn remaining_ttl(&self) -> Result<RemainingTtl> {
-        self.run(|lock| async move { lock.remaining_ttl().await })
+    twins! { lock: "Lock", "crate::Handle", on bound;
+        /// Blocks until the lock is acquired; watchdog lease.
+        fn lock() -> Guard<P> => wrap, "let guard = lock.lock()?;";
+        /// Blocks until the lock is acquired; fixed `lease`, no watchdog.
+        fn lock_with_lease(lease: Duration) -> Guard<P> => wrap,
+            "let guard = lock.lock_with_lease(std::time::Duration::from_secs(10))?;";
+        /// One attempt without waiting; watchdog lease.
+        fn try_lock() -> Attempt<Guard<P>> => wrap,
+            "if let Some(guard) = lock.try_lock()?.acquired() {\n    guard.unlock()?;\n}";
+        /// Waits at most `wait`; `lease`, or the watchdog when `None`.
+        fn try_lock_for(wait: Duration, lease: Option<Duration>) -> Attempt<Guard<P>> => wrap,
+            "let attempt = lock.try_lock_for(std::time::Duration::from_secs(1), None)?;";
+        /// Releases one hold of this handle's owner without a guard.
+        fn unlock() -> (), "lock.lock()?.detach();\nlock.unlock()?;";
+        /// Deletes the lock whoever holds it.
+        fn force_unlock() -> bool, "let existed = lock.force_unlock()?;";
+        /// Whether anyone holds the lock.
+        fn is_locked() -> bool, "let locked = lock.is_locked()?;";
+        /// Whether this handle's owner holds the lock.
+        fn is_held_by_current_owner() -> bool,
+            "let _guard = lock.lock()?;\nassert!(lock.is_held_by_current_owner()?);";
+        /// Whether `owner` holds the lock.
+        fn is_held_by(owner: Owner) -> bool, "assert!(!lock.is_held_by(ferrisson::Owner::new())?);";
+        /// How many holds this handle's owner has.
+        fn hold_count() -> u64, "assert_eq!(lock.hold_count()?, 0);";
+        /// The lock's remaining time to live.
+        fn remaining_ttl() -> RemainingTtl, "println!(\"{:?}\", lock.remaining_ttl()?);";
     }
 }
 
@@ -559,27 +305,20 @@ impl<P: Protocol> std::fmt::Debug for Guard<P> {
 }
 
 impl FencedLock {
-    /// The last token handed out (see [`crate::FencedLock::token`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
-    /// let guard = lock.lock()?;
-    /// assert_eq!(lock.token()?, Some(guard.token()));
-    /// # Ok(()) }
-    /// ```
-    pub fn token(&self) -> Result<Option<u64>> {
-        self.run(|lock| async move { lock.token().await })
+    twins! { lock: "FencedLock", "crate::FencedLock", on bound;
+        /// The last token handed out.
+        fn token() -> Option<u64>, "let guard = lock.lock()?;\nassert_eq!(lock.token()?, Some(guard.token()));";
+        /// Deletes the lock and its token key.
+        fn delete() -> bool, "lock.delete()?;";
     }
+}
 
-    /// Deletes the lock and its token key (see [`crate::FencedLock::delete`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::FencedLock) -> ferrisson::Result<()> {
-    /// lock.delete()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn delete(&self) -> Result<bool> {
-        self.run(|lock| async move { lock.delete().await })
+impl<P: Protocol> super::Wrap for crate::Guard<P> {
+    type Blocking = Guard<P>;
+    fn wrap(self, client: &Arc<Inner>) -> Guard<P> {
+        Guard {
+            held: Held::new(self, client),
+        }
     }
 }
 
@@ -626,15 +365,9 @@ impl<Q: Queued + Protocol> Handle<Q> {
         self.lock.wait_timeout()
     }
 
-    /// Deletes the lock, its queue and its timeout set (see [`crate::FairLock::delete`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: ferrisson::blocking::FairLock) -> ferrisson::Result<()> {
-    /// lock.delete()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn delete(&self) -> Result<bool> {
-        self.run(|lock| async move { lock.delete().await })
+    twins! { lock: "FairLock", "crate::FairLock", on bound;
+        /// Deletes the lock, its queue and its timeout set.
+        fn delete() -> bool, "lock.delete()?;";
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Client, Inner};
+use super::{twins, Client, Inner};
 use crate::error::Result;
 
 impl Client {
@@ -52,71 +52,24 @@ impl CountDownLatch {
         self.latch.name()
     }
 
-    /// Sets the count if the latch does not exist (see [`crate::CountDownLatch::try_set_count`]).
-    ///
-    /// ```no_run
-    /// # fn demo(latch: ferrisson::blocking::CountDownLatch) -> ferrisson::Result<()> {
-    /// latch.try_set_count(3)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn try_set_count(&self, count: u64) -> Result<bool> {
-        self.client.block_on(self.latch.try_set_count(count))?
+    fn latch(&self) -> &crate::CountDownLatch {
+        &self.latch
     }
 
-    /// Takes one off the count (see [`crate::CountDownLatch::count_down`]).
-    ///
-    /// ```no_run
-    /// # fn demo(latch: ferrisson::blocking::CountDownLatch) -> ferrisson::Result<()> {
-    /// latch.count_down()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn count_down(&self) -> Result<()> {
-        self.client.block_on(self.latch.count_down())?
-    }
-
-    /// The remaining count (see [`crate::CountDownLatch::count`]).
-    ///
-    /// ```no_run
-    /// # fn demo(latch: ferrisson::blocking::CountDownLatch) -> ferrisson::Result<()> {
-    /// println!("{}", latch.count()?);
-    /// # Ok(()) }
-    /// ```
-    pub fn count(&self) -> Result<u64> {
-        self.client.block_on(self.latch.count())?
-    }
-
-    /// Blocks until the count is 0 (see [`crate::CountDownLatch::wait`]).
-    ///
-    /// ```no_run
-    /// # fn demo(latch: ferrisson::blocking::CountDownLatch) -> ferrisson::Result<()> {
-    /// latch.wait()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn wait(&self) -> Result<()> {
-        self.client.block_on(self.latch.wait())?
-    }
-
-    /// Blocks at most `timeout` for the count to reach 0; whether it did (see
-    /// [`crate::CountDownLatch::wait_for`]).
-    ///
-    /// ```no_run
-    /// # fn demo(latch: ferrisson::blocking::CountDownLatch) -> ferrisson::Result<()> {
-    /// let opened = latch.wait_for(std::time::Duration::from_secs(5))?;
-    /// # Ok(()) }
-    /// ```
-    pub fn wait_for(&self, timeout: Duration) -> Result<bool> {
-        self.client.block_on(self.latch.wait_for(timeout))?
-    }
-
-    /// Deletes the latch; whether it existed (see [`crate::CountDownLatch::delete`]).
-    ///
-    /// ```no_run
-    /// # fn demo(latch: ferrisson::blocking::CountDownLatch) -> ferrisson::Result<()> {
-    /// latch.delete()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn delete(&self) -> Result<bool> {
-        self.client.block_on(self.latch.delete())?
+    twins! { latch: "CountDownLatch", "crate::CountDownLatch", on latch;
+        /// Sets the count if the latch does not exist.
+        fn try_set_count(count: u64) -> bool, "latch.try_set_count(3)?;";
+        /// Takes one off the count.
+        fn count_down() -> (), "latch.count_down()?;";
+        /// The remaining count.
+        fn count() -> u64, "println!(\"{}\", latch.count()?);";
+        /// Blocks until the count is 0.
+        fn wait() -> (), "latch.wait()?;";
+        /// Blocks at most `timeout` for the count to reach 0; whether it did.
+        fn wait_for(timeout: Duration) -> bool,
+            "let opened = latch.wait_for(std::time::Duration::from_secs(5))?;";
+        /// Deletes the latch; whether it existed.
+        fn delete() -> bool, "latch.delete()?;";
     }
 }
 

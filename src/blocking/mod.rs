@@ -227,6 +227,41 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// Writes blocking twins of async methods. Each `fn` runs the async method of the same name on
+/// `self.$on()` on the client's runtime and returns its result, wrapped into the blocking type
+/// when marked `=> wrap`. The generated doc links the async method (which has the semantics and
+/// the cancel-safety notes) and shows `$example` with `$var`, a `ferrisson::blocking::$twin`.
+macro_rules! twins {
+    ($var:ident: $twin:literal, $async:literal, on $on:ident; $(
+        $(#[doc = $doc:literal])*
+        fn $name:ident($($arg:ident: $ty:ty),*) -> $out:ty $(=> $wrap:ident)?, $example:literal;
+    )*) => {$(
+        $(#[doc = $doc])*
+        #[doc = concat!("\n\nThe blocking twin of [`", $async, "::", stringify!($name), "`].")]
+        #[doc = concat!("\n```no_run\n# fn demo(", stringify!($var), ": ferrisson::blocking::", $twin,
+            ") -> ferrisson::Result<()> {\n", $example, "\n# Ok(()) }\n```")]
+        pub fn $name(&self, $($arg: $ty),*) -> Result<$out> {
+            let out = self.client.block_on(self.$on().$name($($arg),*))??;
+            $(let out = $crate::blocking::Wrap::$wrap(out, &self.client);)?
+            Ok(out)
+        }
+    )*};
+}
+use twins;
+
+/// An async value and its blocking twin: a guard and the blocking guard that holds it.
+trait Wrap {
+    type Blocking;
+    fn wrap(self, client: &Arc<Inner>) -> Self::Blocking;
+}
+
+impl<G: Wrap> Wrap for crate::kit::Attempt<G> {
+    type Blocking = crate::kit::Attempt<G::Blocking>;
+    fn wrap(self, client: &Arc<Inner>) -> Self::Blocking {
+        self.map(|guard| guard.wrap(client))
+    }
+}
+
 /// What a blocking guard needs of the async guard it wraps.
 trait AsyncGuard {
     fn release(self) -> impl Future<Output = Result<()>>;

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{AsyncGuard, Client, Held, Inner};
+use super::{twins, AsyncGuard, Client, Held, Inner, Wrap};
 use crate::error::Result;
 use crate::kit::Attempt;
 use crate::sync::PermitIdFormat;
@@ -45,14 +45,8 @@ pub struct PermitExpirableSemaphore {
 }
 
 impl PermitExpirableSemaphore {
-    fn run<T>(&self, future: impl Future<Output = Result<T>>) -> Result<T> {
-        self.client.block_on(future)?
-    }
-
-    fn permit(&self, permit: crate::Permit) -> Permit {
-        Permit {
-            held: Held::new(permit, &self.client),
-        }
+    fn semaphore(&self) -> &crate::PermitExpirableSemaphore {
+        &self.semaphore
     }
 
     /// The semaphore's name (the Redis key of its permit count).
@@ -94,127 +88,40 @@ impl PermitExpirableSemaphore {
         }
     }
 
-    /// Takes a permit, waiting as long as it takes; it expires after `lease`, or never.
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// let permit = semaphore.acquire(None)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn acquire(&self, lease: Option<Duration>) -> Result<Permit> {
-        let permit = self.run(self.semaphore.acquire(lease))?;
-        Ok(self.permit(permit))
+    twins! { semaphore: "PermitExpirableSemaphore", "crate::PermitExpirableSemaphore", on semaphore;
+        /// Takes a permit, waiting as long as it takes; it expires after `lease`, or never.
+        fn acquire(lease: Option<Duration>) -> Permit => wrap, "let permit = semaphore.acquire(None)?;";
+        /// One attempt, no waiting.
+        fn try_acquire(lease: Option<Duration>) -> Attempt<Permit> => wrap,
+            "if let Some(permit) = semaphore.try_acquire(None)?.acquired() {\n    permit.release()?;\n}";
+        /// Waits at most `wait` for a permit that expires after `lease` (or never).
+        fn try_acquire_for(wait: Duration, lease: Option<Duration>) -> Attempt<Permit> => wrap,
+            "let attempt = semaphore.try_acquire_for(std::time::Duration::from_millis(500), None)?;";
+        /// Releases the permit `id`.
+        fn release(id: &str) -> (), "let id = semaphore.acquire(None)?.forget();\nsemaphore.release(&id)?;";
+        /// Releases the permit `id` if taken and in its lease.
+        fn try_release(id: &str) -> bool,
+            "let id = semaphore.acquire(None)?.forget();\nassert!(semaphore.try_release(&id)?);";
+        /// Sets the number of permits if the semaphore does not exist yet.
+        fn try_set_permits(permits: u32) -> bool, "semaphore.try_set_permits(3)?;";
+        /// Adds `delta` permits (fewer when negative).
+        fn add_permits(delta: i64) -> (), "semaphore.add_permits(1)?;";
+        /// The permits available now, after expired ones are reclaimed.
+        fn available_permits() -> i64, "println!(\"{}\", semaphore.available_permits()?);";
+        /// Moves the end of permit `id`'s lease to `lease` from now (`None`: never).
+        fn update_lease_time(id: &str, lease: Option<Duration>) -> bool,
+            "let permit = semaphore.acquire(Some(std::time::Duration::from_secs(5)))?;\nsemaphore.update_lease_time(permit.id(), None)?;";
+        /// Deletes the semaphore's keys.
+        fn delete() -> bool, "semaphore.delete()?;";
     }
+}
 
-    /// One attempt, no waiting.
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// if let Some(permit) = semaphore.try_acquire(None)?.acquired() {
-    ///     permit.release()?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire(&self, lease: Option<Duration>) -> Result<Attempt<Permit>> {
-        let attempt = self.run(self.semaphore.try_acquire(lease))?;
-        Ok(attempt.map(|permit| self.permit(permit)))
-    }
-
-    /// Waits at most `wait` for a permit that expires after `lease` (or never).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// let attempt = semaphore.try_acquire_for(std::time::Duration::from_millis(500), None)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Attempt<Permit>> {
-        let attempt = self.run(self.semaphore.try_acquire_for(wait, lease))?;
-        Ok(attempt.map(|permit| self.permit(permit)))
-    }
-
-    /// Releases the permit `id` (see [`crate::PermitExpirableSemaphore::release`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// let id = semaphore.acquire(None)?.forget();
-    /// semaphore.release(&id)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn release(&self, id: &str) -> Result<()> {
-        self.run(self.semaphore.release(id))
-    }
-
-    /// Releases the permit `id` if taken and in its lease (see
-    /// [`crate::PermitExpirableSemaphore::try_release`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// let id = semaphore.acquire(None)?.forget();
-    /// assert!(semaphore.try_release(&id)?);
-    /// # Ok(()) }
-    /// ```
-    pub fn try_release(&self, id: &str) -> Result<bool> {
-        self.run(self.semaphore.try_release(id))
-    }
-
-    /// Sets the number of permits if the semaphore does not exist yet.
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// semaphore.try_set_permits(3)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        self.run(self.semaphore.try_set_permits(permits))
-    }
-
-    /// Adds `delta` permits (fewer when negative).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// semaphore.add_permits(1)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn add_permits(&self, delta: i64) -> Result<()> {
-        self.run(self.semaphore.add_permits(delta))
-    }
-
-    /// The permits available now, after expired ones are reclaimed.
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// println!("{}", semaphore.available_permits()?);
-    /// # Ok(()) }
-    /// ```
-    pub fn available_permits(&self) -> Result<i64> {
-        self.run(self.semaphore.available_permits())
-    }
-
-    /// Moves the end of permit `id`'s lease to `lease` from now (`None`: never).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// let permit = semaphore.acquire(Some(std::time::Duration::from_secs(5)))?;
-    /// semaphore.update_lease_time(permit.id(), None)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn update_lease_time(&self, id: &str, lease: Option<Duration>) -> Result<bool> {
-        self.run(self.semaphore.update_lease_time(id, lease))
-    }
-
-    /// Deletes the semaphore's keys.
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::PermitExpirableSemaphore) -> ferrisson::Result<()> {
-    /// semaphore.delete()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn delete(&self) -> Result<bool> {
-        self.run(self.semaphore.delete())
+impl Wrap for crate::Permit {
+    type Blocking = Permit;
+    fn wrap(self, client: &Arc<Inner>) -> Permit {
+        Permit {
+            held: Held::new(self, client),
+        }
     }
 }
 

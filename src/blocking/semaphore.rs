@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{AsyncGuard, Client, Held, Inner};
+use super::{twins, AsyncGuard, Client, Held, Inner, Wrap};
 use crate::error::Result;
 use crate::kit::{Acquisition, Attempt};
 
@@ -41,10 +41,8 @@ pub struct Semaphore {
 }
 
 impl Semaphore {
-    fn guard(&self, permits: crate::SemaphorePermits) -> SemaphorePermits {
-        SemaphorePermits {
-            held: Held::new(permits, &self.client),
-        }
+    fn semaphore(&self) -> &crate::Semaphore {
+        &self.semaphore
     }
 
     /// The semaphore's name (its Redis key).
@@ -58,134 +56,39 @@ impl Semaphore {
         self.semaphore.name()
     }
 
-    /// Blocks until `permits` permits are taken (see [`crate::Semaphore::acquire`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// let permits = semaphore.acquire(2)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn acquire(&self, permits: u64) -> Result<SemaphorePermits> {
-        self.client
-            .block_on(self.semaphore.acquire(permits))?
-            .map(|permits| self.guard(permits))
+    twins! { semaphore: "Semaphore", "crate::Semaphore", on semaphore;
+        /// Blocks until `permits` permits are taken.
+        fn acquire(permits: u64) -> SemaphorePermits => wrap, "let permits = semaphore.acquire(2)?;";
+        /// Takes `permits` permits if they are available now.
+        fn try_acquire(permits: u64) -> Attempt<SemaphorePermits> => wrap,
+            "if let Some(permits) = semaphore.try_acquire(1)?.acquired() {\n    permits.release()?;\n}";
+        /// Takes `permits` permits, waiting at most `wait`.
+        fn try_acquire_for(permits: u64, wait: Duration) -> Attempt<SemaphorePermits> => wrap,
+            "let attempt = semaphore.try_acquire_for(1, std::time::Duration::from_millis(500))?;";
+        /// Adds `permits` permits, whoever took them.
+        fn release(permits: u64) -> (), "semaphore.release(1)?;";
+        /// Sets the permits if the semaphore does not exist.
+        fn try_set_permits(permits: u64) -> bool, "semaphore.try_set_permits(3)?;";
+        /// Sets the permits with a time to live if the semaphore does not exist.
+        fn try_set_permits_with_ttl(permits: u64, ttl: Duration) -> bool,
+            "semaphore.try_set_permits_with_ttl(3, std::time::Duration::from_secs(60))?;";
+        /// Adds `delta` permits, or removes them when negative.
+        fn add_permits(delta: i64) -> (), "semaphore.add_permits(-1)?;";
+        /// Takes every available permit; how many there were.
+        fn drain_permits() -> i64, "let taken = semaphore.drain_permits()?;";
+        /// The permits available now.
+        fn available_permits() -> i64, "println!(\"{}\", semaphore.available_permits()?);";
+        /// Deletes the semaphore; whether it existed.
+        fn delete() -> bool, "semaphore.delete()?;";
     }
+}
 
-    /// Takes `permits` permits if they are available now (see
-    /// [`crate::Semaphore::try_acquire`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// if let Some(permits) = semaphore.try_acquire(1)?.acquired() {
-    ///     permits.release()?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire(&self, permits: u64) -> Result<Attempt<SemaphorePermits>> {
-        self.client
-            .block_on(self.semaphore.try_acquire(permits))?
-            .map(|attempt| attempt.map(|permits| self.guard(permits)))
-    }
-
-    /// Takes `permits` permits, waiting at most `wait` (see
-    /// [`crate::Semaphore::try_acquire_for`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// let attempt = semaphore.try_acquire_for(1, std::time::Duration::from_millis(500))?;
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire_for(
-        &self,
-        permits: u64,
-        wait: Duration,
-    ) -> Result<Attempt<SemaphorePermits>> {
-        self.client
-            .block_on(self.semaphore.try_acquire_for(permits, wait))?
-            .map(|attempt| attempt.map(|permits| self.guard(permits)))
-    }
-
-    /// Adds `permits` permits, whoever took them (see [`crate::Semaphore::release`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// semaphore.release(1)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn release(&self, permits: u64) -> Result<()> {
-        self.client.block_on(self.semaphore.release(permits))?
-    }
-
-    /// Sets the permits if the semaphore does not exist (see
-    /// [`crate::Semaphore::try_set_permits`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// semaphore.try_set_permits(3)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        self.client
-            .block_on(self.semaphore.try_set_permits(permits))?
-    }
-
-    /// Sets the permits with a time to live if the semaphore does not exist (see
-    /// [`crate::Semaphore::try_set_permits_with_ttl`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// semaphore.try_set_permits_with_ttl(3, std::time::Duration::from_secs(60))?;
-    /// # Ok(()) }
-    /// ```
-    pub fn try_set_permits_with_ttl(&self, permits: u64, ttl: Duration) -> Result<bool> {
-        self.client
-            .block_on(self.semaphore.try_set_permits_with_ttl(permits, ttl))?
-    }
-
-    /// Adds `delta` permits, or removes them when negative (see
-    /// [`crate::Semaphore::add_permits`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// semaphore.add_permits(-1)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn add_permits(&self, delta: i64) -> Result<()> {
-        self.client.block_on(self.semaphore.add_permits(delta))?
-    }
-
-    /// Takes every available permit; how many there were (see
-    /// [`crate::Semaphore::drain_permits`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// let taken = semaphore.drain_permits()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn drain_permits(&self) -> Result<i64> {
-        self.client.block_on(self.semaphore.drain_permits())?
-    }
-
-    /// The permits available now (see [`crate::Semaphore::available_permits`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// println!("{}", semaphore.available_permits()?);
-    /// # Ok(()) }
-    /// ```
-    pub fn available_permits(&self) -> Result<i64> {
-        self.client.block_on(self.semaphore.available_permits())?
-    }
-
-    /// Deletes the semaphore; whether it existed (see [`crate::Semaphore::delete`]).
-    ///
-    /// ```no_run
-    /// # fn demo(semaphore: ferrisson::blocking::Semaphore) -> ferrisson::Result<()> {
-    /// semaphore.delete()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn delete(&self) -> Result<bool> {
-        self.client.block_on(self.semaphore.delete())?
+impl Wrap for crate::SemaphorePermits {
+    type Blocking = SemaphorePermits;
+    fn wrap(self, client: &Arc<Inner>) -> SemaphorePermits {
+        SemaphorePermits {
+            held: Held::new(self, client),
+        }
     }
 }
 
