@@ -24,7 +24,7 @@ use crate::Owner;
 /// guard.unlock()?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Handle<P: Protocol> {
     pub(super) client: Arc<Inner>,
     pub(super) lock: crate::Handle<P>,
@@ -193,15 +193,6 @@ impl<P: Protocol> Handle<P> {
     }
 }
 
-impl<P: Protocol> std::fmt::Debug for Handle<P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::Handle")
-            .field("lock", &self.lock)
-            .field("owner", &self.owner)
-            .finish()
-    }
-}
-
 /// One hold taken through the blocking API, released when dropped (in the background, without
 /// blocking); see [`crate::Guard`]. The guard remembers its owner, so it may be released on
 /// another thread.
@@ -213,6 +204,7 @@ impl<P: Protocol> std::fmt::Debug for Handle<P> {
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
+#[derive(Debug)]
 pub struct Guard<P: Protocol> {
     held: Held<crate::Guard<P>>,
 }
@@ -293,14 +285,6 @@ impl<P: Protocol> Guard<P> {
             .guard
             .as_ref()
             .map_or_else(Owner::current_thread, crate::Guard::owner)
-    }
-}
-
-impl<P: Protocol> std::fmt::Debug for Guard<P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::Guard")
-            .field("guard", &self.held.guard)
-            .finish()
     }
 }
 

@@ -34,7 +34,7 @@ impl Client {
 /// latch.wait()?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct CountDownLatch {
     client: Arc<Inner>,
     latch: crate::CountDownLatch,
@@ -70,13 +70,5 @@ impl CountDownLatch {
             "let opened = latch.wait_for(std::time::Duration::from_secs(5))?;";
         /// Deletes the latch; whether it existed.
         fn delete() -> bool, "latch.delete()?;";
-    }
-}
-
-impl std::fmt::Debug for CountDownLatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::CountDownLatch")
-            .field("name", &self.name())
-            .finish()
     }
 }

@@ -93,6 +93,13 @@ impl Inner {
     }
 }
 
+/// The runtime has no useful `Debug`; the async client is shown by [`Client`]'s.
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("..")
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         let Some(runtime) = self.runtime.take() else {
@@ -275,6 +282,7 @@ trait SettledGuard: AsyncGuard {
 }
 
 /// The part every blocking guard shares: the async guard and the runtime that serves it.
+#[derive(Debug)]
 struct Held<G> {
     /// `None` once released or detached.
     guard: Option<G>,

@@ -24,7 +24,7 @@ impl AsyncGuard for crate::MultiGuard {
 
 /// The parts of a blocking composite lock: the blocking locks, whose clients' runtimes serve
 /// them.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct Parts {
     locks: Vec<Lock>,
 }
@@ -152,14 +152,6 @@ macro_rules! blocking_composite {
                 Ok(attempt.map(|guard| self.parts.guard(guard)))
             }
         }
-
-        impl std::fmt::Debug for $ty {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct(concat!("blocking::", stringify!($ty)))
-                    .field("locks", &self.parts.locks)
-                    .finish()
-            }
-        }
     };
 }
 
@@ -173,7 +165,7 @@ macro_rules! blocking_composite {
 /// guard.unlock()?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct MultiLock {
     parts: Parts,
 }
@@ -191,7 +183,7 @@ blocking_composite!(MultiLock, MultiLock);
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct RedLock {
     parts: Parts,
 }
@@ -209,6 +201,7 @@ blocking_composite!(RedLock, RedLock);
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
+#[derive(Debug)]
 pub struct MultiGuard {
     held: Held<crate::MultiGuard>,
     /// Keeps every part's client (and runtime) alive while the guard exists, so that a drop's
@@ -269,13 +262,5 @@ impl MultiGuard {
             .guard
             .as_ref()
             .map_or(0, |guard| guard.parts().len())
-    }
-}
-
-impl std::fmt::Debug for MultiGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::MultiGuard")
-            .field("guard", &self.held.guard)
-            .finish()
     }
 }

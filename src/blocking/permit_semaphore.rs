@@ -38,7 +38,7 @@ impl Client {
 /// permit.release()?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct PermitExpirableSemaphore {
     client: Arc<Inner>,
     semaphore: crate::PermitExpirableSemaphore,
@@ -125,14 +125,6 @@ impl Wrap for crate::Permit {
     }
 }
 
-impl std::fmt::Debug for PermitExpirableSemaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::PermitExpirableSemaphore")
-            .field("semaphore", &self.semaphore)
-            .finish()
-    }
-}
-
 /// A permit taken through the blocking API, released when dropped (in the background).
 ///
 /// ```no_run
@@ -143,6 +135,7 @@ impl std::fmt::Debug for PermitExpirableSemaphore {
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the permit releases it at once"]
+#[derive(Debug)]
 pub struct Permit {
     held: Held<crate::Permit>,
 }
@@ -210,14 +203,6 @@ impl Permit {
     /// ```
     pub fn is_expired(&self) -> bool {
         self.held.is_lost()
-    }
-}
-
-impl std::fmt::Debug for Permit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::Permit")
-            .field("permit", &self.held.guard)
-            .finish()
     }
 }
 

@@ -39,7 +39,7 @@ impl Client {
 /// reading.unlock()?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ReadWriteLock {
     client: Arc<Inner>,
     rw: crate::ReadWriteLock,
@@ -113,15 +113,6 @@ impl ReadWriteLock {
             lock: self.rw.write_lock(),
             owner: self.owner,
         }
-    }
-}
-
-impl std::fmt::Debug for ReadWriteLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::ReadWriteLock")
-            .field("name", &self.name())
-            .field("owner", &self.owner)
-            .finish()
     }
 }
 

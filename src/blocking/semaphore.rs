@@ -34,7 +34,7 @@ impl Client {
 /// permits.release()?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Semaphore {
     client: Arc<Inner>,
     semaphore: crate::Semaphore,
@@ -102,6 +102,7 @@ impl Wrap for crate::SemaphorePermits {
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the guard gives the permits back at once"]
+#[derive(Debug)]
 pub struct SemaphorePermits {
     held: Held<crate::SemaphorePermits>,
 }
@@ -167,21 +168,5 @@ impl AsyncGuard for crate::SemaphorePermits {
     /// Permits have no lease to lose.
     fn is_lost(&self) -> bool {
         false
-    }
-}
-
-impl std::fmt::Debug for SemaphorePermits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::SemaphorePermits")
-            .field("permits", &self.held.guard)
-            .finish()
-    }
-}
-
-impl std::fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("blocking::Semaphore")
-            .field("name", &self.name())
-            .finish()
     }
 }
