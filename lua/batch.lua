@@ -6,13 +6,14 @@
 -- ARGV[1] the number of calls; then, per call: its shape and its arguments, as its own script
 -- takes them:
 --   acquire  1 key (name)           2 arguments (lease, field)
+--   acquire_once  the same, the non-reentrant acquire (`once` in lua/acquire.lua)
 --   release  2 keys (name, channel) 3 arguments (lease, field, mode)
 --   handoff  2 keys (name, channel) 5 arguments (lease, field, mode, heir, heir lease)
 --   handoff_if_alone  the same and a sixth (own: see lua/release.lua)
 -- Returns an array with one entry per call: the call's integer reply, false for a nil reply
--- (sent as nil), or the error message (a string) when the call failed. A failed call stops only
--- itself, as it would in a script of its own (every operation checks the key's type before
--- writing).
+-- (sent as nil), or the error message (a string) when the call failed or replied with an
+-- error. A failed call stops only itself, as it would in a script of its own (every operation
+-- checks the key's type before writing).
 local replies = {}
 local k, a = 1, 2
 for call = 1, tonumber(ARGV[1]) do
@@ -20,6 +21,9 @@ for call = 1, tonumber(ARGV[1]) do
   local ok, reply
   if shape == 'acquire' then
     ok, reply = pcall(acquire, KEYS[k], ARGV[a + 1], ARGV[a + 2])
+    k, a = k + 1, a + 3
+  elseif shape == 'acquire_once' then
+    ok, reply = pcall(acquire, KEYS[k], ARGV[a + 1], ARGV[a + 2], true)
     k, a = k + 1, a + 3
   elseif shape == 'release' then
     ok, reply = pcall(release, KEYS[k], KEYS[k + 1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3])
@@ -37,6 +41,8 @@ for call = 1, tonumber(ARGV[1]) do
   end
   if not ok then
     replies[call] = type(reply) == 'table' and reply.err or tostring(reply)
+  elseif type(reply) == 'table' and reply.err then
+    replies[call] = reply.err -- an error the operation replied with (acquire_once's refusal)
   elseif reply == nil then
     replies[call] = false
   else

@@ -17,7 +17,7 @@ use super::janitor::Release;
 use super::poll::BackOff;
 use crate::error::{Error, Result};
 use crate::transport::pubsub::WakeRule;
-use crate::transport::script::{LockCall, ReleaseScript, Script};
+use crate::transport::script::{BatchedAcquire, LockCall, ReleaseScript, Script};
 use crate::transport::Rollback;
 
 /// What a lock primitive is to the engine that runs it: its acquire script and what the reply
@@ -180,14 +180,22 @@ pub struct AcquireCall<'a, P: Protocol> {
 }
 
 impl<P: Protocol> AcquireCall<'_, P> {
-    /// `RELEASE`'s partner `ACQUIRE` through the dispatcher (batched with the client's other
-    /// calls; a synced-writes rollback is `RELEASE`).
-    pub(crate) fn batched(&self) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
+    /// `op`, a mode of `ACQUIRE`, through the dispatcher (batched with the client's other
+    /// calls; a synced-writes rollback is `op`'s release, which must be `P::RELEASE`).
+    pub(crate) fn batched(
+        &self,
+        op: &'static BatchedAcquire,
+    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
+        debug_assert!(
+            op.release.map(std::ptr::from_ref) == P::RELEASE.map(std::ptr::from_ref),
+            "a batched acquire's rollback is its primitive's release"
+        );
         let redis = Arc::clone(&self.lock.client().redis);
         let call = LockCall::Acquire {
             name: self.lock.name_arc(),
             field: Arc::clone(self.field),
             lease_ms: self.lease_ms,
+            op,
         };
         Box::pin(async move { redis.run_lock_call(call).await })
     }
@@ -216,16 +224,6 @@ impl<P: Protocol> AcquireCall<'_, P> {
                 )
                 .await
         })
-    }
-
-    /// `script` called as `ACQUIRE` is (KEYS `[name]`, ARGV `[lease, field]`), alone.
-    pub(crate) fn run_as_acquire(
-        &self,
-        script: &'static Script,
-    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
-        let keys = vec![self.lock.name_arc()];
-        let args = vec![Arc::from(self.lease_arg()), Arc::clone(self.field)];
-        self.run(script, keys, args)
     }
 
     /// The release of the hold this call may take.

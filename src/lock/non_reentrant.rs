@@ -13,15 +13,23 @@ use crate::error::Error;
 use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
 use crate::kit::wait::{lock_channel, lock_wake};
 use crate::kit::{Client, Guard, Handle};
-use crate::transport::script::{ReleaseScript, Script};
+use crate::transport::script::{BatchedAcquire, ReleaseScript, Script};
 
-/// Take the lock only when it is free (`lua/non_reentrant_acquire.lua`).
-static NON_REENTRANT_ACQUIRE: Script = Script::new(
+/// Take the lock only when it is free: `lua/acquire.lua` with `once`, batched as `acquire_once`.
+static NON_REENTRANT_ACQUIRE: BatchedAcquire = BatchedAcquire {
+    shape: "acquire_once",
+    alone: &ALONE,
+    release: None,
+};
+static ALONE: Script = Script::new(
     "non_reentrant_acquire",
-    include_str!("../../lua/non_reentrant_acquire.lua"),
+    concat!(
+        include_str!("../../lua/acquire.lua"),
+        "return acquire(KEYS[1], ARGV[1], ARGV[2], true)\n"
+    ),
 );
 
-/// The error reply of `NON_REENTRANT_ACQUIRE` when the field holds the lock already.
+/// The error reply of the acquire when the field holds the lock already.
 const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 
 /// The non-reentrant lock's [`Protocol`]: [`NonReentrantLock`] is `Handle<NonReentrant>`.
@@ -107,7 +115,7 @@ impl Protocol for NonReentrant {
         &self,
         call: AcquireCall<'_, Self>,
     ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
-        call.run_as_acquire(&NON_REENTRANT_ACQUIRE)
+        call.batched(&NON_REENTRANT_ACQUIRE)
     }
 
     fn read(reply: &Value) -> Option<Reply<()>> {

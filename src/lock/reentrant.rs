@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
 use crate::kit::wait::{lock_channel, lock_wake};
 use crate::kit::{Client, Guard, Handle};
-use crate::transport::script::ReleaseScript;
+use crate::transport::script::{ReleaseScript, REENTRANT_ACQUIRE};
 
 /// The reentrant lock's [`Protocol`]: [`Lock`] is `Handle<Reentrant>`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -136,7 +136,7 @@ impl Protocol for Reentrant {
         &self,
         call: AcquireCall<'_, Self>,
     ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
-        call.batched()
+        call.batched(&REENTRANT_ACQUIRE)
     }
 
     fn read(reply: &Value) -> Option<Reply<()>> {

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::kit::janitor::Release;
 use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
 use crate::kit::{BackOff, Client, Guard, Handle};
-use crate::transport::script::{self, Encoded, ReleaseScript, Script};
+use crate::transport::script::{self, BatchedAcquire, Encoded, ReleaseScript, Script};
 
 /// Release one hold without publishing (`lua/spin_release.lua`).
 static SPIN_RELEASE_SCRIPT: Script =
@@ -22,6 +22,14 @@ static SPIN_RELEASE_SCRIPT: Script =
 static SPIN_RELEASE: ReleaseScript = ReleaseScript {
     script: &SPIN_RELEASE_SCRIPT,
     encode: encode_release,
+};
+
+/// The reentrant lock's acquire (§6: acquisition is §2.2), batched; a synced-writes rollback is
+/// the spin release, which does not publish.
+static SPIN_ACQUIRE: BatchedAcquire = BatchedAcquire {
+    shape: "acquire",
+    alone: &script::ACQUIRE,
+    release: Some(&SPIN_RELEASE),
 };
 
 fn encode_release(release: &Release, _publish: &'static str) -> Encoded {
@@ -145,13 +153,11 @@ impl Protocol for Spin {
 
     fn begin(&self, _lock: &SpinLock, _field: &Arc<str>, _wait: Option<Duration>) {}
 
-    /// The reentrant lock's acquire (§6: acquisition is §2.2), alone rather than batched: a
-    /// synced-writes rollback must be the spin release, which does not publish.
     fn send(
         &self,
         call: AcquireCall<'_, Self>,
     ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
-        call.run_as_acquire(&script::ACQUIRE)
+        call.batched(&SPIN_ACQUIRE)
     }
 
     fn read(reply: &Value) -> Option<Reply<()>> {

@@ -205,14 +205,7 @@ fn the_model_finds_the_fresh_start_hang_before_its_fix() {
         late_receiver: true,
         ..LINE
     };
-    let message = failure_of(
-        || {
-            check(24, iterations(), move || {
-                contention(before_fix, 2, 1, false, 0)
-            })
-        },
-        "no schedule lost the wake-up",
-    );
+    let message = two_waiters_fail(before_fix, 24, "no schedule lost the wake-up");
     assert!(message.contains("deadlock"), "{message}");
 }
 
@@ -227,18 +220,18 @@ fn the_model_finds_the_unconfirmed_subscription_hang_before_its_fix() {
         unconfirmed_subscribe: true,
         ..LINE
     };
-    let message = failure_of(
-        || {
-            check(25, iterations(), move || {
-                contention(before_fix, 2, 1, false, 0)
-            })
-        },
-        "no schedule lost the release",
-    );
+    let message = two_waiters_fail(before_fix, 25, "no schedule lost the release");
     assert!(
         message.contains("deadlock") || message.contains("no longer sends them"),
         "{message}"
     );
+}
+
+/// The failure of two tasks contending once each on the code before a fix (`before_fix`
+/// plants the defect); `none_failed` if every schedule passed.
+fn two_waiters_fail(before_fix: Setup, seed: u64, none_failed: &str) -> String {
+    let contend = move || contention(before_fix, 2, 1, false, 0);
+    failure_of(|| check(seed, iterations(), contend), none_failed)
 }
 
 /// Local hand-offs chain between three tasks; every budget of 2 ends in a plain release

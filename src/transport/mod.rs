@@ -125,11 +125,12 @@ impl Redis {
                 name,
                 field,
                 lease_ms,
+                op,
             } => Some(Release {
                 name: Arc::clone(name),
                 field: Arc::clone(field),
                 lease_ms: *lease_ms,
-                script: None,
+                script: op.release,
             }),
             LockCall::Release { .. } => None,
         };
@@ -326,6 +327,7 @@ mod tests {
             name: "lock".into(),
             field: "client:1".into(),
             lease_ms: 1000,
+            op: &script::REENTRANT_ACQUIRE,
         };
         for batching in [true, false] {
             let (dispatcher, task) = if batching {

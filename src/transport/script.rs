@@ -511,11 +511,13 @@ impl std::fmt::Debug for ReleaseScript {
 /// One call of the acquire or release script: what the dispatcher (`src/transport/dispatch.rs`) runs
 /// alone or together with others in one [`BATCH`].
 pub(crate) enum LockCall {
-    /// [`ACQUIRE`]: take or re-enter `name` as `field` with a lease of `lease_ms`.
+    /// `op` (a mode of [`ACQUIRE`]): take (or re-enter) `name` as `field` with a lease of
+    /// `lease_ms`.
     Acquire {
         name: Arc<str>,
         field: Arc<str>,
         lease_ms: u64,
+        op: &'static BatchedAcquire,
     },
     /// [`RELEASE`]: release one hold of `release`, announcing a full release as `publish`
     /// (the publish mode's script argument); with `to`, hand the lock to that waiter.
@@ -525,6 +527,25 @@ pub(crate) enum LockCall {
         to: Option<Heir>,
     },
 }
+
+/// An acquire of the reentrant lock's hash that the dispatcher may batch: a mode of
+/// `lua/acquire.lua` (a primitive on that hash declares its own as a static).
+pub(crate) struct BatchedAcquire {
+    /// Its call shape in `lua/batch.lua`.
+    pub(crate) shape: &'static str,
+    /// The script it runs alone.
+    pub(crate) alone: &'static Script,
+    /// The release of the hold it takes (a synced-writes rollback): the primitive's own, or
+    /// `None` for [`RELEASE`].
+    pub(crate) release: Option<&'static ReleaseScript>,
+}
+
+/// The reentrant lock's acquire.
+pub(crate) static REENTRANT_ACQUIRE: BatchedAcquire = BatchedAcquire {
+    shape: "acquire",
+    alone: &ACQUIRE,
+    release: None,
+};
 
 /// The local waiter that a full release hands the lock to (`heir` in lua/release.lua).
 pub(crate) struct Heir {
@@ -548,7 +569,7 @@ impl LockCall {
     /// The script this call runs when it goes alone.
     pub(crate) fn script(&self) -> &'static Script {
         match self {
-            LockCall::Acquire { .. } => &ACQUIRE,
+            LockCall::Acquire { op, .. } => op.alone,
             LockCall::Release { .. } => &RELEASE,
         }
     }
@@ -557,7 +578,7 @@ impl LockCall {
     /// numbers of keys and arguments.
     fn shape(&self) -> &'static str {
         match self {
-            LockCall::Acquire { .. } => "acquire",
+            LockCall::Acquire { op, .. } => op.shape,
             LockCall::Release { to: None, .. } => "release",
             LockCall::Release { to: Some(heir), .. } => match heir.unless_listeners_above {
                 None => "handoff",
@@ -783,6 +804,7 @@ e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 [93->-292f] [9
             name: "orders:42".into(),
             field: "uuid:1".into(),
             lease_ms: 30_000,
+            op: &REENTRANT_ACQUIRE,
         }
         .encode();
         assert_eq!(acquire.key_count, 1);
@@ -817,6 +839,7 @@ e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 [93->-292f] [9
                 name: "a".into(),
                 field: "uuid:1".into(),
                 lease_ms: 10,
+                op: &REENTRANT_ACQUIRE,
             },
             release("b", Some(("uuid:3", 20))),
         ];

@@ -325,3 +325,67 @@ async fn conditional_hand_offs_in_one_batch_free_only_the_listened_locks() {
         "{LOCKS} concurrent releases and {LISTENED} retries took {runs} script runs"
     );
 }
+
+/// The non-reentrant and spin locks' acquires are modes of the reentrant lock's and share its
+/// batches; a non-reentrant acquire refused inside a batch (its field holds the lock already)
+/// fails alone, as `AlreadyHeld`, and changes nothing.
+#[tokio::test]
+async fn non_reentrant_and_spin_acquires_share_script_runs() {
+    const EACH: usize = 16;
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    // Held by an owner of this client as the server sees it, unknown to the client itself: only
+    // the script can refuse the second acquire.
+    let owner = Owner::new();
+    let field = format!("{}:{}", client.id(), owner.id());
+    let _: () = raw
+        .hset("nr:held", (field.as_str(), 1))
+        .await
+        .expect("HSET");
+    let _: () = raw.pexpire("nr:held", 30_000, None).await.expect("PEXPIRE");
+    reset_stats(&raw).await;
+
+    let refused = {
+        let lock = client.non_reentrant_lock("nr:held").with_owner(owner);
+        tokio::spawn(async move { lock.try_lock().await })
+    };
+    let non_reentrant: Vec<_> = (0..EACH)
+        .map(|i| {
+            let lock = client.non_reentrant_lock(format!("nr:{i}"));
+            tokio::spawn(async move { lock.lock_with_lease(Duration::from_secs(30)).await })
+        })
+        .collect();
+    let spin: Vec<_> = (0..EACH)
+        .map(|i| {
+            let lock = client.spin_lock(format!("spin:{i}"));
+            tokio::spawn(async move { lock.lock_with_lease(Duration::from_secs(30)).await })
+        })
+        .collect();
+    match refused.await.expect("task") {
+        Err(Error::AlreadyHeld { name }) => assert_eq!(name, "nr:held"),
+        other => panic!("a second non-reentrant acquire: {other:?}"),
+    }
+    let mut held = Vec::new();
+    for acquire in non_reentrant {
+        held.push(acquire.await.expect("task").expect("non-reentrant lock"));
+    }
+    let mut spun = Vec::new();
+    for acquire in spin {
+        spun.push(acquire.await.expect("task").expect("spin lock"));
+    }
+    let runs = script_runs(&raw).await;
+    assert!(
+        runs < (2 * EACH as u64 + 1) / 4,
+        "{} concurrent acquires took {runs} script runs",
+        2 * EACH + 1
+    );
+    for i in 0..EACH {
+        for name in [format!("nr:{i}"), format!("spin:{i}")] {
+            let fields = holder_fields(&raw, &name).await;
+            assert_eq!(fields.len(), 1, "{name} has one holder: {fields:?}");
+        }
+    }
+    let count: String = raw.hget("nr:held", field.as_str()).await.expect("HGET");
+    assert_eq!(count, "1", "the refused acquire changed nothing");
+}
