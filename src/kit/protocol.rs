@@ -15,9 +15,12 @@ use futures::future::BoxFuture;
 use super::handle::Handle;
 use super::janitor::Release;
 use super::poll::BackOff;
+use super::wait::{lock_channel, lock_wake};
 use crate::error::{Error, Result};
 use crate::transport::pubsub::WakeRule;
-use crate::transport::script::{BatchedAcquire, LockCall, ReleaseScript, Script};
+use crate::transport::script::{
+    BatchedAcquire, LockCall, ReleaseScript, Script, REENTRANT_ACQUIRE,
+};
 use crate::transport::Rollback;
 
 /// What a lock primitive is to the engine that runs it: its acquire script and what the reply
@@ -30,6 +33,10 @@ use crate::transport::Rollback;
 /// [`Handle`](crate::Handle) and [`Guard`](crate::Guard) take as their parameter: [`Lock`](crate::Lock)
 /// is `Handle<Reentrant>`. It is sealed: the contract's items are the crate's own.
 ///
+/// Its defaults are the reentrant lock's engine, fast paths included: the acquire batched with
+/// the client's other calls, waiters woken on the lock channel and handed the lock by a release
+/// of their own client, `RELEASE` with its give-way. A primitive states only where it differs.
+///
 /// ```
 /// fn name_of<P: ferrisson::Protocol>(lock: &ferrisson::Handle<P>) -> &str {
 ///     lock.name()
@@ -38,7 +45,7 @@ use crate::transport::Rollback;
 pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static {
     /// What a guard carries besides its hold: the fenced lock's token, `()` for most.
     #[doc(hidden)]
-    type Extra: fmt::Debug + Send + Sync + 'static;
+    type Extra: fmt::Debug + Default + Send + Sync + 'static;
 
     /// What one acquire keeps across its attempts: the fair lock's pause and queue give-up, `()`
     /// for most.
@@ -49,14 +56,28 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
     #[doc(hidden)]
     const NAMES: (&'static str, &'static str);
 
-    /// The release script of its holds (`None`: `RELEASE`, which is batched and may hand the
-    /// lock to a waiter of this client).
+    /// The release script of its holds (`None`, the default: `RELEASE`, which is batched and
+    /// may hand the lock to a waiter of this client).
     #[doc(hidden)]
-    const RELEASE: Option<&'static ReleaseScript>;
+    const RELEASE: Option<&'static ReleaseScript> = None;
 
-    /// How its waiters wait.
+    /// The acquire the default [`send`](Protocol::send) runs, batched: a mode of
+    /// `lua/acquire.lua` (the reentrant lock's by default).
     #[doc(hidden)]
-    fn waits(&self) -> Waits<Self::Extra>;
+    const BATCHED_ACQUIRE: &'static BatchedAcquire = &REENTRANT_ACQUIRE;
+
+    /// How its waiters wait. By default as the reentrant lock's: on the lock channel, woken by
+    /// its messages, and handed the lock by a release of their own client (`RELEASE` hands
+    /// over). A primitive with a release of its own, or whose guard carries more than a hand-off
+    /// can give it, waits otherwise.
+    #[doc(hidden)]
+    fn waits(&self) -> Waits<Self::Extra> {
+        Waits::Channel {
+            channel: lock_channel,
+            wake: lock_wake,
+            hand_off: Some(Self::Extra::default),
+        }
+    }
 
     /// The hash field of an owner whose holder field is `base` (`<client uuid>:<owner id>`): the
     /// base itself for most, `base:write` for a read-write lock's write side.
@@ -74,16 +95,22 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
         wait: Option<Duration>,
     ) -> Self::Acquiring;
 
-    /// The acquire script call of one attempt, not yet sent.
+    /// The acquire script call of one attempt, not yet sent: by default
+    /// [`BATCHED_ACQUIRE`](Protocol::BATCHED_ACQUIRE) through the dispatcher.
     #[doc(hidden)]
     fn send(
         &self,
         call: AcquireCall<'_, Self>,
-    ) -> BoxFuture<'static, Result<Value, fred::error::Error>>;
+    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
+        call.batched(Self::BATCHED_ACQUIRE)
+    }
 
-    /// What the acquire script's reply means; `None` for a reply it never gives.
+    /// What the acquire script's reply means; `None` for a reply it never gives. By default
+    /// `ACQUIRE`'s: nil when acquired, else the lock's PTTL.
     #[doc(hidden)]
-    fn read(reply: &Value) -> Option<Reply<Self::Extra>>;
+    fn read(reply: &Value) -> Option<Reply<Self::Extra>> {
+        read_hash_reply(reply)
+    }
 
     /// The wait bound (ms) after a refusal that replied `ttl`; the lock's TTL for most.
     #[doc(hidden)]
@@ -239,6 +266,16 @@ impl<P: Protocol> AcquireCall<'_, P> {
     /// The lease this call asks for, in ms (the script's argument).
     pub(crate) fn lease_arg(&self) -> String {
         self.lease_ms.to_string()
+    }
+}
+
+/// The reply of `ACQUIRE` and of the acquires of its family: nil when acquired, else the lock's
+/// PTTL.
+pub(crate) fn read_hash_reply<E: Default>(reply: &Value) -> Option<Reply<E>> {
+    match reply {
+        Value::Null => Some(Reply::Acquired(E::default())),
+        Value::Integer(ttl) => Some(Reply::Busy(*ttl)),
+        _ => None,
     }
 }
 

@@ -11,10 +11,9 @@ use fred::prelude::Value;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use super::reentrant::read_hash_reply;
 use crate::error::{Error, Result};
 use crate::kit::janitor::{Janitor, Job, Release};
-use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
+use crate::kit::protocol::{read_hash_reply, sealed, AcquireCall, Protocol, Reply, Waits};
 use crate::kit::wait::lock_wake;
 use crate::kit::{Client, ClientInner, Guard, Handle, InFlight};
 use crate::name;

@@ -12,7 +12,7 @@ use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
 use crate::kit::wait::{lock_channel, lock_wake};
 use crate::kit::{Client, Guard, Handle};
 use crate::name;
-use crate::transport::script::{ReleaseScript, Script};
+use crate::transport::script::Script;
 
 /// Acquire or re-enter and take the next token (`lua/fenced_acquire.lua`).
 static FENCED_ACQUIRE: Script = Script::new(
@@ -148,7 +148,6 @@ impl Protocol for Fenced {
     type Extra = u64;
     type Acquiring = ();
     const NAMES: (&'static str, &'static str) = ("FencedLock", "FencedGuard");
-    const RELEASE: Option<&'static ReleaseScript> = None;
 
     /// A waiter is never handed the lock by a release of its own client, since that would
     /// skip the token: it takes the lock with its own script after the unlock message.

@@ -5,15 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::Value;
-use futures::future::BoxFuture;
-
-use super::reentrant::read_hash_reply;
 use crate::error::Error;
-use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
-use crate::kit::wait::{lock_channel, lock_wake};
+use crate::kit::protocol::{sealed, Protocol};
 use crate::kit::{Client, Guard, Handle};
-use crate::transport::script::{BatchedAcquire, ReleaseScript, Script};
+use crate::transport::script::{BatchedAcquire, Script};
 
 /// Take the lock only when it is free: `lua/acquire.lua` with `once`, batched as `acquire_once`.
 static NON_REENTRANT_ACQUIRE: BatchedAcquire = BatchedAcquire {
@@ -97,30 +92,12 @@ impl Protocol for NonReentrant {
     type Extra = ();
     type Acquiring = ();
     const NAMES: (&'static str, &'static str) = ("NonReentrantLock", "NonReentrantGuard");
-    const RELEASE: Option<&'static ReleaseScript> = None;
 
-    /// A local hand-off leaves the heir's field at 1 in the hash, exactly what this acquire
-    /// writes, and the release is `RELEASE`: hand-offs are allowed.
-    fn waits(&self) -> Waits<()> {
-        Waits::Channel {
-            channel: lock_channel,
-            wake: lock_wake,
-            hand_off: Some(|| ()),
-        }
-    }
+    /// Batched; a local hand-off leaves the heir's field at 1 in the hash, exactly what this
+    /// acquire writes, and the release is `RELEASE`: the default waits (with hand-off) serve.
+    const BATCHED_ACQUIRE: &'static BatchedAcquire = &NON_REENTRANT_ACQUIRE;
 
     fn begin(&self, _lock: &NonReentrantLock, _field: &Arc<str>, _wait: Option<Duration>) {}
-
-    fn send(
-        &self,
-        call: AcquireCall<'_, Self>,
-    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
-        call.batched(&NON_REENTRANT_ACQUIRE)
-    }
-
-    fn read(reply: &Value) -> Option<Reply<()>> {
-        read_hash_reply(reply)
-    }
 
     /// The script's refusal of a second acquire is [`Error::AlreadyHeld`].
     fn script_error(&self, lock: &NonReentrantLock, err: fred::error::Error) -> Error {

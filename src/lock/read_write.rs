@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use super::reentrant::Lock;
 use crate::error::{Error, Result};
 use crate::kit::janitor::Release;
-use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
+use crate::kit::protocol::{read_hash_reply, sealed, AcquireCall, Protocol, Reply, Waits};
 use crate::kit::wait::lock_wake;
 use crate::kit::{Client, Guard, Handle};
 use crate::name;
@@ -338,7 +338,7 @@ impl Protocol for Read {
     }
 
     fn read(reply: &Value) -> Option<Reply<()>> {
-        super::reentrant::read_hash_reply(reply)
+        read_hash_reply(reply)
     }
 
     /// In read mode, or a writer holds read holds too: Redisson 3.24+'s `isLocked()` (up to
@@ -407,7 +407,7 @@ impl Protocol for Write {
                 }
                 _ => None,
             },
-            other => super::reentrant::read_hash_reply(other),
+            other => read_hash_reply(other),
         }
     }
 

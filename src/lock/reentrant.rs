@@ -4,13 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::Value;
-use futures::future::BoxFuture;
-
-use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
-use crate::kit::wait::{lock_channel, lock_wake};
+use crate::kit::protocol::{sealed, Protocol};
 use crate::kit::{Client, Guard, Handle};
-use crate::transport::script::{ReleaseScript, REENTRANT_ACQUIRE};
 
 /// The reentrant lock's [`Protocol`]: [`Lock`] is `Handle<Reentrant>`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -116,40 +111,11 @@ impl<P: Protocol> Handle<P> {
 
 impl sealed::Sealed for Reentrant {}
 
+/// Every other item is the contract's default: the reentrant lock is what the kit is made of.
 impl Protocol for Reentrant {
     type Extra = ();
     type Acquiring = ();
     const NAMES: (&'static str, &'static str) = ("Lock", "LockGuard");
-    const RELEASE: Option<&'static ReleaseScript> = None;
-
-    fn waits(&self) -> Waits<()> {
-        Waits::Channel {
-            channel: lock_channel,
-            wake: lock_wake,
-            hand_off: Some(|| ()),
-        }
-    }
 
     fn begin(&self, _lock: &Lock, _field: &Arc<str>, _wait: Option<Duration>) {}
-
-    fn send(
-        &self,
-        call: AcquireCall<'_, Self>,
-    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
-        call.batched(&REENTRANT_ACQUIRE)
-    }
-
-    fn read(reply: &Value) -> Option<Reply<()>> {
-        read_hash_reply(reply)
-    }
-}
-
-/// The reply of `ACQUIRE` and of the acquires of its family (non-reentrant, spin): nil when
-/// acquired, else the lock's PTTL.
-pub(super) fn read_hash_reply(reply: &Value) -> Option<Reply<()>> {
-    match reply {
-        Value::Null => Some(Reply::Acquired(())),
-        Value::Integer(ttl) => Some(Reply::Busy(*ttl)),
-        _ => None,
-    }
 }

@@ -4,13 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::Value;
-use futures::future::BoxFuture;
-
-use super::reentrant::read_hash_reply;
 use crate::error::Result;
 use crate::kit::janitor::Release;
-use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
+use crate::kit::protocol::{sealed, Protocol, Waits};
 use crate::kit::{BackOff, Client, Guard, Handle};
 use crate::transport::script::{self, BatchedAcquire, Encoded, ReleaseScript, Script};
 
@@ -145,6 +141,7 @@ impl Protocol for Spin {
     type Acquiring = ();
     const NAMES: (&'static str, &'static str) = ("SpinLock", "SpinGuard");
     const RELEASE: Option<&'static ReleaseScript> = Some(&SPIN_RELEASE);
+    const BATCHED_ACQUIRE: &'static BatchedAcquire = &SPIN_ACQUIRE;
 
     /// Polls (§6): a spin lock has no channel.
     fn waits(&self) -> Waits<()> {
@@ -152,17 +149,6 @@ impl Protocol for Spin {
     }
 
     fn begin(&self, _lock: &SpinLock, _field: &Arc<str>, _wait: Option<Duration>) {}
-
-    fn send(
-        &self,
-        call: AcquireCall<'_, Self>,
-    ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
-        call.batched(&SPIN_ACQUIRE)
-    }
-
-    fn read(reply: &Value) -> Option<Reply<()>> {
-        read_hash_reply(reply)
-    }
 
     /// `DEL`, publishing nothing: a spin lock has no channel.
     fn force_release(

@@ -530,7 +530,7 @@ pub(crate) enum LockCall {
 
 /// An acquire of the reentrant lock's hash that the dispatcher may batch: a mode of
 /// `lua/acquire.lua` (a primitive on that hash declares its own as a static).
-pub(crate) struct BatchedAcquire {
+pub struct BatchedAcquire {
     /// Its call shape in `lua/batch.lua`.
     pub(crate) shape: &'static str,
     /// The script it runs alone.
