@@ -242,23 +242,22 @@ mod recorded {
 
     use super::*;
 
-    #[inline]
-    pub(crate) fn describe() {}
+    /// The recording functions, each doing nothing.
+    macro_rules! nothing {
+        ($($name:ident($($arg:ty),*);)*) => {$(
+            #[inline]
+            pub(crate) fn $name($(_: $arg),*) {}
+        )*};
+    }
 
-    #[inline]
-    pub(crate) fn acquired(_: How, _: Duration) {}
-
-    #[inline]
-    pub(crate) fn not_acquired(_: Failure) {}
-
-    #[inline]
-    pub(crate) fn handed_off() {}
-
-    #[inline]
-    pub(crate) fn renewals(_: Renewal, _: u64) {}
-
-    #[inline]
-    pub(crate) fn lease_lost(_: Loss) {}
+    nothing! {
+        describe();
+        acquired(How, Duration);
+        not_acquired(Failure);
+        handed_off();
+        renewals(Renewal, u64);
+        lease_lost(Loss);
+    }
 
     /// Without the feature: nothing to count.
     pub(crate) struct Held;

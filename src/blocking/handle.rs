@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{twins, Client, Held, Inner};
+use super::{twins, wrap_in_held, Client, Held, Inner};
 use crate::error::Result;
 use crate::kit::{Acquisition, Attempt, BackOff, Protocol, RemainingTtl};
 use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Queued, Reentrant, Spin};
@@ -297,14 +297,7 @@ impl FencedLock {
     }
 }
 
-impl<P: Protocol> super::Wrap for crate::Guard<P> {
-    type Blocking = Guard<P>;
-    fn wrap(self, client: &Arc<Inner>) -> Guard<P> {
-        Guard {
-            held: Held::new(self, client),
-        }
-    }
-}
+wrap_in_held!(crate::Guard<P> => Guard<P: Protocol>);
 
 impl FencedGuard {
     /// The fencing token this acquisition took (see [`crate::FencedGuard::token`]); 0 once

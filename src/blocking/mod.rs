@@ -256,6 +256,22 @@ macro_rules! twins {
 }
 use twins;
 
+/// Implements [`Wrap`] for the async guard `$async`, whose blocking twin `$twin` holds it in a
+/// [`Held`].
+macro_rules! wrap_in_held {
+    ($async:ty => $twin:ident $(<$p:ident: $bound:path>)?) => {
+        impl$(<$p: $bound>)? $crate::blocking::Wrap for $async {
+            type Blocking = $twin$(<$p>)?;
+            fn wrap(self, client: &Arc<$crate::blocking::Inner>) -> Self::Blocking {
+                $twin {
+                    held: $crate::blocking::Held::new(self, client),
+                }
+            }
+        }
+    };
+}
+use wrap_in_held;
+
 /// An async value and its blocking twin: a guard and the blocking guard that holds it.
 trait Wrap {
     type Blocking;

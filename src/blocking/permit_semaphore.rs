@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{twins, AsyncGuard, Client, Held, Inner, Wrap};
+use super::{twins, wrap_in_held, AsyncGuard, Client, Held, Inner};
 use crate::error::Result;
 use crate::kit::Attempt;
 use crate::sync::PermitIdFormat;
@@ -116,14 +116,7 @@ impl PermitExpirableSemaphore {
     }
 }
 
-impl Wrap for crate::Permit {
-    type Blocking = Permit;
-    fn wrap(self, client: &Arc<Inner>) -> Permit {
-        Permit {
-            held: Held::new(self, client),
-        }
-    }
-}
+wrap_in_held!(crate::Permit => Permit);
 
 /// A permit taken through the blocking API, released when dropped (in the background).
 ///

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{twins, AsyncGuard, Client, Held, Inner, Wrap};
+use super::{twins, wrap_in_held, AsyncGuard, Client, Held, Inner};
 use crate::error::Result;
 use crate::kit::{Acquisition, Attempt};
 
@@ -83,14 +83,7 @@ impl Semaphore {
     }
 }
 
-impl Wrap for crate::SemaphorePermits {
-    type Blocking = SemaphorePermits;
-    fn wrap(self, client: &Arc<Inner>) -> SemaphorePermits {
-        SemaphorePermits {
-            held: Held::new(self, client),
-        }
-    }
-}
+wrap_in_held!(crate::SemaphorePermits => SemaphorePermits);
 
 /// Permits taken through the blocking API, given back when dropped (in the background, without
 /// blocking); see [`crate::SemaphorePermits`].

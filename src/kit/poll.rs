@@ -5,9 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use super::wait::{count_failure, out_of_time, Lapse, TryOutcome, Waiting};
+use super::wait::{count_failure, out_of_time, Lapse, TryOutcome, WaitBound, Waiting};
 use super::{Acquisition, WokenBy};
 use crate::config::{lease_millis, WhenUnavailable};
 use crate::error::{Error, Result};
@@ -189,10 +187,8 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<TryOutcome<T>>>,
 {
-    let start = Instant::now();
-    // A wait too large for the clock is no bound at all.
-    let deadline = wait.and_then(|wait| start.checked_add(wait));
-    let time_left = || deadline.map(|end| end.saturating_duration_since(Instant::now()));
+    let limit = WaitBound::new(wait);
+    let (start, time_left) = (limit.start, || limit.left());
     let mut pauses = backoff.pauses();
     let mut attempts = 0u32;
     // Whether Redis ever answered, and the outage that failed the last attempt: what the wait

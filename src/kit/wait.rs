@@ -297,6 +297,29 @@ pub(crate) fn count_failure<T>(outcome: &Result<Option<T>>) {
     }
 }
 
+/// When one wait started and when it ends (`None`: never).
+#[derive(Clone, Copy)]
+pub(super) struct WaitBound {
+    pub(super) start: Instant,
+    pub(super) deadline: Option<Instant>,
+}
+
+impl WaitBound {
+    /// A wait of at most `wait` from now; one too large for the clock is no bound at all.
+    pub(super) fn new(wait: Option<Duration>) -> WaitBound {
+        let start = Instant::now();
+        WaitBound {
+            start,
+            deadline: wait.and_then(|wait| start.checked_add(wait)),
+        }
+    }
+
+    /// The time left, `None` when unbounded.
+    pub(super) fn left(&self) -> Option<Duration> {
+        (self.deadline).map(|deadline| deadline.saturating_duration_since(Instant::now()))
+    }
+}
+
 /// [`acquire_with_wait`]'s loop.
 async fn wait_loop<T: Lapse, F, Fut>(
     client: &(impl Waiting + ?Sized),
@@ -309,10 +332,8 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<TryOutcome<T>>>,
 {
-    let start = Instant::now();
-    // A wait too large for the clock is no bound at all.
-    let deadline = wait.and_then(|wait| start.checked_add(wait));
-    let time_left = || deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+    let limit = WaitBound::new(wait);
+    let (start, deadline, time_left) = (limit.start, limit.deadline, || limit.left());
     let acquired = |woken_by, attempts, how| Acquisition::record(start, woken_by, attempts, how);
     // Waiting already (a live subscription): join it first, so that no retry is needed after
     // the first attempt. Only when nobody waits does the uncontended path stay subscription-free.

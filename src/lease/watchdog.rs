@@ -677,9 +677,7 @@ impl Watchdog {
         let mut backlog: std::collections::VecDeque<Vec<Due>> = std::collections::VecDeque::new();
         // Holds whose lease ended without a confirmed renewal, to be reported lost.
         let mut lapsed: Vec<(HoldKey, u64)> = Vec::new();
-        // Subscriptions of watched holds being confirmed, and checks of watched holds.
-        let mut watch_events: FuturesUnordered<BoxFuture<'static, WatchEvent>> =
-            FuturesUnordered::new();
+        let mut watch_events = WatchEvents::new();
         let mut tick = tokio::time::interval(self.grid);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -743,11 +741,7 @@ impl Watchdog {
         }
     }
 
-    fn apply(
-        &mut self,
-        command: Command,
-        watch_events: &mut FuturesUnordered<BoxFuture<'static, WatchEvent>>,
-    ) {
+    fn apply(&mut self, command: Command, watch_events: &mut WatchEvents) {
         match command {
             Command::Watch(key, generation) => {
                 let channel: Arc<str> = crate::name::lock_channel(&key.name).into();
@@ -822,11 +816,7 @@ impl Watchdog {
         }
     }
 
-    fn on_watch_event(
-        &mut self,
-        event: WatchEvent,
-        watch_events: &mut FuturesUnordered<BoxFuture<'static, WatchEvent>>,
-    ) {
+    fn on_watch_event(&mut self, event: WatchEvent, watch_events: &mut WatchEvents) {
         match event {
             WatchEvent::Subscribed(generation, share) => {
                 let Some((key, slot)) = self.watches.holds.get_mut(&generation) else {
@@ -1147,6 +1137,9 @@ impl Watchdog {
         }
     }
 }
+
+/// Subscriptions of watched holds being confirmed, and checks of watched holds.
+type WatchEvents = FuturesUnordered<BoxFuture<'static, WatchEvent>>;
 
 /// What became of a watched hold's subscription or check.
 enum WatchEvent {

@@ -201,11 +201,8 @@ fn a_fresh_clients_waiters_hear_the_release_of_another_client() {
 /// two waiters stay parked on a free lock.
 #[test]
 fn the_model_finds_the_fresh_start_hang_before_its_fix() {
-    let before_fix = Setup {
-        late_receiver: true,
-        ..LINE
-    };
-    let message = two_waiters_fail(before_fix, 24, "no schedule lost the wake-up");
+    let plant = |setup: &mut Setup| setup.late_receiver = true;
+    let message = two_waiters_fail(plant, 24, "no schedule lost the wake-up");
     assert!(message.contains("deadlock"), "{message}");
 }
 
@@ -216,42 +213,40 @@ fn the_model_finds_the_fresh_start_hang_before_its_fix() {
 /// with waiters has the server's subscription.
 #[test]
 fn the_model_finds_the_unconfirmed_subscription_hang_before_its_fix() {
-    let before_fix = Setup {
-        unconfirmed_subscribe: true,
-        ..LINE
-    };
-    let message = two_waiters_fail(before_fix, 25, "no schedule lost the release");
+    let plant = |setup: &mut Setup| setup.unconfirmed_subscribe = true;
+    let message = two_waiters_fail(plant, 25, "no schedule lost the release");
     assert!(
         message.contains("deadlock") || message.contains("no longer sends them"),
         "{message}"
     );
 }
 
-/// The failure of two tasks contending once each on the code before a fix (`before_fix`
-/// plants the defect); `none_failed` if every schedule passed.
-fn two_waiters_fail(before_fix: Setup, seed: u64, none_failed: &str) -> String {
+/// The failure of two tasks contending once each on the code before a fix (`plant` puts the
+/// defect back into [`LINE`]); `none_failed` if every schedule passed.
+fn two_waiters_fail(plant: impl FnOnce(&mut Setup), seed: u64, none_failed: &str) -> String {
+    let mut before_fix = LINE;
+    plant(&mut before_fix);
     let contend = move || contention(before_fix, 2, 1, false, 0);
     failure_of(|| check(seed, iterations(), contend), none_failed)
+}
+
+/// [`LINE`] with at most `max_in_row` local hand-offs in a row.
+fn in_row(max_in_row: u32) -> Setup {
+    Setup { max_in_row, ..LINE }
 }
 
 /// Local hand-offs chain between three tasks; every budget of 2 ends in a plain release
 /// (or a conditional hand-off), which the waiters race for.
 #[test]
 fn hand_offs_and_plain_releases_between_three_tasks() {
-    let budget = Setup {
-        max_in_row: 2,
-        ..LINE
-    };
+    let budget = in_row(2);
     check(3, iterations(), move || contention(budget, 3, 2, false, 0));
 }
 
 /// As above with hand-offs off: every release is plain, every wake-up a message.
 #[test]
 fn plain_releases_only() {
-    let off = Setup {
-        max_in_row: 0,
-        ..LINE
-    };
+    let off = in_row(0);
     check(0, iterations(), move || contention(off, 3, 2, false, 0));
 }
 
@@ -265,10 +260,7 @@ fn re_entries_among_hand_offs() {
 /// lock held, and the others still get it.
 #[test]
 fn an_aborted_waiter_never_strands_the_lock_or_the_others() {
-    let budget = Setup {
-        max_in_row: 2,
-        ..LINE
-    };
+    let budget = in_row(2);
     check(1, iterations(), move || contention(budget, 2, 2, false, 1));
 }
 

@@ -570,20 +570,10 @@ impl PermitExpirableSemaphore {
     async fn write(&self, script: &'static Script, encoded: &Encoded) -> Result<Value> {
         self.client.ensure_open()?;
         self.check_name()?;
-        let redis = &self.client.redis;
-        let (value, replicated) = script
-            .run_synced(
-                &redis.pool,
-                &redis.write_options,
-                encoded,
-                redis.sync.as_deref(),
-            )
+        (self.client.redis)
+            .run_write(&self.name, script, encoded)
             .await
-            .map_err(|err| self.error(err))?;
-        if !replicated.is_synced() {
-            tracing::warn!(semaphore = %self.name, "no replica acknowledged a change of the semaphore");
-        }
-        Ok(value)
+            .map_err(|err| self.error(err))
     }
 
     fn args(&self, keys: usize, extra: usize) -> ScriptArgs {
@@ -750,13 +740,7 @@ fn integer(reply: &Value) -> Option<i64> {
 }
 
 fn unexpected(what: &str, reply: &Value) -> Error {
-    Error::Redis(fred::error::Error::new(
-        fred::error::ErrorKind::Protocol,
-        format!(
-            "unexpected reply to the permit semaphore's {what} script: {}",
-            crate::shown::Reply(reply)
-        ),
-    ))
+    super::unexpected(&format!("permit semaphore's {what}"), reply)
 }
 
 /// One permit of a [`PermitExpirableSemaphore`], released when dropped.

@@ -205,9 +205,9 @@ impl Redis {
         self.run_write(&release.name, by.script, &encoded).await
     }
 
-    /// Runs a primitive's own write of `name` (a release, a semaphore's give-back) alone with
-    /// `write_options`, followed by `WAIT` with synced writes; an unacknowledged write is
-    /// logged, as in [`Redis::run_lock_call`].
+    /// Runs a primitive's own write of `name` (a release, a semaphore's give-back or change)
+    /// alone with `write_options`, followed by `WAIT` with synced writes; an unacknowledged
+    /// write is logged, as in [`Redis::run_lock_call`].
     pub(crate) async fn run_write(
         &self,
         name: &str,
@@ -224,8 +224,8 @@ impl Redis {
             .await?;
         if !replicated.is_synced() {
             tracing::warn!(
-                lock = %name,
-                "no replica acknowledged a release; after a failover it may be undone"
+                key = %name,
+                "no replica acknowledged a write; after a failover it may be undone"
             );
         }
         Ok(value)

@@ -665,11 +665,7 @@ async fn message_loop(
     mut messages: tokio::sync::broadcast::Receiver<fred::types::Message>,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let message = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            message = messages.recv() => message,
-        };
+    while let Some(message) = next_event(&mut messages, &shutdown).await {
         match message {
             Ok(message) => {
                 // Every family's messages are integers (§1.4); anything else means nothing.
@@ -677,12 +673,28 @@ async fn message_loop(
                     shared.on_message(&message.channel, value);
                 }
             }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+            Err(missed) => {
                 tracing::warn!(missed, "pub/sub messages were dropped; waking every waiter");
                 shared.wake_everyone();
             }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
+    }
+}
+
+/// The next event of `events`, or `Err(missed)` when the receiver lagged behind; `None` once
+/// `shutdown` fires or the sender is gone.
+async fn next_event<T: Clone>(
+    events: &mut tokio::sync::broadcast::Receiver<T>,
+    shutdown: &CancellationToken,
+) -> Option<Result<T, u64>> {
+    use tokio::sync::broadcast::error::RecvError;
+    tokio::select! {
+        _ = shutdown.cancelled() => None,
+        event = events.recv() => match event {
+            Ok(event) => Some(Ok(event)),
+            Err(RecvError::Lagged(missed)) => Some(Err(missed)),
+            Err(RecvError::Closed) => None,
+        },
     }
 }
 
@@ -812,31 +824,21 @@ async fn reconnect_loop(
     mut reconnects: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let event = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            event = reconnects.recv() => event,
-        };
-        match event {
-            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                if let Err(err) = resubscribe(&shared.subscriber).await {
-                    tracing::warn!(error = %err, "re-subscribing after a reconnect failed");
-                }
-                // Every waiter retries at once, on the command connections, which reconnect on
-                // their own: wait for them too (bounded), or under `FailFast` a retry sent a
-                // moment before they are back fails with `Unavailable`.
-                let commands_back = tokio::time::timeout(
-                    shared.response_timeout,
-                    shared.commands.wait_for_connect(),
-                );
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = commands_back => {}
-                }
-                tracing::debug!("subscriber reconnected; waking every waiter");
-                shared.wake_everyone();
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+    // A lagging receiver missed reconnects: one is all it needs to know.
+    while next_event(&mut reconnects, &shutdown).await.is_some() {
+        if let Err(err) = resubscribe(&shared.subscriber).await {
+            tracing::warn!(error = %err, "re-subscribing after a reconnect failed");
         }
+        // Every waiter retries at once, on the command connections, which reconnect on their
+        // own: wait for them too (bounded), or under `FailFast` a retry sent a moment before
+        // they are back fails with `Unavailable`.
+        let commands_back =
+            tokio::time::timeout(shared.response_timeout, shared.commands.wait_for_connect());
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = commands_back => {}
+        }
+        tracing::debug!("subscriber reconnected; waking every waiter");
+        shared.wake_everyone();
     }
 }
