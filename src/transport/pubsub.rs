@@ -772,7 +772,7 @@ async fn slot_move_loop(
         if let Err(err) = shared.subscriber.sync_cluster().await {
             tracing::debug!(error = %err, "refreshing the subscriber's slot map failed");
         }
-        if let Err(err) = resubscribe(&shared.subscriber).await {
+        if let Err(err) = resubscribe(&shared).await {
             tracing::warn!(error = %err, "re-subscribing after a slot move failed");
         }
         tracing::debug!("cluster slots moved; waking every waiter");
@@ -800,12 +800,20 @@ pub(crate) fn notifications<T: Clone + Send + 'static>(
 /// Not fred's `resubscribe_all`: it sends `SUBSCRIBE` and `PSUBSCRIBE` even with nothing to
 /// subscribe, which the server refuses (ferrisson never uses patterns, so its `PSUBSCRIBE`
 /// always failed), and stops at the first error, so a client with only sharded channels never
-/// got them back. Here every channel is tried, and the first error is returned.
-async fn resubscribe(subscriber: &SubscriberClient) -> Result<(), fred::error::Error> {
+/// got them back. Here every channel is tried, and the first error is returned. The classic
+/// `SUBSCRIBE` is confirmed by [`Shared::round_trip`], as a waiter's own is: the caller wakes
+/// every waiter next, and one that retried before the server had its subscription could miss
+/// a release published meanwhile.
+async fn resubscribe(shared: &Shared) -> Result<(), fred::error::Error> {
+    let subscriber = &shared.subscriber;
     let mut first_error = None;
     let classic: Vec<_> = subscriber.tracked_channels().into_iter().collect();
     if !classic.is_empty() {
-        if let Err(err) = subscriber.subscribe(classic).await {
+        let subscribed = match subscriber.subscribe(classic).await {
+            Ok(()) => shared.round_trip().await,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = subscribed {
             first_error.get_or_insert(err);
         }
     }
@@ -826,7 +834,7 @@ async fn reconnect_loop(
 ) {
     // A lagging receiver missed reconnects: one is all it needs to know.
     while next_event(&mut reconnects, &shutdown).await.is_some() {
-        if let Err(err) = resubscribe(&shared.subscriber).await {
+        if let Err(err) = resubscribe(&shared).await {
             tracing::warn!(error = %err, "re-subscribing after a reconnect failed");
         }
         // Every waiter retries at once, on the command connections, which reconnect on their

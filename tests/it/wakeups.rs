@@ -226,6 +226,53 @@ async fn a_waiter_retries_only_after_the_server_has_its_subscription() {
     guard.unlock().await.expect("release");
 }
 
+/// The same after the subscriber reconnects: the waiters are woken to retry only once the
+/// server has the restored subscriptions. Before, the restoring SUBSCRIBE counted as done once
+/// written, the woken waiter retried and parked while it was still on its way, and a release
+/// published meanwhile reached nobody.
+#[tokio::test]
+async fn after_a_reconnect_waiters_retry_only_once_the_server_has_their_subscriptions() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let proxy = FaultProxy::start(server.port()).await;
+    let waiting_client = Client::connect(&proxy.url())
+        .await
+        .expect("connect via proxy");
+    let holder = connect(&server).await;
+    let name = "wake:slow-resubscribe";
+    let held = holder
+        .lock(name)
+        .lock_with_lease(HOLD)
+        .await
+        .expect("holder acquires");
+    let waiter = tokio::spawn(async move {
+        let guard = waiting_client.lock(name).lock().await;
+        (guard, waiting_client)
+    });
+    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
+    // Every connection drops; the restoring SUBSCRIBE is held back 2 s on its way.
+    proxy.set_mode(ProxyMode::DelaySubscribes(Duration::from_secs(2)));
+    proxy.reset_all();
+    poll_until(
+        Duration::from_secs(10),
+        POLL_INTERVAL,
+        || async { proxy.delayed() },
+        |delayed| *delayed > 0,
+    )
+    .await
+    .expect("the subscriber reconnects and restores its subscription");
+    // A retry that did not wait for the subscription has been refused by now.
+    sleep(Duration::from_millis(500)).await;
+    held.unlock().await.expect("holder releases");
+    let (guard, _client) = timeout(HOLD / 2, waiter)
+        .await
+        .expect("the waiter missed the release and waited for the holder's lease")
+        .expect("waiter task");
+    let guard = guard.expect("waiter acquires");
+    assert_ne!(guard.acquisition().woken_by, WokenBy::Ttl);
+    guard.unlock().await.expect("release");
+}
+
 #[tokio::test]
 async fn try_lock_for_gives_up_after_its_wait_bound() {
     let server = RedisServer::start();
