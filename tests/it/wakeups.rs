@@ -190,40 +190,14 @@ async fn a_waiter_joining_a_watchers_subscription_is_woken_by_the_message() {
 async fn a_waiter_retries_only_after_the_server_has_its_subscription() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port()).await;
-    let waiting_client = Client::connect(&proxy.url())
-        .await
-        .expect("connect via proxy");
-    let holder = connect(&server).await;
-    let name = "wake:slow-subscribe";
-    let held = holder
-        .lock(name)
-        .lock_with_lease(HOLD)
-        .await
-        .expect("holder acquires");
-    proxy.set_mode(ProxyMode::DelaySubscribes(Duration::from_secs(2)));
-    let waiter = tokio::spawn(async move {
-        let guard = waiting_client.lock(name).lock().await;
-        (guard, waiting_client)
-    });
+    let (held, waiter) = hold_and_wait_via(&server, &proxy, "wake:slow-subscribe", || {
+        proxy.set_mode(ProxyMode::DelaySubscribes(Duration::from_secs(2)));
+    })
+    .await;
     // Inside the window: the waiter's first attempt was refused and its SUBSCRIBE is held back.
-    poll_until(
-        Duration::from_secs(5),
-        POLL_INTERVAL,
-        || async { proxy.delayed() },
-        |delayed| *delayed > 0,
-    )
-    .await
-    .expect("the waiter subscribes");
+    subscribe_held_back(&proxy, Duration::from_secs(5)).await;
     // Its retry, if it did not wait for the subscription, is refused by now.
-    sleep(Duration::from_millis(100)).await;
-    held.unlock().await.expect("holder releases");
-    let (guard, _client) = timeout(HOLD / 2, waiter)
-        .await
-        .expect("the waiter missed the release and waited for the holder's lease")
-        .expect("waiter task");
-    let guard = guard.expect("waiter acquires");
-    assert_ne!(guard.acquisition().woken_by, WokenBy::Ttl);
-    guard.unlock().await.expect("release");
+    the_release_reaches_the_waiter(held, waiter, Duration::from_millis(100)).await;
 }
 
 /// The same after the subscriber reconnects: the waiters are woken to retry only once the
@@ -235,34 +209,61 @@ async fn after_a_reconnect_waiters_retry_only_once_the_server_has_their_subscrip
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let proxy = FaultProxy::start(server.port()).await;
+    let name = "wake:slow-resubscribe";
+    let (held, waiter) = hold_and_wait_via(&server, &proxy, name, || {}).await;
+    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
+    // Every connection drops; the restoring SUBSCRIBE is held back 2 s on its way.
+    proxy.set_mode(ProxyMode::DelaySubscribes(Duration::from_secs(2)));
+    proxy.reset_all();
+    subscribe_held_back(&proxy, Duration::from_secs(10)).await;
+    // A retry that did not wait for the subscription has been refused by now.
+    the_release_reaches_the_waiter(held, waiter, Duration::from_millis(500)).await;
+}
+
+/// A waiter's task and the client it waits on.
+type WaiterTask = tokio::task::JoinHandle<(ferrisson::Result<LockGuard>, Client)>;
+
+/// A client of `server` holds lock `name` for [`HOLD`]; then, after `before_waiting`, a client
+/// behind `proxy` starts waiting for it.
+async fn hold_and_wait_via(
+    server: &RedisServer,
+    proxy: &FaultProxy,
+    name: &'static str,
+    before_waiting: impl FnOnce(),
+) -> (LockGuard, WaiterTask) {
     let waiting_client = Client::connect(&proxy.url())
         .await
         .expect("connect via proxy");
-    let holder = connect(&server).await;
-    let name = "wake:slow-resubscribe";
+    let holder = connect(server).await;
     let held = holder
         .lock(name)
         .lock_with_lease(HOLD)
         .await
         .expect("holder acquires");
+    before_waiting();
     let waiter = tokio::spawn(async move {
         let guard = waiting_client.lock(name).lock().await;
         (guard, waiting_client)
     });
-    wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
-    // Every connection drops; the restoring SUBSCRIBE is held back 2 s on its way.
-    proxy.set_mode(ProxyMode::DelaySubscribes(Duration::from_secs(2)));
-    proxy.reset_all();
+    (held, waiter)
+}
+
+/// Waits (at most `within`) until `proxy` holds back a SUBSCRIBE.
+async fn subscribe_held_back(proxy: &FaultProxy, within: Duration) {
     poll_until(
-        Duration::from_secs(10),
+        within,
         POLL_INTERVAL,
         || async { proxy.delayed() },
         |delayed| *delayed > 0,
     )
     .await
-    .expect("the subscriber reconnects and restores its subscription");
-    // A retry that did not wait for the subscription has been refused by now.
-    sleep(Duration::from_millis(500)).await;
+    .expect("a SUBSCRIBE is held back");
+}
+
+/// After `pause`, the holder releases inside the window; the waiter must get the lock by that
+/// release, not by the holder's lease running out.
+async fn the_release_reaches_the_waiter(held: LockGuard, waiter: WaiterTask, pause: Duration) {
+    sleep(pause).await;
     held.unlock().await.expect("holder releases");
     let (guard, _client) = timeout(HOLD / 2, waiter)
         .await
