@@ -21,6 +21,7 @@ use std::sync::Arc;
 use fred::prelude::Value;
 
 use crate::error::{Error, Result};
+use crate::kit::release::release_error;
 use crate::kit::{ClientInner, InFlight};
 use crate::transport::pubsub::Wakes;
 use crate::transport::script::{encode, Encoded, Script};
@@ -53,6 +54,24 @@ async fn give_back<G: GiveBack>(
 ) -> std::result::Result<Value, fred::error::Error> {
     let encoded = give_back.encoded(redis.publish_arg);
     redis.run_write(give_back.name(), G::SCRIPT, &encoded).await
+}
+
+/// Runs `release` now for a caller that waits for it: a release that failed after it may have
+/// been sent is [`Error::ReleaseUnknown`](crate::Error::ReleaseUnknown) (the permits may not be
+/// back).
+///
+/// # Cancel safety
+/// Cancel safe: once sent, the janitor finishes it.
+async fn give_back_now<G: GiveBack + Send + Sync + 'static>(
+    client: &ClientInner,
+    release: G,
+) -> Result<Value> {
+    let redis = Arc::clone(&client.redis);
+    let name = Arc::clone(release.name());
+    let send = async move { give_back(&redis, &release).await };
+    InFlight::new(send, None, None, client.janitor.clone())
+        .await
+        .map_err(|err| release_error(client, &name, err))
 }
 
 /// Rejects an empty name, and in a cluster a name whose `channel` hashes to another slot (the

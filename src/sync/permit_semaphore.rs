@@ -12,7 +12,6 @@ use crate::config::lease_millis;
 use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
 use crate::kit::janitor::Job;
-use crate::kit::release::release_error;
 use crate::kit::wait::{acquire_with_wait, no_hand_off, script_error, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
@@ -535,12 +534,7 @@ impl PermitExpirableSemaphore {
     }
 
     async fn send_release(&self, release: PermitRelease) -> Result<Value> {
-        let redis = Arc::clone(&self.client.redis);
-        let send = async move { super::give_back(&redis, &release).await };
-        // A release that failed after it may have been sent is `Error::ReleaseUnknown`.
-        let reply = InFlight::new(send, None, None, self.client.janitor.clone())
-            .await
-            .map_err(|err| release_error(&self.client, &self.name, err))?;
+        let reply = super::give_back_now(&self.client, release).await?;
         tracing::debug!(semaphore = %self.name, reply = %crate::shown::Reply(&reply), "released a permit");
         Ok(reply)
     }

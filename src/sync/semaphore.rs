@@ -14,7 +14,6 @@ use super::{check_name, get, integer, unexpected, write};
 use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
 use crate::kit::janitor::Job;
-use crate::kit::release::release_error;
 use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
 use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
 use crate::name;
@@ -488,23 +487,12 @@ impl Semaphore {
     }
 }
 
-/// Runs `release` (`RELEASE`, synced when configured). A release that failed after it may
-/// have been sent is [`Error::ReleaseUnknown`]: the permits may not have been given back.
+/// Runs `release` (`RELEASE`, synced when configured) as [`super::give_back_now`] does.
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, the janitor finishes it.
 async fn send_release(client: &ClientInner, release: GiveBack) -> Result<()> {
-    let redis = Arc::clone(&client.redis);
-    let name = Arc::clone(&release.name);
-    let reply = InFlight::new(
-        async move { super::give_back(&redis, &release).await },
-        None,
-        None,
-        client.janitor.clone(),
-    )
-    .await
-    .map_err(|err| release_error(client, &name, err))?;
-    match reply {
+    match super::give_back_now(client, release).await? {
         Value::Integer(1) => Ok(()),
         other => Err(unexpected("semaphore release", &other)),
     }
