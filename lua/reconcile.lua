@@ -1,5 +1,5 @@
 -- Settle a holder field whose last lock-changing call had an unknown outcome (given by
--- src/lock/settle.rs to the reconciler of src/lease/doubt.rs): the connection failed or the
+-- src/lock/upkeep.rs to the reconciler of src/lease/doubt.rs): the connection failed or the
 -- reply timed out after the script may have run, so the server may
 -- hold more of this field's holds than the client knows of (an acquire that did run), or keep a
 -- hold the client released (a release that did not run), or keep one the client gave up as lost.

@@ -19,7 +19,7 @@
 //!    and never adds a hold (freeing and announcing the lock when the count is 0). A server
 //!    count below the client's means the holds were lost: their guards are told. The script
 //!    and the keys of the layouts it reads are the lock family's ([`Settle`], given at connect
-//!    by the client: `src/lock/settle.rs`); this layer knows holds, not layouts.
+//!    by the client: `src/lock/upkeep.rs`); this layer knows holds, not layouts.
 //!
 //! Until the field is settled, acquires by it wait (within their own bounds, or fail at once
 //! with `FailFast` while Redis is unreachable), and releases of it are not sent: the reconcile

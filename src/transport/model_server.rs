@@ -7,9 +7,9 @@
 //! Every request is a round trip: the scheduler may run other tasks between the call and the
 //! server's step, and between that step and the caller seeing the reply. SUBSCRIBE and
 //! UNSUBSCRIBE are as fred sends them: done for the caller once written, applied by the server
-//! later, in the connection's order (a `PING` written after them is answered after them). The step itself is
-//! atomic, as a script is. Bad protocol use panics, so that the checks fail on it: a release
-//! of a field that holds nothing, a hold count below zero.
+//! later, in the connection's order (a `PING` written after them is answered after them). The
+//! step itself is atomic, as a script is. Bad protocol use panics, so that the checks fail on
+//! it: a release of a field that holds nothing, a hold count below zero.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -355,7 +355,7 @@ async fn a_user_confined_to_the_reentrant_keys_settles_its_plain_lock() {
     guard.unlock().await.expect("release");
 }
 
-/// `lua/reconcile.lua` as the client sends it (`src/lock/settle.rs`, `RECONCILE`).
+/// `lua/reconcile.lua` as the client sends it (`src/lock/upkeep.rs`, `RECONCILE`).
 const RECONCILE: &str = concat!(
     include_str!("../../lua/lib/publish.lua"),
     include_str!("../../lua/lib/fair_prune.lua"),
