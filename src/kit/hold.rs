@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::janitor::{Job, Release};
 use super::release::{release_unknown, Sent};
-use super::{Acquisition, ClientInner, WokenBy};
+use super::{Acquisition, ClientInner};
 use crate::error::{Error, Result};
 use crate::lease::watchdog::{HoldKey, Lease, Ticket};
 use crate::transport::script::ReleaseScript;
@@ -76,13 +76,14 @@ impl Hold {
         release_by: Option<&'static ReleaseScript>,
     ) -> (Hold, bool) {
         let (ticket, reentered) = client.leases.acquired(key, lease, sent_at);
-        let placeholder = Acquisition {
-            waited: Duration::ZERO,
-            woken_by: WokenBy::Immediate,
-            attempts: 1,
-        };
         (
-            Hold::new(client, ticket, sent_at, placeholder, release_by),
+            Hold::new(
+                client,
+                ticket,
+                sent_at,
+                Acquisition::immediate(1),
+                release_by,
+            ),
             reentered,
         )
     }

@@ -113,6 +113,15 @@ pub struct Acquisition {
 }
 
 impl Acquisition {
+    /// An acquisition's stand-in until the wait loop records the real one: no wait, `attempts`.
+    pub(crate) fn immediate(attempts: u32) -> Acquisition {
+        Acquisition {
+            waited: Duration::ZERO,
+            woken_by: WokenBy::Immediate,
+            attempts,
+        }
+    }
+
     /// An acquisition that started at `start` and succeeded just now, as `how`: counted in the
     /// metrics and logged.
     pub(crate) fn record(

@@ -249,7 +249,7 @@ impl CountDownLatch {
             &self.client,
             "count-down latch",
             &self.name,
-            &self.channel(),
+            &[&self.channel()],
         )
     }
 

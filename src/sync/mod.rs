@@ -16,23 +16,31 @@ pub use latch::CountDownLatch;
 pub use permit_semaphore::{Permit, PermitExpirableSemaphore, PermitIdFormat};
 pub use semaphore::{Semaphore, SemaphorePermits};
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use fred::prelude::Value;
+use futures::future::BoxFuture;
 
 use crate::error::{Error, Result};
+use crate::kit::in_flight::Undo;
+use crate::kit::janitor::Job;
 use crate::kit::release::release_error;
-use crate::kit::{ClientInner, InFlight};
+use crate::kit::wait::{acquire_with_wait, no_hand_off, Lapse, TryOutcome, Waiter};
+use crate::kit::{Acquisition, ClientInner, InFlight};
 use crate::transport::pubsub::Wakes;
 use crate::transport::script::{encode, Encoded, Script};
 use crate::transport::{Redis, Rollback};
 
 /// What a semaphore's acquire took and its release gives back (permits; one permit by id), sent
 /// alone and synced as every release: for a release, a dropped guard, a cancelled acquire's
-/// undo, and the rollback of an acquire no replica acknowledged.
-trait GiveBack {
+/// undo, and the rollback of an acquire no replica acknowledged. Displayed in log lines.
+trait GiveBack: std::fmt::Display + Send + Sync + 'static {
     /// The release script.
     const SCRIPT: &'static Script;
+    /// What a background give-back that failed leaves behind, for its log line.
+    const IF_LOST: &'static str;
     fn name(&self) -> &Arc<str>;
     /// The release script's keys and arguments, with the publish mode's script argument.
     fn encoded(&self, publish: &'static str) -> Encoded;
@@ -56,16 +64,111 @@ async fn give_back<G: GiveBack>(
     redis.run_write(give_back.name(), G::SCRIPT, &encoded).await
 }
 
+/// Gives `release` back for nobody who waits for it (`why`: a dropped guard, a cancelled
+/// acquire); the outcome is logged, since nobody is left to report it to.
+async fn give_back_logged<G: GiveBack>(redis: Arc<Redis>, release: G, why: &'static str) {
+    match give_back(&redis, &release).await {
+        Ok(Value::Null) => tracing::debug!("{release} ({why}) was no longer taken"),
+        Ok(_) => tracing::debug!("gave back {release} ({why})"),
+        Err(err) => tracing::warn!(
+            error = %err,
+            "could not give back {release} ({why}); {}",
+            G::IF_LOST
+        ),
+    }
+}
+
+/// What a guard took, given back in the background (the client's janitor, so that a drop never
+/// blocks) when the guard is dropped before it was released or forgotten.
+struct Taken<G: GiveBack> {
+    client: Arc<ClientInner>,
+    release: Option<G>,
+}
+
+impl<G: GiveBack> Taken<G> {
+    /// What to give back, taken out so that the drop gives back nothing: for a release now, or
+    /// to forget it.
+    fn settle(&mut self) -> Option<G> {
+        self.release.take()
+    }
+}
+
+impl<G: GiveBack> Drop for Taken<G> {
+    fn drop(&mut self) {
+        let Some(release) = self.release.take() else {
+            return;
+        };
+        let redis = Arc::clone(&self.client.redis);
+        self.client.janitor.submit(Job::Settle {
+            reply: Box::pin(async move {
+                give_back_logged(redis, release, "a dropped guard").await;
+                Ok(Value::Null)
+            }),
+            undo: None,
+            call: None,
+        });
+    }
+}
+
+/// One run of an acquire `script`, synced with `WAIT` when configured: an acquisition no replica
+/// acknowledged gives back `release` and fails, as Redisson 3.21+'s.
+///
+/// # Cancel safety
+/// Cancel safe: a reply whose caller is gone is read by the janitor, which gives back `release`
+/// when the reply `took` something.
+async fn take<G: GiveBack>(
+    client: &ClientInner,
+    script: &'static Script,
+    encoded: Encoded,
+    release: G,
+    took: fn(&Value) -> bool,
+) -> std::result::Result<Value, fred::error::Error> {
+    let redis = Arc::clone(&client.redis);
+    let rollback = release.rollback(redis.publish_arg);
+    let undo_redis = Arc::clone(&redis);
+    let undo = Undo::Run(Box::new(move |reply: &Value| {
+        took(reply).then(|| -> BoxFuture<'static, ()> {
+            Box::pin(give_back_logged(undo_redis, release, "a cancelled acquire"))
+        })
+    }));
+    // Boxed: fred's command future is several KB.
+    let send =
+        async move { Box::pin(redis.run_acquire_encoded(script, &encoded, took, rollback)).await };
+    InFlight::new(send, Some(undo), None, client.janitor.clone()).await
+}
+
+/// Both semaphores' acquire: runs `attempt` until it takes what it asks for or `wait` (None: no
+/// limit) runs out (`Ok(None)`), woken by the semaphore channel's messages. Nothing is handed
+/// over locally: a semaphore's permits have no holder, and every acquisition is its own
+/// script's.
+async fn acquire_loop<T: Lapse, F, Fut>(
+    client: &ClientInner,
+    name: &Arc<str>,
+    wait: Option<Duration>,
+    attempt: F,
+    span: tracing::Span,
+) -> Result<Option<(T, Acquisition)>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<TryOutcome<T>>>,
+{
+    let waiter = Waiter {
+        name: Arc::clone(name),
+        holder: None,
+        channel: |name, _| crate::name::semaphore_channel(name),
+        wake: permits_wake,
+    };
+    let acquired = acquire_with_wait(client, &waiter, wait, attempt, no_hand_off());
+    tracing::Instrument::instrument(acquired, span).await
+}
+
 /// Runs `release` now for a caller that waits for it: a release that failed after it may have
 /// been sent is [`Error::ReleaseUnknown`](crate::Error::ReleaseUnknown) (the permits may not be
 /// back).
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, the janitor finishes it.
-async fn give_back_now<G: GiveBack + Send + Sync + 'static>(
-    client: &ClientInner,
-    release: G,
-) -> Result<Value> {
+async fn give_back_now<G: GiveBack>(client: &ClientInner, release: G) -> Result<Value> {
     let redis = Arc::clone(&client.redis);
     let name = Arc::clone(release.name());
     let send = async move { give_back(&redis, &release).await };
@@ -74,25 +177,24 @@ async fn give_back_now<G: GiveBack + Send + Sync + 'static>(
         .map_err(|err| release_error(client, &name, err))
 }
 
-/// Rejects an empty name, and in a cluster a name whose `channel` hashes to another slot (the
-/// scripts, which take both as keys, would fail with CROSSSLOT; protocol §15.1).
-fn check_name(client: &ClientInner, what: &str, name: &str, channel: &str) -> Result<()> {
+/// Rejects a closed client, an empty name, and in a cluster a name whose `others` (its channel,
+/// other keys) hash to another slot (the scripts, which take them all as keys, would fail with
+/// CROSSSLOT; protocol §15.1): a `}` without `{`, or a `{` without a closing `}`.
+fn check_name(client: &ClientInner, what: &str, name: &str, others: &[&str]) -> Result<()> {
     client.ensure_open()?;
     if name.is_empty() {
         return Err(Error::InvalidArgument(format!(
             "a {what} name must not be empty"
         )));
     }
-    if client.redis.clustered
-        && fred::util::redis_keyslot(name.as_bytes())
-            != fred::util::redis_keyslot(channel.as_bytes())
-    {
-        return Err(Error::InvalidArgument(format!(
-            "{what} name `{name}` cannot be used in a cluster: its channel `{channel}` hashes to \
-             another slot"
-        )));
+    let slot = |key: &str| fred::util::redis_keyslot(key.as_bytes());
+    match others.iter().find(|other| slot(other) != slot(name)) {
+        Some(other) if client.redis.clustered => Err(Error::InvalidArgument(format!(
+            "{what} name `{name}` cannot be used in a cluster: `{other}` hashes to another slot \
+             (use a plain name or a valid {{hash tag}})"
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// `n` as a Redis integer (at most `i64::MAX`), or [`Error::InvalidArgument`] naming `what`.

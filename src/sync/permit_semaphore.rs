@@ -7,17 +7,14 @@ use std::time::Duration;
 use fred::prelude::Value;
 use tokio::time::Instant;
 
-use super::GiveBack as _;
+use super::Taken;
 use crate::config::lease_millis;
 use crate::error::{Error, Result};
-use crate::kit::in_flight::Undo;
-use crate::kit::janitor::Job;
-use crate::kit::wait::{acquire_with_wait, no_hand_off, script_error, TryOutcome, Waiter};
-use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
+use crate::kit::wait::{script_error, TryOutcome};
+use crate::kit::{Acquisition, Attempt, Client, ClientInner};
 use crate::name;
 use crate::transport::script::lua_scripts;
 use crate::transport::script::{Encoded, Script, ScriptArgs};
-use crate::transport::Redis;
 
 /// The lease end Redisson writes for a permit that never expires (`nonExpirableTimeout`).
 const NEVER: u64 = 922_337_203_685_477;
@@ -46,6 +43,7 @@ struct PermitRelease {
 
 impl super::GiveBack for PermitRelease {
     const SCRIPT: &'static Script = &RELEASE;
+    const IF_LOST: &'static str = "it comes back when its lease ends";
 
     fn name(&self) -> &Arc<str> {
         &self.name
@@ -60,6 +58,12 @@ impl super::GiveBack for PermitRelease {
         self.format.member(&mut out, &self.id);
         out.number(now_ms()).arg(publish);
         out.finish()
+    }
+}
+
+impl std::fmt::Display for PermitRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "permit {} of semaphore `{}`", self.id, self.name)
     }
 }
 
@@ -378,7 +382,6 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn update_lease_time(&self, id: &str, lease: Option<Duration>) -> Result<bool> {
-        self.client.ensure_open()?;
         self.check_name()?;
         check_id(id)?;
         let lease_ms = lease
@@ -407,7 +410,6 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn delete(&self) -> Result<bool> {
-        self.client.ensure_open()?;
         self.check_name()?;
         let timeout = self.timeout_key();
         let deleted: u64 = self
@@ -425,7 +427,6 @@ impl PermitExpirableSemaphore {
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> Result<Option<Permit>> {
-        self.client.ensure_open()?;
         self.check_name()?;
         let lease_ms = lease
             .map(|lease| lease_millis(lease, "lease"))
@@ -437,25 +438,9 @@ impl PermitExpirableSemaphore {
         }
         // Checked once here, so that no attempt fails on it.
         deadline(now_ms(), lease_ms)?;
-        let waiter = Waiter {
-            name: Arc::clone(&self.name),
-            // Permits have no holder: no field, and no local hand-off.
-            holder: None,
-            channel: semaphore_channel,
-            wake: super::permits_wake,
-        };
         let span = tracing::debug_span!("ferrisson.acquire", semaphore = %self.name);
-        let acquired = tracing::Instrument::instrument(
-            acquire_with_wait(
-                &*self.client,
-                &waiter,
-                wait,
-                || self.attempt(lease_ms),
-                no_hand_off(),
-            ),
-            span,
-        )
-        .await?;
+        let attempt = || self.attempt(lease_ms);
+        let acquired = super::acquire_loop(&self.client, &self.name, wait, attempt, span).await?;
         Ok(acquired.map(|(mut permit, acquisition)| {
             permit.acquisition = acquisition;
             permit
@@ -477,40 +462,25 @@ impl PermitExpirableSemaphore {
             .number(NEVER)
             .arg(self.client.redis.publish_arg);
         self.format.member(&mut args, &id);
-        let encoded = args.finish();
         let release = self.release_of(&id);
-        let redis = Arc::clone(&self.client.redis);
-        let rollback = release.rollback(redis.publish_arg);
-        // Boxed: the script call's future is several KB (fred's command future).
-        let send = async move {
-            let call = redis.run_acquire_encoded(&ACQUIRE, &encoded, taken, rollback);
-            Box::pin(call).await
-        };
-        let redis = Arc::clone(&self.client.redis);
-        let undo = Undo::Run(Box::new(move |reply: &Value| {
-            taken(reply).then(|| {
-                let give_back = give_back(redis, release, "a permit whose acquire was cancelled");
-                Box::pin(give_back) as futures::future::BoxFuture<'static, ()>
-            })
-        }));
         let sent_at = Instant::now();
-        let reply = InFlight::new(send, Some(undo), None, self.client.janitor.clone())
+        let reply = super::take(&self.client, &ACQUIRE, args.finish(), release, taken)
             .await
             .map_err(|err| self.error(err))?;
         match read_reply(&reply) {
             Some(Reply::Taken) => {
                 let lease_ends =
                     lease_ms.and_then(|ms| sent_at.checked_add(Duration::from_millis(ms)));
+                let taken = Taken {
+                    client: Arc::clone(&self.client),
+                    release: Some(self.release_of(&id)),
+                };
                 let permit = Permit {
                     semaphore: self.clone(),
                     id,
                     lease_ends,
-                    acquisition: Acquisition {
-                        waited: Duration::ZERO,
-                        woken_by: WokenBy::Immediate,
-                        attempts: 1,
-                    },
-                    done: false,
+                    acquisition: Acquisition::immediate(1),
+                    taken,
                 };
                 Ok(TryOutcome::Acquired(permit, false))
             }
@@ -527,7 +497,6 @@ impl PermitExpirableSemaphore {
 
     /// Runs the release script for `id` (checked), cancel safe once sent.
     async fn release_id(&self, id: &str) -> Result<Value> {
-        self.client.ensure_open()?;
         self.check_name()?;
         check_id(id)?;
         self.send_release(self.release_of(id)).await
@@ -562,7 +531,6 @@ impl PermitExpirableSemaphore {
     /// Runs a script that changes the semaphore (not an acquire), synced with the replicas as
     /// Redisson 3.21+ does; an unacknowledged write only logs, as a release does.
     async fn write(&self, script: &'static Script, encoded: &Encoded) -> Result<Value> {
-        self.client.ensure_open()?;
         self.check_name()?;
         (self.client.redis)
             .run_write(&self.name, script, encoded)
@@ -579,28 +547,8 @@ impl PermitExpirableSemaphore {
     }
 
     fn check_name(&self) -> Result<()> {
-        let name = &*self.name;
-        if name.is_empty() {
-            return Err(Error::InvalidArgument(
-                "a semaphore name must not be empty".into(),
-            ));
-        }
-        // In a cluster every key and channel of a script must share the name's slot
-        // (protocol §15.1): not so for a `}` without `{`, or a `{` without a closing `}`.
-        if self.client.redis.clustered {
-            let slot = fred::util::redis_keyslot(name.as_bytes());
-            let others = [name::semaphore_channel(name), self.timeout_key()];
-            if let Some(other) = others
-                .iter()
-                .find(|other| fred::util::redis_keyslot(other.as_bytes()) != slot)
-            {
-                return Err(Error::InvalidArgument(format!(
-                    "semaphore name `{name}` cannot be used in a cluster: `{other}` hashes to \
-                     another slot (use a plain name or a valid {{hash tag}})"
-                )));
-            }
-        }
-        Ok(())
+        let others = [&*name::semaphore_channel(&self.name), &*self.timeout_key()];
+        super::check_name(&self.client, "semaphore", &self.name, &others)
     }
 
     fn error(&self, err: fred::error::Error) -> Error {
@@ -615,11 +563,6 @@ impl std::fmt::Debug for PermitExpirableSemaphore {
             .field("id_format", &self.format)
             .finish()
     }
-}
-
-/// The channel a waiter parks on ([`Waiter::channel`]): `redisson_sc:` + T(N).
-fn semaphore_channel(name: &str, _field: &str) -> String {
-    name::semaphore_channel(name)
 }
 
 /// The acquire script's reply.
@@ -651,22 +594,6 @@ fn read_reply(reply: &Value) -> Option<Reply> {
 /// Whether the acquire script took the permit (what a cancelled attempt's undo releases).
 fn taken(reply: &Value) -> bool {
     matches!(read_reply(reply), Some(Reply::Taken))
-}
-
-/// Releases a permit nobody waits for (a dropped [`Permit`], a cancelled acquire), logging the
-/// outcome as the janitor does for locks.
-async fn give_back(redis: Arc<Redis>, release: PermitRelease, what: &'static str) {
-    match super::give_back(&redis, &release).await {
-        Ok(Value::Null) => {
-            tracing::debug!(semaphore = %release.name, "{what} was no longer taken")
-        }
-        Ok(_) => tracing::debug!(semaphore = %release.name, "released {what}"),
-        Err(err) => tracing::warn!(
-            semaphore = %release.name,
-            error = %err,
-            "background release of {what} failed; it comes back when its lease ends"
-        ),
-    }
 }
 
 /// The client's clock in epoch milliseconds, as Redisson reads it (`System.currentTimeMillis`).
@@ -760,8 +687,8 @@ pub struct Permit {
     /// When the lease ends, measured from before the acquire was sent; `None`: never.
     lease_ends: Option<Instant>,
     acquisition: Acquisition,
-    /// Set once released or forgotten, so that `Drop` does nothing.
-    done: bool,
+    /// What a drop gives back: nothing once released or forgotten.
+    taken: Taken<PermitRelease>,
 }
 
 impl crate::kit::wait::Lapse for Permit {
@@ -800,8 +727,7 @@ impl Permit {
     pub async fn release(mut self) -> Result<()> {
         // The permit is moved into the future: dropped unpolled, it releases as a dropped one.
         self.semaphore.client.ensure_open()?;
-        self.done = true;
-        let release = self.semaphore.release_of(&self.id);
+        let release = (self.taken.settle()).unwrap_or_else(|| self.semaphore.release_of(&self.id));
         let reply = self.semaphore.send_release(release).await?;
         match self.semaphore.release_result(reply) {
             Err(Error::NotHeld { name }) => Err(Error::LeaseLost { name }),
@@ -819,8 +745,8 @@ impl Permit {
     /// # Ok(()) }
     /// ```
     pub fn forget(mut self) -> String {
-        self.done = true;
-        std::mem::take(&mut self.id)
+        self.taken.settle();
+        self.id
     }
 
     /// Moves the end of this permit's lease to `lease` from now (`None`: never); `false` if the
@@ -874,28 +800,6 @@ impl Permit {
     /// ```
     pub fn semaphore(&self) -> &PermitExpirableSemaphore {
         &self.semaphore
-    }
-}
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let semaphore = &self.semaphore;
-        let reply = give_back(
-            Arc::clone(&semaphore.client.redis),
-            semaphore.release_of(&self.id),
-            "a dropped permit",
-        );
-        semaphore.client.janitor.submit(Job::Settle {
-            reply: Box::pin(async move {
-                reply.await;
-                Ok(Value::Null)
-            }),
-            undo: None,
-            call: None,
-        });
     }
 }
 

@@ -7,19 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::Value;
-use futures::future::BoxFuture;
 
-use super::GiveBack as _;
-use super::{check_name, get, integer, unexpected, write};
+use super::{check_name, get, integer, unexpected, write, Taken};
 use crate::error::{Error, Result};
-use crate::kit::in_flight::Undo;
-use crate::kit::janitor::Job;
-use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
-use crate::kit::{Acquisition, Attempt, Client, ClientInner, InFlight, WokenBy};
+use crate::kit::wait::TryOutcome;
+use crate::kit::{Acquisition, Attempt, Client, ClientInner};
 use crate::name;
 use crate::transport::script::lua_scripts;
 use crate::transport::script::{encode, Encoded, Script};
-use crate::transport::Redis;
 
 lua_scripts! {
     ["semaphore.lua"];
@@ -36,14 +31,14 @@ lua_scripts! {
 
 /// `p` permits of a semaphore to give back (`release`, synced as every release): a dropped
 /// guard's, a cancelled acquire's, or a rollback's.
-#[derive(Clone)]
-struct GiveBack {
+struct Permits {
     name: Arc<str>,
     permits: u64,
 }
 
-impl super::GiveBack for GiveBack {
+impl super::GiveBack for Permits {
     const SCRIPT: &'static Script = &RELEASE_SCRIPT;
+    const IF_LOST: &'static str = "they stay taken until someone releases them";
 
     fn name(&self) -> &Arc<str> {
         &self.name
@@ -56,25 +51,15 @@ impl super::GiveBack for GiveBack {
     }
 }
 
+impl std::fmt::Display for Permits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} permits of semaphore `{}`", self.permits, self.name)
+    }
+}
+
 /// Whether `ACQUIRE` took the permits.
 fn took(reply: &Value) -> bool {
     matches!(reply, Value::Integer(1))
-}
-
-/// Gives `release`'s permits back in the background (a dropped guard, a cancelled acquire),
-/// synced as any release; a failure is logged, since nobody is left to report it to.
-async fn give_back_logged(redis: Arc<Redis>, release: GiveBack) {
-    match super::give_back(&redis, &release).await {
-        Ok(_) => {
-            tracing::debug!(semaphore = %release.name, permits = release.permits, "gave permits back")
-        }
-        Err(err) => tracing::warn!(
-            semaphore = %release.name,
-            permits = release.permits,
-            error = %err,
-            "could not give permits back; they stay taken until someone releases them"
-        ),
-    }
 }
 
 /// A distributed counting semaphore on the same Redis keys as Java Redisson's `RSemaphore`.
@@ -237,14 +222,7 @@ impl Semaphore {
             ));
         }
         integer(permits, "permits")?;
-        send_release(
-            &self.client,
-            GiveBack {
-                name: Arc::clone(&self.name),
-                permits,
-            },
-        )
-        .await
+        send_release(&self.client, self.permits(permits)).await
     }
 
     /// Sets the number of permits if the semaphore does not exist yet, and publishes it;
@@ -396,76 +374,40 @@ impl Semaphore {
         self.check()?;
         integer(permits, "permits")?;
         if permits == 0 {
-            let immediate = Acquisition {
-                waited: Duration::ZERO,
-                woken_by: WokenBy::Immediate,
-                attempts: 0,
-            };
+            let immediate = Acquisition::immediate(0);
             return Ok(Some(SemaphorePermits::new(self.clone(), 0, immediate)));
         }
         let span = tracing::debug_span!("ferrisson.acquire", semaphore = %self.name, permits);
-        let waiter = Waiter {
-            name: Arc::clone(&self.name),
-            // No holder: anyone's permits are everyone's.
-            holder: None,
-            channel: |name, _| name::semaphore_channel(name),
-            wake: super::permits_wake,
-        };
         let attempt = || self.attempt(permits);
-        let acquired = tracing::Instrument::instrument(
-            // The acquire is its own script: nothing to hand over.
-            acquire_with_wait(&*self.client, &waiter, wait, attempt, no_hand_off()),
-            span,
-        )
-        .await?;
+        let acquired = super::acquire_loop(&self.client, &self.name, wait, attempt, span).await?;
         Ok(acquired.map(|(mut permits, acquisition)| {
             permits.acquisition = acquisition;
             permits
         }))
     }
 
-    /// One run of `ACQUIRE` (synced with `WAIT` when configured: an acquisition no replica
-    /// acknowledged gives its permits back and fails, as Redisson 3.21+'s). Too few permits is
-    /// `Busy(-1)`: no TTL to wait for, only a message.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a reply whose caller is gone is read by the janitor, which gives back
-    /// permits the script took ([`Undo::Run`]).
+    /// One run of `ACQUIRE` ([`super::take`]). Too few permits is `Busy(-1)`: no TTL to wait
+    /// for, only a message.
     async fn attempt(&self, permits: u64) -> Result<TryOutcome<SemaphorePermits>> {
-        let redis = Arc::clone(&self.client.redis);
-        let undo_release = GiveBack {
-            name: Arc::clone(&self.name),
-            permits,
-        };
-        let rollback = undo_release.rollback(redis.publish_arg);
-        let undo_redis = Arc::clone(&redis);
-        let undo = Undo::Run(Box::new(move |reply: &Value| {
-            took(reply).then(|| -> BoxFuture<'static, ()> {
-                tracing::debug!(semaphore = %undo_release.name, "giving back permits of a cancelled acquire");
-                Box::pin(give_back_logged(undo_redis, undo_release))
-            })
-        }));
-        let name = Arc::clone(&self.name);
-        let send = async move {
-            let args = [permits.to_string()];
-            // Boxed: fred's command future is several KB.
-            Box::pin(redis.run_acquire(&ACQUIRE, &[&*name], &args, took, rollback)).await
-        };
-        let reply = InFlight::new(send, Some(undo), None, self.client.janitor.clone())
+        let encoded = encode(&[&*self.name], &[&permits.to_string()]);
+        let release = self.permits(permits);
+        let reply = super::take(&self.client, &ACQUIRE, encoded, release, took)
             .await
             .map_err(|err| self.client.redis_error(&self.name, err))?;
         match reply {
             Value::Integer(1) => {
-                let placeholder = Acquisition {
-                    waited: Duration::ZERO,
-                    woken_by: WokenBy::Immediate,
-                    attempts: 1,
-                };
-                let guard = SemaphorePermits::new(self.clone(), permits, placeholder);
+                let guard = SemaphorePermits::new(self.clone(), permits, Acquisition::immediate(1));
                 Ok(TryOutcome::Acquired(guard, false))
             }
             Value::Integer(0) => Ok(TryOutcome::Busy(-1)),
             other => Err(unexpected("semaphore acquire", &other)),
+        }
+    }
+
+    fn permits(&self, permits: u64) -> Permits {
+        Permits {
+            name: Arc::clone(&self.name),
+            permits,
         }
     }
 
@@ -479,7 +421,7 @@ impl Semaphore {
     }
 
     fn check(&self) -> Result<()> {
-        check_name(&self.client, "semaphore", &self.name, &self.channel())
+        check_name(&self.client, "semaphore", &self.name, &[&self.channel()])
     }
 
     fn channel(&self) -> String {
@@ -491,7 +433,7 @@ impl Semaphore {
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, the janitor finishes it.
-async fn send_release(client: &ClientInner, release: GiveBack) -> Result<()> {
+async fn send_release(client: &ClientInner, release: Permits) -> Result<()> {
     match super::give_back_now(client, release).await? {
         Value::Integer(1) => Ok(()),
         other => Err(unexpected("semaphore release", &other)),
@@ -527,8 +469,8 @@ pub struct SemaphorePermits {
     semaphore: Semaphore,
     permits: u64,
     acquisition: Acquisition,
-    /// Set once released or forgotten, so that `Drop` does nothing.
-    settled: bool,
+    /// What a drop gives back: nothing once released or forgotten.
+    taken: Taken<Permits>,
 }
 
 /// A semaphore's permits have no lease: they never lapse.
@@ -540,11 +482,15 @@ impl crate::kit::wait::Lapse for SemaphorePermits {
 
 impl SemaphorePermits {
     fn new(semaphore: Semaphore, permits: u64, acquisition: Acquisition) -> SemaphorePermits {
+        let taken = Taken {
+            client: Arc::clone(&semaphore.client),
+            release: (permits > 0).then(|| semaphore.permits(permits)),
+        };
         SemaphorePermits {
             semaphore,
             permits,
             acquisition,
-            settled: false,
+            taken,
         }
     }
 
@@ -573,17 +519,12 @@ impl SemaphorePermits {
     /// # Ok(()) }
     /// ```
     pub async fn release(mut self) -> Result<()> {
-        if self.permits == 0 {
-            return Ok(());
-        }
         // From here `send_release`'s in-flight call finishes the release even if this future
-        // is dropped; before (never polled), the guard's `Drop` sends it.
-        self.settled = true;
-        let release = GiveBack {
-            name: Arc::clone(&self.semaphore.name),
-            permits: self.permits,
-        };
-        send_release(&self.semaphore.client, release).await
+        // is dropped; before (never polled), the guard's drop sends it.
+        match self.taken.settle() {
+            Some(release) => send_release(&self.semaphore.client, release).await,
+            None => Ok(()),
+        }
     }
 
     /// Keeps the permits taken without a guard (tokio's `SemaphorePermit::forget`): they stay
@@ -596,7 +537,7 @@ impl SemaphorePermits {
     /// # Ok(()) }
     /// ```
     pub fn forget(mut self) {
-        self.settled = true;
+        self.taken.settle();
     }
 
     /// How the acquisition went (its wait, what woke it, its attempts).
@@ -619,28 +560,6 @@ impl SemaphorePermits {
     /// ```
     pub fn semaphore(&self) -> &Semaphore {
         &self.semaphore
-    }
-}
-
-impl Drop for SemaphorePermits {
-    fn drop(&mut self) {
-        if self.settled || self.permits == 0 {
-            return;
-        }
-        let client = &self.semaphore.client;
-        let redis = Arc::clone(&client.redis);
-        let release = GiveBack {
-            name: Arc::clone(&self.semaphore.name),
-            permits: self.permits,
-        };
-        client.janitor.submit(Job::Settle {
-            reply: Box::pin(async move {
-                give_back_logged(redis, release).await;
-                Ok(Value::Null)
-            }),
-            undo: None,
-            call: None,
-        });
     }
 }
 
