@@ -100,6 +100,23 @@ async fn lock_queued(
     if let Err(found) = reached {
         panic!("{field} not queued last in {name}: {found:?}");
     }
+    // Queued is not yet parked: the first refusal subscribes the waiter and retries at once,
+    // and that retry, if it came after a test pruned the waiter, would queue it again. Parked
+    // on its channel, it tries next at its bound or on a message.
+    let own_channel = format!(":{field}");
+    let parked = poll_until(
+        Duration::from_secs(10),
+        POLL_INTERVAL,
+        || async { client.local_state(name) },
+        |state| {
+            (state.subscriptions.iter())
+                .any(|sub| sub.channel.ends_with(&own_channel) && sub.parked > 0)
+        },
+    )
+    .await;
+    if let Err(state) = parked {
+        panic!("{field} queued in {name} but not parked: {state}");
+    }
     task
 }
 
