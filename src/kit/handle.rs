@@ -495,9 +495,7 @@ impl<P: Protocol> Handle<P> {
 
     /// Releases one hold of this handle's owner with the primitive's release script.
     async fn release_own(&self) -> Result<()> {
-        let client = self.client();
-        client.ensure_open()?;
-        self.check_name()?;
+        let client = self.checked()?;
         let field = self.field_of(self.owner());
         let key = HoldKey {
             name: self.name_arc(),
@@ -536,9 +534,7 @@ impl<P: Protocol> Handle<P> {
     /// Deletes the lock whoever holds it (`FORCE_RELEASE`); with `announce`, publishes the
     /// unlock message (the spin lock, which has no channel, does not).
     pub(crate) async fn force_release(&self, announce: bool) -> Result<bool> {
-        let client = self.client();
-        client.ensure_open()?;
-        self.check_name()?;
+        let client = self.checked()?;
         let channel = crate::name::lock_channel(self.name());
         let keys: &[&str] = if announce {
             &[self.name(), &channel]
@@ -565,9 +561,7 @@ impl<P: Protocol> Handle<P> {
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> Result<(Lease, u64)> {
-        let client = self.client();
-        client.ensure_open()?;
-        self.check_name()?;
+        let client = self.checked()?;
         if let Some(wait) = wait {
             if wait.as_millis() > i64::MAX as u128 {
                 return Err(Error::InvalidArgument(format!(
@@ -587,28 +581,18 @@ impl<P: Protocol> Handle<P> {
         })
     }
 
+    /// Rejects an unusable name ([`ClientInner::check_name`]).
     pub(crate) fn check_name(&self) -> Result<()> {
-        let name = self.name();
-        if name.is_empty() {
-            return Err(Error::InvalidArgument(
-                "a lock name must not be empty".into(),
-            ));
-        }
-        // Redisson's naming puts the unlock channel in the name's slot for plain names and
-        // valid hash tags, but not for a `}` without `{` or a `{` without a closing `}`
-        // (protocol §15.1): in a cluster the scripts would fail with CROSSSLOT.
-        if self.client().redis.clustered {
-            let channel = crate::name::lock_channel(name);
-            if fred::util::redis_keyslot(name.as_bytes())
-                != fred::util::redis_keyslot(channel.as_bytes())
-            {
-                return Err(Error::InvalidArgument(format!(
-                    "lock name `{name}` cannot be used in a cluster: its unlock channel \
-                     `{channel}` hashes to another slot (use a plain name or a valid {{hash tag}})"
-                )));
-            }
-        }
-        Ok(())
+        let channel = crate::name::lock_channel(self.name());
+        self.client.check_name("lock", self.name(), &[&channel])
+    }
+
+    /// The client, once it is checked open and the name usable: what every command checks
+    /// before it sends anything.
+    pub(crate) fn checked(&self) -> Result<&ClientInner> {
+        self.client.ensure_open()?;
+        self.check_name()?;
+        Ok(&self.client)
     }
 
     /// A read-only command about this lock: `COMMAND name extra...`.
@@ -628,9 +612,7 @@ impl<P: Protocol> Handle<P> {
         key: &str,
         extra: &[&str],
     ) -> Result<T> {
-        let client = self.client();
-        client.ensure_open()?;
-        self.check_name()?;
+        let client = self.checked()?;
         client
             .redis
             .query(command, key, extra)

@@ -68,6 +68,26 @@ impl ClientInner {
         }
     }
 
+    /// Rejects an empty name, and in a cluster a name whose `others` (its channel, other keys)
+    /// hash to another slot: the scripts, which take them all as keys, would fail with
+    /// CROSSSLOT. Redisson's naming keeps them in the name's slot for plain names and valid
+    /// hash tags, not for a `}` without `{` or a `{` without a closing `}` (protocol §15.1).
+    pub(crate) fn check_name(&self, what: &str, name: &str, others: &[&str]) -> Result<()> {
+        if name.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "a {what} name must not be empty"
+            )));
+        }
+        let slot = |key: &str| fred::util::redis_keyslot(key.as_bytes());
+        match others.iter().find(|other| slot(other) != slot(name)) {
+            Some(other) if self.redis.clustered => Err(Error::InvalidArgument(format!(
+                "{what} name `{name}` cannot be used in a cluster: `{other}` hashes to another \
+                 slot (use a plain name or a valid {{hash tag}})"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// What releases need (see [`Releaser`]).
     pub(crate) fn releaser(&self) -> Releaser {
         Releaser {

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::error::{Error, Result};
 use crate::kit::janitor::{Janitor, Job, Release};
-use crate::kit::protocol::{read_hash_reply, sealed, AcquireCall, Protocol, Reply, Waits};
+use crate::kit::protocol::{sealed, AcquireCall, Protocol, Waits};
 use crate::kit::wait::lock_wake;
 use crate::kit::{Client, ClientInner, Guard, Handle, InFlight};
 use crate::name;
@@ -320,10 +320,6 @@ impl<Q: Queued> Protocol for Q {
         })
     }
 
-    fn read(reply: &Value) -> Option<Reply<()>> {
-        read_hash_reply(reply)
-    }
-
     fn script_error(&self, lock: &Handle<Q>, err: fred::error::Error) -> Error {
         Queued::script_error(self, lock, err)
     }
@@ -367,9 +363,7 @@ impl<Q: Queued> Protocol for Q {
     /// Deletes the lock whoever holds it and tells the queue's head (Redisson's
     /// `forceUnlock`); the queue stays.
     async fn force_release(&self, lock: &Handle<Q>) -> Result<bool> {
-        let client = lock.client();
-        client.ensure_open()?;
-        lock.check_name()?;
+        let client = lock.checked()?;
         let name = lock.name();
         let reply = FAIR_FORCE_RELEASE
             .run(

@@ -280,9 +280,7 @@ fn write_field(base: &str) -> Arc<str> {
 
 /// Deletes the lock if it is in `mode`, and publishes that side's message.
 async fn force_release<P: Protocol>(lock: &Handle<P>, mode: &str) -> Result<bool> {
-    let client = lock.client();
-    client.ensure_open()?;
-    lock.check_name()?;
+    let client = lock.checked()?;
     let channel = name::rwlock_channel(lock.name());
     let reply = FORCE_RELEASE
         .run(
@@ -337,16 +335,10 @@ impl Protocol for Read {
         call.run(&READ_ACQUIRE, keys, args)
     }
 
-    fn read(reply: &Value) -> Option<Reply<()>> {
-        read_hash_reply(reply)
-    }
-
     /// In read mode, or a writer holds read holds too: Redisson 3.24+'s `isLocked()` (up to
     /// 3.23 it tested read mode only).
     async fn is_locked(&self, lock: &ReadLock) -> Result<bool> {
-        let client = lock.client();
-        client.ensure_open()?;
-        lock.check_name()?;
+        let client = lock.checked()?;
         let reply = READ_IS_LOCKED
             .run(
                 &client.redis.pool,

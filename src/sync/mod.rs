@@ -177,24 +177,10 @@ async fn give_back_now<G: GiveBack>(client: &ClientInner, release: G) -> Result<
         .map_err(|err| release_error(client, &name, err))
 }
 
-/// Rejects a closed client, an empty name, and in a cluster a name whose `others` (its channel,
-/// other keys) hash to another slot (the scripts, which take them all as keys, would fail with
-/// CROSSSLOT; protocol §15.1): a `}` without `{`, or a `{` without a closing `}`.
+/// Rejects a closed client and an unusable name ([`ClientInner::check_name`]).
 fn check_name(client: &ClientInner, what: &str, name: &str, others: &[&str]) -> Result<()> {
     client.ensure_open()?;
-    if name.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "a {what} name must not be empty"
-        )));
-    }
-    let slot = |key: &str| fred::util::redis_keyslot(key.as_bytes());
-    match others.iter().find(|other| slot(other) != slot(name)) {
-        Some(other) if client.redis.clustered => Err(Error::InvalidArgument(format!(
-            "{what} name `{name}` cannot be used in a cluster: `{other}` hashes to another slot \
-             (use a plain name or a valid {{hash tag}})"
-        ))),
-        _ => Ok(()),
-    }
+    client.check_name(what, name, others)
 }
 
 /// `n` as a Redis integer (at most `i64::MAX`), or [`Error::InvalidArgument`] naming `what`.
