@@ -87,6 +87,7 @@ pub struct Side {
 }
 
 /// One size: the same loop on both sides.
+#[derive(Serialize)]
 pub struct Row {
     pub kind: Kind,
     pub tasks: usize,
@@ -95,9 +96,11 @@ pub struct Row {
 }
 
 /// The scenario's outcome: the cluster's description (or why it did not start) and the rows.
+#[derive(Serialize)]
 pub struct Outcome {
     pub nodes: Res<String>,
     pub rounds: u32,
+    #[serde(serialize_with = "crate::millis")]
     pub turn: Duration,
     pub rows: Vec<Row>,
 }

@@ -11,8 +11,9 @@
 //! same loops on that server, and `family` (each primitive of the lock family under contention,
 //! against the reentrant lock and its closest peer: `family.rs`). Prints a
 //! table with every target as a ratio against the baselines of the same run, and writes
-//! `target/bench/<scenario>.json`, `target/bench/summary.json` (complete runs only),
-//! `target/bench/run.json` (machine and settings) and charts `target/bench/*.svg`.
+//! `target/bench/run.json` (machine, settings, every scenario's rows and the target checks),
+//! `target/bench/summary.json` (complete runs only), `target/bench/family.json` and charts
+//! `target/bench/*.svg`.
 //!
 //! * `--quick`: every scenario at small sizes, well under a minute.
 //! * `--only uncontended,limit`: a subset (no `summary.json` is written).
@@ -46,7 +47,8 @@ use measure::CpuPer;
 use report::{HotRow, LimitRow, ProcessesRow, Run, UncontendedRow};
 
 /// Which configuration runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// `cargo bench --bench scenarios`: the full sizes.
     Full,
@@ -77,7 +79,7 @@ pub struct HeldRun {
     pub periods: u32,
 }
 
-fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+pub fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_millis() as u64)
 }
 
@@ -91,7 +93,7 @@ impl HeldRun {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Plan {
     pub mode: Mode,
     pub uncontended_tasks: Vec<usize>,
@@ -102,8 +104,11 @@ pub struct Plan {
     pub waiters: Vec<usize>,
     /// The held scenario's runs; the last one is held against the targets.
     pub held: Vec<HeldRun>,
+    #[serde(serialize_with = "millis")]
     pub warmup: Duration,
+    #[serde(serialize_with = "millis")]
     pub duration: Duration,
+    #[serde(serialize_with = "millis")]
     pub limit_duration: Duration,
     pub limit_pipeline: usize,
     pub ping_samples: usize,

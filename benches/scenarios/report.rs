@@ -1,6 +1,6 @@
 //! The report: Markdown tables with every target checked as a ratio against the baselines of
-//! the same run, `<scenario>.json` files with all sizes, `summary.json` for comparing commits,
-//! and SVG charts.
+//! the same run, `run.json` with the whole run (every size), `summary.json` for comparing
+//! commits, and SVG charts.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -82,6 +82,7 @@ impl Machine {
 }
 
 /// The physical limit of this machine and server.
+#[derive(serde::Serialize)]
 pub struct Limit {
     pub ping_p50_us: Res<f64>,
     /// The same samples' p99: how far this machine's own round trips spread.
@@ -99,6 +100,7 @@ pub struct Limit {
 }
 
 /// `redis-benchmark` running the acquire script with `clients` connections.
+#[derive(serde::Serialize)]
 pub struct LimitRow {
     pub clients: usize,
     pub plain_per_s: Res<f64>,
@@ -106,6 +108,7 @@ pub struct LimitRow {
 }
 
 /// One T of the uncontended scenario; peers are `None` where they did not run.
+#[derive(serde::Serialize)]
 pub struct UncontendedRow {
     pub tasks: usize,
     pub ferrisson: Res<Throughput>,
@@ -121,6 +124,7 @@ pub struct UncontendedRow {
 }
 
 /// One T of the hot scenario.
+#[derive(serde::Serialize)]
 pub struct HotRow {
     pub tasks: usize,
     pub ferrisson: Res<(Hot, HotExtra)>,
@@ -129,6 +133,7 @@ pub struct HotRow {
 }
 
 /// One spread (P processes × T tasks on one lock) of the processes scenario.
+#[derive(serde::Serialize)]
 pub struct ProcessesRow {
     pub procs: usize,
     pub tasks: usize,
@@ -137,6 +142,7 @@ pub struct ProcessesRow {
 }
 
 /// Everything one run measured; `None`: the scenario was not selected.
+#[derive(serde::Serialize)]
 pub struct Run {
     pub plan: Plan,
     pub machine: Machine,
@@ -1037,37 +1043,11 @@ pub fn print(run: &Run) {
 
 // ---------------------------------------------------------------- JSON
 
-fn res_json<T: serde::Serialize>(result: &Res<T>) -> Value {
-    match result {
-        Ok(value) => serde_json::to_value(value).unwrap_or(Value::Null),
-        Err(e) => json!({ "error": e }),
-    }
-}
-
-fn opt_json<T: serde::Serialize>(result: &Option<Res<T>>) -> Value {
-    result.as_ref().map_or(Value::Null, res_json)
-}
-
 /// `null` unless measured (for `summary.json`).
 fn ok_json<T: serde::Serialize>(result: Option<&Res<T>>) -> Value {
     match result {
         Some(Ok(value)) => serde_json::to_value(value).unwrap_or(Value::Null),
         _ => Value::Null,
-    }
-}
-
-fn hot_json(result: &Res<(Hot, HotExtra)>) -> Value {
-    match result {
-        Ok((hot, extra)) => {
-            let mut value = serde_json::to_value(hot).unwrap_or(Value::Null);
-            if let (Value::Object(map), Ok(Value::Object(more))) =
-                (&mut value, serde_json::to_value(extra))
-            {
-                map.extend(more);
-            }
-            value
-        }
-        Err(e) => json!({ "error": e }),
     }
 }
 
@@ -1156,196 +1136,17 @@ fn write_json(dir: &Path, name: &str, value: &Value) -> std::io::Result<()> {
     std::fs::write(dir.join(name), text + "\n")
 }
 
-/// Writes every file of the run into `dir`.
+/// Writes every file of the run into `dir`: `run.json` (the whole run as measured: machine,
+/// plan, every scenario's rows, each measurement `{"Ok": ..}` or `{"Err": why}`, and every
+/// target check), `summary.json` (complete runs), `report.md` and the charts.
 pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let mode = run.plan.mode.name();
-    let mut written = Vec::new();
-    if let Some(limit) = &run.limit {
-        let rows: Vec<Value> = limit
-            .rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "clients": r.clients,
-                    "plain_per_s": res_json(&r.plain_per_s),
-                    "pipelined_per_s": res_json(&r.pipelined_per_s),
-                })
-            })
-            .collect();
-        write_json(
-            dir,
-            "limit.json",
-            &json!({ "mode": mode, "ping_p50_us": res_json(&limit.ping_p50_us), "ping_p99_us": res_json(&limit.ping_p99_us), "ping_relay_us": limit.relay_us.as_ref().ok().map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})), "redis_benchmark_ping_us": limit.bare_ping_us.as_ref().ok().map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})), "thread_relay_us": limit.thread_relay_us.as_ref().ok().map(|(p50, p99, max)| json!({"p50": p50, "p99": p99, "max": max})), "pipeline": limit.pipeline, "redis_benchmark": rows }),
-        )?;
-        written.push("limit.json");
-    }
-    if let Some(rows) = &run.uncontended {
-        let rows: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                let limit = run.limit_row(r.tasks);
-                json!({
-                    "T": r.tasks,
-                    "ferrisson": res_json(&r.ferrisson),
-                    "rslock": opt_json(&r.rslock),
-                    "spin": opt_json(&r.spin),
-                    "node_redisson": opt_json(&r.node),
-                    "client_cpu_us_per_pair": r.cpu_us_per_pair.iter()
-                        .map(|(name, cpu)| (*name, cpu.client_us))
-                        .collect::<std::collections::BTreeMap<_, _>>(),
-                    "server_cpu_us_per_pair": r.cpu_us_per_pair.iter()
-                        .map(|(name, cpu)| (*name, cpu.server_us))
-                        .collect::<std::collections::BTreeMap<_, _>>(),
-                    "limit": limit.and_then(|l| l.pipelined_per_s.as_ref().ok()).map(|p| json!({
-                        "pairs_per_s": p / 2.0,
-                        "unpipelined_pairs_per_s": limit.and_then(|l| l.plain_per_s.as_ref().ok()).map(|v| v / 2.0),
-                    })),
-                    "limit_in_turns": r.limit_in_turns.as_ref().map(res_json),
-                })
-            })
-            .collect();
-        write_json(
-            dir,
-            "uncontended.json",
-            &json!({ "mode": mode, "duration_s": run.plan.duration.as_secs_f64(), "rows": rows }),
-        )?;
-        written.push("uncontended.json");
-    }
-    if let Some(rows) = &run.hot {
-        let rows: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "T": r.tasks,
-                    "ferrisson": hot_json(&r.ferrisson),
-                    "spin": opt_json(&r.spin),
-                    "rslock": opt_json(&r.rslock),
-                })
-            })
-            .collect();
-        write_json(
-            dir,
-            "hot.json",
-            &json!({ "mode": mode, "duration_s": run.plan.duration.as_secs_f64(), "ping_p50_us": run.ping().ok(), "rows": rows }),
-        )?;
-        written.push("hot.json");
-    }
-    if let Some(rows) = &run.waiters {
-        let rows: Vec<Value> = rows.iter().map(res_json).collect();
-        write_json(
-            dir,
-            "waiters.json",
-            &json!({ "mode": mode, "duration_s": run.plan.duration.as_secs_f64(), "rows": rows }),
-        )?;
-        written.push("waiters.json");
-    }
-    if let Some(rows) = &run.held {
-        let rows: Vec<Value> = rows.iter().map(res_json).collect();
-        write_json(
-            dir,
-            "held.json",
-            &json!({ "mode": mode, "runs": run.plan.held, "rows": rows }),
-        )?;
-        written.push("held.json");
-    }
-    if let Some(cluster) = &run.cluster {
-        let rows: Vec<Value> = cluster
-            .rows
-            .iter()
-            .map(|r| {
-                let ratio = |field: fn(&crate::cluster::Side) -> f64| match (&r.cluster, &r.single)
-                {
-                    (Ok(c), Ok(s)) if field(s) > 0.0 => json!(field(c) / field(s)),
-                    _ => Value::Null,
-                };
-                json!({
-                    "loop": r.kind,
-                    "T": r.tasks,
-                    "single": res_json(&r.single),
-                    "cluster": res_json(&r.cluster),
-                    "cluster_over_single": {
-                        "rate": ratio(|s| s.per_s),
-                        "p50": ratio(|s| s.p50_us),
-                        "p99": ratio(|s| s.p99_us),
-                    },
-                })
-            })
-            .collect();
-        write_json(
-            dir,
-            "cluster.json",
-            &json!({ "mode": mode, "nodes": res_json(&cluster.nodes), "rounds": cluster.rounds, "turn_s": cluster.turn.as_secs_f64(), "warmup_s": run.plan.warmup.as_secs_f64(), "rows": rows }),
-        )?;
-        written.push("cluster.json");
-    }
-    if let Some(rows) = &run.processes {
-        let rows: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "P": r.procs,
-                    "T": r.tasks,
-                    "ferrisson": res_json(&r.ferrisson),
-                    "spin": res_json(&r.spin),
-                    "fairness": { "ferrisson": r.ferrisson.as_ref().ok().map(Fleet::fairness), "spin": r.spin.as_ref().ok().map(Fleet::fairness) },
-                })
-            })
-            .collect();
-        write_json(
-            dir,
-            "processes.json",
-            &json!({ "mode": mode, "warmup_s": run.plan.warmup.as_secs_f64(), "duration_s": run.plan.duration.as_secs_f64(), "rows": rows }),
-        )?;
-        written.push("processes.json");
-    }
-    let peers_ran = run.uncontended.iter().flatten().any(|r| r.rslock.is_some())
-        || run.hot.iter().flatten().any(|r| r.spin.is_some());
-    if peers_ran {
-        let uncontended: Vec<Value> = run
-            .uncontended
-            .iter()
-            .flatten()
-            .filter(|r| r.rslock.is_some() || r.spin.is_some() || r.node.is_some())
-            .map(|r| json!({ "T": r.tasks, "rslock": opt_json(&r.rslock), "spin": opt_json(&r.spin), "node_redisson": opt_json(&r.node) }))
-            .collect();
-        let hot: Vec<Value> = run
-            .hot
-            .iter()
-            .flatten()
-            .map(|r| json!({ "T": r.tasks, "spin": opt_json(&r.spin), "rslock": opt_json(&r.rslock) }))
-            .collect();
-        write_json(
-            dir,
-            "peers.json",
-            &json!({ "mode": mode, "uncontended": uncontended, "hot": hot }),
-        )?;
-        written.push("peers.json");
-    }
-    let checks = checks(run);
-    let plan = &run.plan;
-    write_json(
-        dir,
-        "run.json",
-        &json!({
-            "mode": mode,
-            "machine": run.machine,
-            "complete": run.complete,
-            "plan": {
-                "uncontended_T": plan.uncontended_tasks, "uncontended_summary_T": plan.uncontended_summary,
-                "hot_T": plan.hot_tasks, "hot_summary_T": plan.hot_summary,
-                "waiters_W": plan.waiters, "held": plan.held,
-                "warmup_s": plan.warmup.as_secs_f64(), "duration_s": plan.duration.as_secs_f64(),
-                "limit_duration_s": plan.limit_duration.as_secs_f64(), "limit_pipeline": plan.limit_pipeline,
-                "ping_samples": plan.ping_samples,
-                "processes_PxT": plan.processes,
-                "cluster": plan.cluster.iter().map(|(kind, t)| json!({ "loop": kind, "T": t })).collect::<Vec<_>>(),
-            },
-            "checks": checks,
-            "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-        }),
-    )?;
-    written.push("run.json");
+    let unix_time = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let whole = json!({ "run": run, "checks": checks(run), "unix_time": unix_time });
+    write_json(dir, "run.json", &whole)?;
+    let mut written = vec!["run.json"];
     if run.complete {
         write_json(dir, "summary.json", &summary(run))?;
         written.push("summary.json");
@@ -1353,16 +1154,17 @@ pub fn write(run: &Run, dir: &Path) -> std::io::Result<()> {
     std::fs::write(dir.join("report.md"), render(run))?;
     written.push("report.md");
     for (name, chart) in [
-        (
-            "uncontended.svg",
-            chart_uncontended as fn(&Run, &Path) -> Result<bool, String>,
-        ),
-        ("hot.svg", chart_hot),
-        ("waiters.svg", chart_waiters),
+        ("uncontended.svg", chart_uncontended(run)),
+        ("hot.svg", chart_hot(run)),
+        ("waiters.svg", chart_waiters(run)),
     ] {
-        match chart(run, &dir.join(name)) {
-            Ok(true) => written.push(name),
-            Ok(false) => {}
+        let Some(mut chart) = chart else { continue };
+        chart.series.retain(|s| !s.points.is_empty());
+        if chart.series.is_empty() {
+            continue;
+        }
+        match charts::draw(&dir.join(name), &chart) {
+            Ok(()) => written.push(name),
             Err(e) => eprintln!("warning: chart {name}: {e}"),
         }
     }
@@ -1402,16 +1204,33 @@ mod charts {
         pub line: bool,
     }
 
-    /// A log-x chart, linear or log y.
-    pub fn draw(
-        path: &std::path::Path,
-        title: &str,
-        x_desc: &str,
-        y_desc: &str,
-        log_y: bool,
-        y_label: fn(f64) -> String,
-        series: &[Series],
-    ) -> Result<(), String> {
+    impl Series {
+        pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>, line: bool) -> Series {
+            let name = name.into();
+            Series { name, points, line }
+        }
+    }
+
+    /// A log-x chart, linear or log y, with the y labels `y_label` writes.
+    pub struct Chart {
+        pub title: String,
+        pub x_desc: &'static str,
+        pub y_desc: &'static str,
+        pub log_y: bool,
+        pub y_label: fn(f64) -> String,
+        pub series: Vec<Series>,
+    }
+
+    pub fn draw(path: &std::path::Path, chart: &Chart) -> Result<(), String> {
+        let Chart {
+            title,
+            x_desc,
+            y_desc,
+            log_y,
+            y_label,
+            series,
+        } = chart;
+        let (log_y, y_label, x_desc, y_desc) = (*log_y, *y_label, *x_desc, *y_desc);
         let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.points.clone()).collect();
         let x_max = all.iter().map(|p| p.0).fold(1.0, f64::max) * 1.6;
         // Start just below a power of ten, so that the log axis labels its first decade.
@@ -1486,184 +1305,90 @@ mod charts {
     }
 }
 
-use charts::Series;
+use charts::{Chart, Series};
 
-fn chart_uncontended(run: &Run, path: &Path) -> Result<bool, String> {
-    let Some(rows) = &run.uncontended else {
-        return Ok(false);
+/// The ferrisson loop's and its peers' pairs/s by T, with the machine's limit.
+fn chart_uncontended(run: &Run) -> Option<Chart> {
+    let rows = run.uncontended.as_ref()?;
+    let by_t = |pick: fn(&UncontendedRow) -> Option<&Res<Throughput>>| -> Vec<(f64, f64)> {
+        let ok = |r: &UncontendedRow| Some((r.tasks as f64, pick(r)?.as_ref().ok()?.pairs_per_s));
+        rows.iter().filter_map(ok).collect()
     };
-    let mut series = vec![Series {
-        name: "ferrisson".into(),
-        points: rows
-            .iter()
-            .filter_map(|r| {
-                r.ferrisson
-                    .as_ref()
-                    .ok()
-                    .map(|t| (r.tasks as f64, t.pairs_per_s))
-            })
-            .collect(),
-        line: true,
-    }];
+    let mut series = vec![Series::new("ferrisson", by_t(|r| Some(&r.ferrisson)), true)];
     if let Some(limit) = &run.limit {
-        series.push(Series {
-            name: format!("limit/2 (redis-benchmark, pipelined ×{})", limit.pipeline),
-            points: limit
-                .rows
-                .iter()
-                .filter_map(|r| {
-                    r.pipelined_per_s
-                        .as_ref()
-                        .ok()
-                        .map(|v| (r.clients as f64, v / 2.0))
-                })
-                .collect(),
-            line: true,
-        });
-        series.push(Series {
-            name: "redis-benchmark unpipelined / 2".into(),
-            points: limit
-                .rows
-                .iter()
-                .filter_map(|r| {
-                    r.plain_per_s
-                        .as_ref()
-                        .ok()
-                        .map(|v| (r.clients as f64, v / 2.0))
-                })
-                .collect(),
-            line: true,
-        });
+        let halved = |pick: fn(&LimitRow) -> &Res<f64>| -> Vec<(f64, f64)> {
+            let ok = |r: &LimitRow| Some((r.clients as f64, pick(r).as_ref().ok()? / 2.0));
+            limit.rows.iter().filter_map(ok).collect()
+        };
+        let name = format!("limit/2 (redis-benchmark, pipelined ×{})", limit.pipeline);
+        series.push(Series::new(name, halved(|r| &r.pipelined_per_s), true));
+        let name = "redis-benchmark unpipelined / 2";
+        series.push(Series::new(name, halved(|r| &r.plain_per_s), true));
     }
-    for (name, pick) in [
-        (
-            "rslock",
-            (|r: &UncontendedRow| r.rslock.clone())
-                as fn(&UncontendedRow) -> Option<Res<Throughput>>,
-        ),
-        ("spin", |r| r.spin.clone()),
-        ("node-redisson", |r| r.node.clone()),
-    ] {
-        let points: Vec<(f64, f64)> = rows
-            .iter()
-            .filter_map(|r| match pick(r) {
-                Some(Ok(t)) => Some((r.tasks as f64, t.pairs_per_s)),
-                _ => None,
-            })
-            .collect();
-        if !points.is_empty() {
-            series.push(Series {
-                name: name.into(),
-                points,
-                line: false,
-            });
-        }
-    }
-    series.retain(|s| !s.points.is_empty());
-    if series.is_empty() {
-        return Ok(false);
-    }
-    charts::draw(
-        path,
-        &format!(
+    series.push(Series::new("rslock", by_t(|r| r.rslock.as_ref()), false));
+    series.push(Series::new("spin", by_t(|r| r.spin.as_ref()), false));
+    series.push(Series::new(
+        "node-redisson",
+        by_t(|r| r.node.as_ref()),
+        false,
+    ));
+    Some(Chart {
+        title: format!(
             "uncontended: lock+unlock pairs/s vs tasks ({} run)",
             run.plan.mode.name()
         ),
-        "tasks T (each its own lock)",
-        "pairs/s",
-        false,
-        rate,
-        &series,
-    )?;
-    Ok(true)
+        x_desc: "tasks T (each its own lock)",
+        y_desc: "pairs/s",
+        log_y: false,
+        y_label: rate,
+        series,
+    })
 }
 
-fn chart_hot(run: &Run, path: &Path) -> Result<bool, String> {
-    let Some(rows) = &run.hot else {
-        return Ok(false);
-    };
-    let ok: Vec<(f64, &Hot)> = rows
-        .iter()
+/// ferrisson's acquire and hand-off latencies by T, with the PING round trip.
+fn chart_hot(run: &Run) -> Option<Chart> {
+    let ok: Vec<(f64, &Hot)> = (run.hot.iter().flatten())
         .filter_map(|r| r.ferrisson.as_ref().ok().map(|(h, _)| (r.tasks as f64, h)))
         .collect();
-    if ok.is_empty() {
-        return Ok(false);
-    }
     let pick = |f: fn(&Hot) -> f64| ok.iter().map(|(t, h)| (*t, f(h).max(1.0))).collect();
     let mut series = vec![
-        Series {
-            name: "acquire p50".into(),
-            points: pick(|h| h.p50_us),
-            line: true,
-        },
-        Series {
-            name: "acquire p99".into(),
-            points: pick(|h| h.p99_us),
-            line: true,
-        },
-        Series {
-            name: "hand-off p50".into(),
-            points: pick(|h| h.handoff_p50_us),
-            line: true,
-        },
-        Series {
-            name: "hand-off p99".into(),
-            points: pick(|h| h.handoff_p99_us),
-            line: true,
-        },
+        Series::new("acquire p50", pick(|h| h.p50_us), true),
+        Series::new("acquire p99", pick(|h| h.p99_us), true),
+        Series::new("hand-off p50", pick(|h| h.handoff_p50_us), true),
+        Series::new("hand-off p99", pick(|h| h.handoff_p99_us), true),
     ];
     if let Ok(ping) = run.ping() {
-        series.push(Series {
-            name: "PING p50".into(),
-            points: ok.iter().map(|(t, _)| (*t, ping.max(1.0))).collect(),
-            line: true,
-        });
+        let points = ok.iter().map(|(t, _)| (*t, ping.max(1.0))).collect();
+        series.push(Series::new("PING p50", points, true));
     }
-    charts::draw(
-        path,
-        &format!(
+    Some(Chart {
+        title: format!(
             "hot: ferrisson latency vs tasks on one lock ({} run)",
             run.plan.mode.name()
         ),
-        "tasks T on one lock",
-        "latency",
-        true,
-        us,
-        &series,
-    )?;
-    Ok(true)
+        x_desc: "tasks T on one lock",
+        y_desc: "latency",
+        log_y: true,
+        y_label: us,
+        series,
+    })
 }
 
-fn chart_waiters(run: &Run, path: &Path) -> Result<bool, String> {
-    let Some(rows) = &run.waiters else {
-        return Ok(false);
-    };
-    let points: Vec<(f64, f64)> = rows
-        .iter()
-        .filter_map(|r| {
-            r.as_ref()
-                .ok()
-                .map(|w| (w.waiters as f64, w.handoffs_per_s))
-        })
+/// Hand-offs/s by the number of parked waiters.
+fn chart_waiters(run: &Run) -> Option<Chart> {
+    let points = (run.waiters.iter().flatten())
+        .filter_map(|r| r.as_ref().ok())
+        .map(|w| (w.waiters as f64, w.handoffs_per_s))
         .collect();
-    if points.is_empty() {
-        return Ok(false);
-    }
-    charts::draw(
-        path,
-        &format!(
+    Some(Chart {
+        title: format!(
             "waiters: hand-offs/s vs parked waiters ({} run)",
             run.plan.mode.name()
         ),
-        "parked waiters W",
-        "hand-offs/s",
-        false,
-        rate,
-        &[Series {
-            name: "ferrisson".into(),
-            points,
-            line: true,
-        }],
-    )?;
-    Ok(true)
+        x_desc: "parked waiters W",
+        y_desc: "hand-offs/s",
+        log_y: false,
+        y_label: rate,
+        series: vec![Series::new("ferrisson", points, true)],
+    })
 }
