@@ -58,9 +58,7 @@ pub(crate) struct Dispatcher {
     /// goes out directly from its caller, saving the two task hops through the dispatcher
     /// (a hand-off at low contention is one such call).
     busy: Arc<AtomicUsize>,
-    pool: Pool,
-    options: Options,
-    sync: Option<Arc<ReplicaSync>>,
+    sender: Sender,
 }
 
 /// Counts one direct call in [`Dispatcher::busy`] until dropped (also when its future is).
@@ -89,23 +87,20 @@ impl Dispatcher {
     ) -> (Dispatcher, tokio::task::JoinHandle<()>) {
         let (calls, queued) = mpsc::unbounded_channel();
         let busy = Arc::new(AtomicUsize::new(0));
-        let task = tokio::spawn(dispatch(
-            Sender {
-                pool: pool.clone(),
-                options: options.clone(),
-                sync: sync.clone(),
-            },
-            queued,
-            Arc::clone(&busy),
-        ));
-        let dispatcher = Dispatcher {
-            calls,
-            busy,
+        let sender = Sender {
             pool,
             options,
             sync,
         };
-        (dispatcher, task)
+        let task = tokio::spawn(dispatch(sender.clone(), queued, Arc::clone(&busy)));
+        (
+            Dispatcher {
+                calls,
+                busy,
+                sender,
+            },
+            task,
+        )
     }
 
     /// Runs `call` with the dispatcher's options: in a batch when other calls are out,
@@ -124,8 +119,12 @@ impl Dispatcher {
             let _direct = DirectCall(&self.busy);
             // Boxed: the direct path holds a whole fred command future, which would otherwise
             // size every queued call's future (and its `InFlight` box) too.
-            let sync = self.sync.as_deref();
-            return Box::pin(run_alone(&self.pool, &self.options, sync, call)).await;
+            let Sender {
+                pool,
+                options,
+                sync,
+            } = &self.sender;
+            return Box::pin(run_alone(pool, options, sync.as_deref(), call)).await;
         }
         self.busy.fetch_add(1, Ordering::AcqRel);
         let (reply, answer) = oneshot::channel();
@@ -220,45 +219,38 @@ async fn send(sender: Sender, mut calls: Vec<Call>) {
         options,
         sync,
     } = sender;
+    let sync = sync.as_deref();
     if calls.len() == 1 {
         if let Some(Call { call, reply }) = calls.pop() {
-            let _ = reply.send(run_alone(&pool, &options, sync.as_deref(), call).await);
+            let _ = reply.send(run_alone(&pool, &options, sync, call).await);
         }
         return;
     }
     let encoded = LockCall::encode_batch(calls.iter().map(|queued| &queued.call));
     let replies: Vec<_> = calls.into_iter().map(|queued| queued.reply).collect();
-    let reply = BATCH
-        .run_synced(&pool, &options, &encoded, sync.as_deref())
-        .await;
-    deliver(replies, reply);
+    deliver(
+        replies,
+        BATCH.run_synced(&pool, &options, &encoded, sync).await,
+    );
 }
 
 /// Splits a [`BATCH`] reply into the callers' replies.
 fn deliver(replies: Vec<oneshot::Sender<Reply>>, reply: Reply) {
-    let (values, replicated) = match reply {
+    let err = match reply {
         Ok((Value::Array(values), replicated)) if values.len() == replies.len() => {
-            (values, replicated)
-        }
-        Ok((other, _)) => {
-            let err = RedisError::new(
-                ErrorKind::Protocol,
-                format!("unexpected reply to a batch of lock scripts: {other:?}"),
-            );
-            for reply in replies {
-                let _ = reply.send(Err(err.clone()));
+            for (reply, value) in replies.into_iter().zip(values) {
+                let _ = reply.send(decode(value).map(|value| (value, replicated)));
             }
             return;
         }
-        Err(err) => {
-            for reply in replies {
-                let _ = reply.send(Err(err.clone()));
-            }
-            return;
-        }
+        Ok((other, _)) => RedisError::new(
+            ErrorKind::Protocol,
+            format!("unexpected reply to a batch of lock scripts: {other:?}"),
+        ),
+        Err(err) => err,
     };
-    for (reply, value) in replies.into_iter().zip(values) {
-        let _ = reply.send(decode(value).map(|value| (value, replicated)));
+    for reply in replies {
+        let _ = reply.send(Err(err.clone()));
     }
 }
 
