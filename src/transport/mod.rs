@@ -44,7 +44,7 @@ fn not_replicated(name: &str) -> fred::error::Error {
         fred::error::ErrorKind::Unknown,
         format!(
             "{}: no replica acknowledged the acquisition of `{name}`",
-            crate::transport::replica_sync::NOT_REPLICATED
+            replica_sync::NOT_REPLICATED
         ),
     )
 }
@@ -233,36 +233,32 @@ impl Redis {
 
     /// Releases the one hold an unreplicated acquisition added.
     async fn roll_back(&self, undo: Rollback) -> Result<fred::types::Value, fred::error::Error> {
-        let hold = match undo {
-            Rollback::Hold(hold) => hold,
+        let (name, script, encoded) = match undo {
             Rollback::Write {
                 name,
                 script,
                 encoded,
-            } => {
-                tracing::warn!(lock = %name, "no replica acknowledged the acquisition; rolling it back");
-                script
-                    .run_encoded(&self.pool, &self.write_options, &encoded)
-                    .await?;
-                return Err(not_replicated(&name));
+            } => (name, script, encoded),
+            Rollback::Hold(hold) => {
+                let name = Arc::clone(&hold.name);
+                let (script, encoded) = match hold.script {
+                    Some(by) => (by.script, (by.encode)(&hold, self.publish_arg)),
+                    None => {
+                        let release = LockCall::Release {
+                            release: hold,
+                            publish: self.publish_arg,
+                            to: None,
+                        };
+                        (release.script(), release.encode())
+                    }
+                };
+                (name, script, encoded)
             }
         };
-        let name = Arc::clone(&hold.name);
         tracing::warn!(lock = %name, "no replica acknowledged the acquisition; rolling it back");
-        if let Some(by) = hold.script {
-            let encoded = (by.encode)(&hold, self.publish_arg);
-            by.script
-                .run_encoded(&self.pool, &self.write_options, &encoded)
-                .await?;
-        } else {
-            let release = LockCall::Release {
-                release: hold,
-                publish: self.publish_arg,
-                to: None,
-            };
-            crate::transport::dispatch::run_alone(&self.pool, &self.write_options, None, release)
-                .await?;
-        }
+        script
+            .run_encoded(&self.pool, &self.write_options, &encoded)
+            .await?;
         Err(not_replicated(&name))
     }
 
@@ -279,30 +275,19 @@ impl Redis {
         args.push(Value::from(key));
         args.extend(extra.iter().map(|arg| Value::from(*arg)));
         let slot = fred::util::redis_keyslot(key.as_bytes());
-        crate::transport::script::resend_redirected(command, &self.pool, Some(slot), |route| {
+        script::resend_redirected(command, &self.pool, Some(slot), |route| {
             let client = self
                 .pool
                 .next()
                 .with_options(&route.options(&self.read_options));
-            let asking = route
-                .asking
-                .is_some()
-                .then(|| CustomCommand::new_static("ASKING", route.hash(), false));
             let command = CustomCommand::new_static(command, route.hash(), false);
             let args = args.clone();
             async move {
                 // Back to back on the migration target's connection: `ASKING` lets it in.
-                match asking {
-                    Some(asking) => {
-                        let (asked, reply) = futures::join!(
-                            client.custom::<Value, _>(asking, Vec::<Value>::new()),
-                            client.custom(command, args)
-                        );
-                        asked?;
-                        reply
-                    }
-                    None => client.custom(command, args).await,
-                }
+                let (asked, reply) =
+                    futures::join!(route.asking(&client), client.custom(command, args));
+                asked.transpose()?;
+                reply
             }
         })
         .await

@@ -13,6 +13,7 @@ use fred::bytes::{Bytes, BytesMut};
 use fred::clients::Pool;
 use fred::interfaces::LuaInterface;
 use fred::prelude::Value;
+use futures::future::OptionFuture;
 
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
 
@@ -114,6 +115,11 @@ impl Script {
     /// [`Script::run_encoded`], followed on the same connection by a `WAIT` for the master's
     /// replicas when `sync` is given (`src/transport/replica_sync.rs`). Cancel safety as
     /// [`Script::run_encoded`].
+    ///
+    /// Sent as custom commands because fred's `WithOptions` wrapper does not apply its options
+    /// to the Lua interface; this way `options` (at most one attempt, fail fast, timeout) hold.
+    /// The command is routed to the hash slot of the first key, as Redisson does, and sent
+    /// again after a redirection that fred could not follow (see [`Redirected`]).
     pub(crate) async fn run_synced(
         &'static self,
         redis: &Pool,
@@ -122,27 +128,8 @@ impl Script {
         sync: Option<&ReplicaSync>,
     ) -> Result<(Value, Replicated), fred::error::Error> {
         let slot = encoded.first_key().map(fred::util::redis_keyslot);
-        self.send(redis, options, slot, sync, |head| encoded.command(head))
-            .await
-    }
-
-    /// Sends `command(EVALSHA sha)` and, on NOSCRIPT, `command(EVAL lua)`; in a cluster, sends
-    /// it again after a redirection that fred could not follow (see [`Redirected`]).
-    ///
-    /// Sent as custom commands because fred's `WithOptions` wrapper does not apply its options
-    /// to the Lua interface; this way `options` (at most one attempt, fail fast, timeout) hold.
-    /// The command is routed to the hash slot of the first key, as Redisson does.
-    async fn send(
-        &'static self,
-        redis: &Pool,
-        options: &fred::types::config::Options,
-        slot: Option<u16>,
-        sync: Option<&ReplicaSync>,
-        command: impl Fn(Value) -> Vec<Value>,
-    ) -> Result<(Value, Replicated), fred::error::Error> {
-        resend_redirected(self.name, redis, slot, |route| {
-            let command = &command;
-            async move { self.send_once(redis, options, &route, sync, command).await }
+        resend_redirected(self.name, redis, slot, |route| async move {
+            self.send_once(redis, options, &route, sync, encoded).await
         })
         .await
     }
@@ -155,7 +142,7 @@ impl Script {
         options: &fred::types::config::Options,
         route: &Route,
         sync: Option<&ReplicaSync>,
-        command: &impl Fn(Value) -> Vec<Value>,
+        encoded: &Encoded,
     ) -> Result<(Value, Replicated), fred::error::Error> {
         use fred::interfaces::ClientLike;
         use fred::types::CustomCommand;
@@ -163,38 +150,22 @@ impl Script {
         let connection = redis.next();
         let options = route.options(options);
         let client = connection.with_options(&options);
-        let asking = || async {
-            if route.asking.is_some() {
-                let asking = CustomCommand::new_static("ASKING", route.hash(), false);
-                client
-                    .custom::<Value, Value>(asking, Vec::<Value>::new())
-                    .await
-            } else {
-                Ok(Value::Null)
-            }
-        };
         let evalsha = CustomCommand::new_static("EVALSHA", route.hash(), false);
-        let evalsha =
-            client.custom::<Value, Value>(evalsha, command(Value::Bytes(self.sha1().clone())));
+        let evalsha = client
+            .custom::<Value, Value>(evalsha, encoded.command(Value::Bytes(self.sha1().clone())));
         let replicas = match sync {
             Some(sync) => sync.replicas(connection, route).await,
             None => 0,
         };
+        let wait = sync.filter(|_| replicas > 0).map(|sync| {
+            let (wait, args) = sync.wait_command(replicas, route);
+            client.custom::<Value, Value>(wait, args)
+        });
         // Written back to back on the one connection (`join!` polls, and so queues, them in
         // order): `ASKING` lets the next command in, and the `WAIT` covers the script's writes.
-        let (asked, reply, waited) = match sync.filter(|_| replicas > 0) {
-            Some(sync) => {
-                let (wait, args) = sync.wait_command(replicas, route);
-                let (asked, reply, waited) =
-                    futures::join!(asking(), evalsha, client.custom(wait, args));
-                (asked, reply, Some(waited))
-            }
-            None => {
-                let (asked, reply) = futures::join!(asking(), evalsha);
-                (asked, reply, None)
-            }
-        };
-        asked?;
+        let (asked, reply, waited) =
+            futures::join!(route.asking(&client), evalsha, OptionFuture::from(wait));
+        asked.transpose()?;
         let (reply, waited) = match reply {
             Err(err) if err.details().starts_with("NOSCRIPT") => {
                 tracing::debug!(
@@ -202,9 +173,9 @@ impl Script {
                     "script not cached by the server; sending it in full"
                 );
                 let eval = CustomCommand::new_static("EVAL", route.hash(), false);
-                let eval = client.custom(eval, command(Value::from_static_str(self.lua)));
-                let (asked, reply) = futures::join!(asking(), eval);
-                asked?;
+                let eval = client.custom(eval, encoded.command(Value::from_static_str(self.lua)));
+                let (asked, reply) = futures::join!(route.asking(&client), eval);
+                asked.transpose()?;
                 // The `WAIT` sent with the EVALSHA came before this write: wait again.
                 let waited = match (sync, waited) {
                     (Some(sync), Some(_)) if reply.is_ok() => {
@@ -239,6 +210,20 @@ impl Route {
         self.slot.map_or(
             fred::types::ClusterHash::Random,
             fred::types::ClusterHash::Custom,
+        )
+    }
+
+    /// `ASKING`, when asking: to be written on `client` right before the command it lets in.
+    pub(crate) fn asking<'a, C: fred::interfaces::ClientLike>(
+        &self,
+        client: &'a C,
+    ) -> OptionFuture<impl std::future::Future<Output = Result<Value, fred::error::Error>> + 'a>
+    {
+        let asking = fred::types::CustomCommand::new_static("ASKING", self.hash(), false);
+        OptionFuture::from(
+            self.asking
+                .is_some()
+                .then(|| client.custom(asking, Vec::<Value>::new())),
         )
     }
 
@@ -418,9 +403,7 @@ impl ScriptArgs {
 
     /// Appends an argument.
     pub(crate) fn arg(&mut self, arg: &str) -> &mut Self {
-        self.buf.extend_from_slice(arg.as_bytes());
-        self.ends.push(self.buf.len());
-        self
+        self.bytes(arg.as_bytes())
     }
 
     /// Appends an argument of raw bytes, not necessarily UTF-8 (the permit-expirable
@@ -587,20 +570,14 @@ impl LockCall {
         }
     }
 
-    fn key_count(&self) -> u64 {
+    /// How many keys and arguments the call has.
+    fn pieces(&self) -> usize {
         match self {
-            LockCall::Acquire { .. } => 1,
-            LockCall::Release { .. } => 2,
-        }
-    }
-
-    fn arg_count(&self) -> u64 {
-        match self {
-            LockCall::Acquire { .. } => 2,
-            LockCall::Release { to: None, .. } => 3,
+            LockCall::Acquire { .. } => 1 + 2,
+            LockCall::Release { to: None, .. } => 2 + 3,
             LockCall::Release { to: Some(heir), .. } => match heir.unless_listeners_above {
-                None => 5,
-                Some(_) => 6,
+                None => 2 + 5,
+                Some(_) => 2 + 6,
             },
         }
     }
@@ -658,8 +635,7 @@ impl LockCall {
 
     /// The keys and arguments of this call run alone, as its own script.
     pub(crate) fn encode(&self) -> Encoded {
-        let pieces = (self.key_count() + self.arg_count()) as usize;
-        let mut out = ScriptArgs::with_capacity(pieces, self.size_hint());
+        let mut out = ScriptArgs::with_capacity(self.pieces(), self.size_hint());
         self.keys(&mut out);
         self.args(&mut out);
         out.finish()
@@ -669,7 +645,7 @@ impl LockCall {
     pub(crate) fn encode_batch<'a>(calls: impl Iterator<Item = &'a LockCall> + Clone) -> Encoded {
         let (mut pieces, mut bytes) = (1, 8);
         for call in calls.clone() {
-            pieces += (1 + call.key_count() + call.arg_count()) as usize;
+            pieces += 1 + call.pieces();
             bytes += call.size_hint() + 16;
         }
         let mut out = ScriptArgs::with_capacity(pieces, bytes);
@@ -741,11 +717,7 @@ pub(crate) async fn preload(redis: &Pool, clustered: bool, upper: &[&Script]) {
         let loaded = if clustered {
             redis.next().script_load_cluster::<(), _>(script.lua).await
         } else {
-            redis
-                .next()
-                .script_load::<String, _>(script.lua)
-                .await
-                .map(drop)
+            redis.next().script_load::<(), _>(script.lua).await
         };
         if let Err(err) = loaded {
             tracing::debug!(script = %script.name, error = %err, "could not preload script");
