@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use futures::stream::{BoxStream, StreamExt};
 use parking_lot::Mutex;
-use tokio::sync::Semaphore;
+use tokio::sync::{broadcast, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{PublishMode, WhenUnavailable};
@@ -345,20 +346,6 @@ impl PubSub {
 }
 
 impl Shared {
-    fn check_connected(&self) -> Result<()> {
-        #[cfg(test)]
-        if self.model.is_some() {
-            return Ok(());
-        }
-        if self.when_unavailable == WhenUnavailable::FailFast && !self.subscriber.is_connected() {
-            return Err(Error::Unavailable(fred::error::Error::new(
-                fred::error::ErrorKind::IO,
-                "the subscriber connection is down",
-            )));
-        }
-        Ok(())
-    }
-
     async fn send_subscribe(&self, channel: &Arc<str>) -> Result<()> {
         #[cfg(test)]
         if let Some(model) = &self.model {
@@ -368,25 +355,26 @@ impl Shared {
             }
             return Ok(());
         }
-        self.check_connected()?;
+        if self.when_unavailable == WhenUnavailable::FailFast && !self.subscriber.is_connected() {
+            return Err(Error::Unavailable(fred::error::Error::new(
+                fred::error::ErrorKind::IO,
+                "the subscriber connection is down",
+            )));
+        }
         let channel_name: &str = channel;
         let subscribe = async {
-            match (self.mode.classic(), self.mode.sharded()) {
-                (false, _) => self.subscriber.ssubscribe(channel_name).await,
-                (true, false) => {
-                    self.subscriber.subscribe(channel_name).await?;
-                    self.round_trip().await
-                }
-                (true, true) => {
-                    self.subscriber.subscribe(channel_name).await?;
-                    self.round_trip().await?;
-                    // Servers without sharded pub/sub still get the classic subscription.
-                    if let Err(err) = self.subscriber.ssubscribe(channel_name).await {
-                        tracing::debug!(channel = %channel_name, error = %err, "SSUBSCRIBE failed");
-                    }
-                    Ok(())
+            if !self.mode.classic() {
+                return self.subscriber.ssubscribe(channel_name).await;
+            }
+            self.subscriber.subscribe(channel_name).await?;
+            self.round_trip().await?;
+            // Servers without sharded pub/sub still get the classic subscription.
+            if self.mode.sharded() {
+                if let Err(err) = self.subscriber.ssubscribe(channel_name).await {
+                    tracing::debug!(channel = %channel_name, error = %err, "SSUBSCRIBE failed");
                 }
             }
+            Ok(())
         };
         match tokio::time::timeout(self.response_timeout, subscribe).await {
             Ok(result) => {
@@ -471,13 +459,16 @@ impl Shared {
                 // find a permit banked, or it parks on an open latch (a free lock) for good.
                 Wakes::Everyone => entry.waiters(),
             };
-            if retries > 0 {
-                entry.add_permits(retries);
-            }
-            // A watcher checks its hold on any message: a spurious check costs one query.
-            if entry.watchers.load(Ordering::Relaxed) > 0 {
-                let _ = self.watched.send(Arc::clone(&entry.channel));
-            }
+            self.wake(&entry, retries);
+        }
+    }
+
+    /// Lets up to `retries` of `entry`'s waiters retry, and reports its channel if watchers
+    /// listen: a watcher checks its hold on any message (a spurious check costs one query).
+    fn wake(&self, entry: &Entry, retries: usize) {
+        entry.add_permits(retries);
+        if entry.watchers.load(Ordering::Relaxed) > 0 {
+            let _ = self.watched.send(Arc::clone(&entry.channel));
         }
     }
 
@@ -486,10 +477,7 @@ impl Shared {
     fn wake_everyone(&self) {
         let entries: Vec<_> = self.entries.lock().values().cloned().collect();
         for entry in entries {
-            entry.add_permits(entry.waiters());
-            if entry.watchers.load(Ordering::Relaxed) > 0 {
-                let _ = self.watched.send(Arc::clone(&entry.channel));
-            }
+            self.wake(&entry, entry.waiters());
         }
     }
 
@@ -605,18 +593,13 @@ impl Subscription {
             },
             None => acquire.await,
         };
-        match permit {
-            Ok(permit) => {
-                permit.forget();
-                Wake::Message
-            }
-            // The semaphore is never closed; treat it as a spurious wake-up.
-            Err(_) => Wake::Message,
+        // The semaphore is never closed; were it, this would read as a spurious wake-up.
+        if let Ok(permit) = permit {
+            permit.forget();
         }
+        Wake::Message
     }
-}
 
-impl Subscription {
     /// Marks a wake-up this waiter just took ([`Wake::Message`]) as not yet answered by an
     /// attempt of its own. Dropped before [`Unanswered::answered`] (the waiter went away:
     /// cancelled, or out of time), it goes back to the channel for the next waiter: a waiter
@@ -662,10 +645,11 @@ impl Drop for Subscription {
 /// waiters.
 async fn message_loop(
     shared: Arc<Shared>,
-    mut messages: tokio::sync::broadcast::Receiver<fred::types::Message>,
+    messages: broadcast::Receiver<fred::types::Message>,
     shutdown: CancellationToken,
 ) {
-    while let Some(message) = next_event(&mut messages, &shutdown).await {
+    let mut messages = std::pin::pin!(events(messages).take_until(shutdown.cancelled_owned()));
+    while let Some(message) = messages.next().await {
         match message {
             Ok(message) => {
                 // Every family's messages are integers (§1.4); anything else means nothing.
@@ -681,25 +665,41 @@ async fn message_loop(
     }
 }
 
-/// The next event of `events`, or `Err(missed)` when the receiver lagged behind; `None` once
-/// `shutdown` fires or the sender is gone.
-async fn next_event<T: Clone>(
-    events: &mut tokio::sync::broadcast::Receiver<T>,
-    shutdown: &CancellationToken,
-) -> Option<Result<T, u64>> {
+/// The events of a broadcast receiver as a stream: each event, or `Err(missed)` when the
+/// receiver lagged behind; it ends once the sender is gone.
+pub(crate) fn events<T: Clone + Send + 'static>(
+    rx: broadcast::Receiver<T>,
+) -> BoxStream<'static, Result<T, u64>> {
     use tokio::sync::broadcast::error::RecvError;
-    tokio::select! {
-        _ = shutdown.cancelled() => None,
-        event = events.recv() => match event {
-            Ok(event) => Some(Ok(event)),
-            Err(RecvError::Lagged(missed)) => Some(Err(missed)),
+    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+        match rx.recv().await {
+            Ok(event) => Some((Ok(event), rx)),
+            Err(RecvError::Lagged(missed)) => Some((Err(missed), rx)),
             Err(RecvError::Closed) => None,
-        },
-    }
+        }
+    }))
+}
+
+/// [`events`] as bare notifications: a lagging receiver counts as one (something changed).
+pub(crate) fn notifications<T: Clone + Send + 'static>(
+    rx: broadcast::Receiver<T>,
+) -> BoxStream<'static, ()> {
+    events(rx).map(drop).boxed()
 }
 
 /// How often a clustered client with subscriptions refreshes its slot map.
 const TOPOLOGY_SCAN: Duration = Duration::from_secs(1);
+
+/// Every change of the slot map that one of the command connections learns, as one stream.
+fn slot_change_stream(commands: &fred::clients::Pool) -> BoxStream<'static, ()> {
+    futures::stream::select_all(
+        commands
+            .clients()
+            .iter()
+            .map(|client| notifications(client.cluster_change_rx())),
+    )
+    .boxed()
+}
 
 /// In a cluster: when a slot moves to another node, the node that gave it up drops its sharded
 /// subscriptions (Redis sends a `sunsubscribe` push, which fred discards), and a master that
@@ -708,26 +708,12 @@ const TOPOLOGY_SCAN: Duration = Duration::from_secs(1);
 /// (a `MOVED` reply, or the scan below) therefore refreshes the subscriber's map, re-subscribes
 /// every channel on its slot's current node, and lets every waiter retry once (a release may
 /// have been announced on the new node meanwhile).
-/// Every change of the slot map that one of the command connections learns, as one stream.
-fn slot_change_stream(commands: &fred::clients::Pool) -> Notifications {
-    Box::pin(futures::stream::select_all(
-        commands
-            .clients()
-            .iter()
-            .map(|client| notifications(client.cluster_change_rx())),
-    ))
-}
-
-/// A stream of notifications from [`notifications`] or [`slot_change_stream`].
-type Notifications = std::pin::Pin<Box<dyn futures::Stream<Item = ()> + Send>>;
-
 async fn slot_move_loop(
     shared: Arc<Shared>,
-    mut changes: Notifications,
+    mut changes: BoxStream<'static, ()>,
     shutdown: CancellationToken,
 ) {
     use fred::interfaces::ClusterInterface;
-    use futures::StreamExt;
     // fred announces every refresh of its map, changed or not: compare the slot ranges.
     let slot_map = |shared: &Shared| -> Vec<(u16, u16, String)> {
         let mut ranges: Vec<_> = shared
@@ -780,20 +766,6 @@ async fn slot_move_loop(
     }
 }
 
-/// The notifications of a broadcast receiver as a stream; a lagging receiver counts as one
-/// notification (something changed), a closed one ends the stream.
-pub(crate) fn notifications<T: Clone + Send + 'static>(
-    rx: tokio::sync::broadcast::Receiver<T>,
-) -> Notifications {
-    use tokio::sync::broadcast::error::RecvError;
-    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-        match rx.recv().await {
-            Ok(_) | Err(RecvError::Lagged(_)) => Some(((), rx)),
-            Err(RecvError::Closed) => None,
-        }
-    }))
-}
-
 /// Subscribes again to every channel the subscriber tracks: the classic ones in one
 /// `SUBSCRIBE`, each sharded one with its own `SSUBSCRIBE` on its slot's node.
 ///
@@ -829,11 +801,13 @@ async fn resubscribe(shared: &Shared) -> Result<(), fred::error::Error> {
 /// retry once: messages sent while it was away are lost.
 async fn reconnect_loop(
     shared: Arc<Shared>,
-    mut reconnects: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
+    reconnects: broadcast::Receiver<fred::types::config::Server>,
     shutdown: CancellationToken,
 ) {
     // A lagging receiver missed reconnects: one is all it needs to know.
-    while next_event(&mut reconnects, &shutdown).await.is_some() {
+    let reconnects = notifications(reconnects).take_until(shutdown.clone().cancelled_owned());
+    let mut reconnects = std::pin::pin!(reconnects);
+    while reconnects.next().await.is_some() {
         if let Err(err) = resubscribe(&shared).await {
             tracing::warn!(error = %err, "re-subscribing after a reconnect failed");
         }

@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::shown::Reply;
-use crate::transport::pubsub::notifications;
+use crate::transport::pubsub::{events, notifications};
 
 /// The sentinels' announcement of a new master: `<service> <old ip> <old port> <new ip> <new port>`.
 const SWITCH_MASTER: &str = "+switch-master";
@@ -193,19 +193,13 @@ impl Sentinels {
         let connects =
             notifications(listener.reconnect_rx()).map(move |()| Event::Connected(index));
         let service = Arc::clone(&self.service);
-        let switches = futures::stream::unfold(listener.message_rx(), |mut messages| async move {
-            use tokio::sync::broadcast::error::RecvError;
-            loop {
-                match messages.recv().await {
-                    Ok(message) => return Some((message, messages)),
-                    // Only switches are subscribed to, and other sentinels announce them too.
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => return None,
-                }
-            }
-        })
-        .filter_map(move |message| {
-            futures::future::ready(switched_to(&message, &service).map(Event::Switched))
+        // A lagging receiver is ignored: only switches are subscribed to, and other sentinels
+        // announce them too.
+        let switches = events(listener.message_rx()).filter_map(move |message| {
+            let master = message
+                .ok()
+                .and_then(|message| switched_to(&message, &service));
+            futures::future::ready(master.map(Event::Switched))
         });
         futures::stream::select(connects, switches).boxed()
     }
