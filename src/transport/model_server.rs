@@ -122,27 +122,20 @@ impl Server {
     /// `lua/acquire.lua` for `field`: `Ok(reentered)`, or the lock's TTL when another field
     /// holds it.
     pub(crate) async fn acquire(&self, name: &str, field: &str) -> Result<bool, i64> {
-        self.switch();
-        let reply = {
-            let mut state = self.state.lock();
-            match state.locks.get_mut(name) {
-                None => {
-                    state.locks.insert(name.to_owned(), (field.to_owned(), 1));
-                    Ok(false)
-                }
-                Some((holder, count)) if holder == field => {
-                    *count += 1;
-                    Ok(true)
-                }
-                Some(_) => Err(LEASE_MS),
+        self.step(|state| match state.locks.get_mut(name) {
+            None => {
+                state.locks.insert(name.to_owned(), (field.to_owned(), 1));
+                Ok(false)
             }
-        };
-        if reply.is_err() {
-            self.refusals.send_modify(|refusals| *refusals += 1);
-        }
-        self.stepped();
-        self.switch();
-        reply
+            Some((holder, count)) if holder == field => {
+                *count += 1;
+                Ok(true)
+            }
+            Some(_) => {
+                self.refusals.send_modify(|refusals| *refusals += 1);
+                Err(LEASE_MS)
+            }
+        })
     }
 
     /// `lua/release.lua` for `field`, handing the lock to `heir` when this was its last hold
@@ -156,9 +149,7 @@ impl Server {
         heir: Option<&str>,
         own: Option<u64>,
     ) -> Released {
-        self.switch();
-        let reply = {
-            let mut state = self.state.lock();
+        self.step(|state| {
             let Some((holder, count)) = state.locks.get_mut(name) else {
                 panic!("{field} released {name}, which nobody holds: a hold counted twice");
             };
@@ -184,10 +175,7 @@ impl Server {
                     }
                 }
             }
-        };
-        self.stepped();
-        self.switch();
-        reply
+        })
     }
 
     /// `SET name count`: a latch's count (`try_set_count` on a latch that is open).
@@ -208,9 +196,7 @@ impl Server {
 
     /// `lua/latch.lua`'s count down: one less, and `0` published on `channel` when it reaches 0.
     pub(crate) async fn count_down(&self, name: &str, channel: &str) {
-        self.switch();
-        {
-            let mut state = self.state.lock();
+        self.step(|state| {
             if let Some(count) = state.latches.get_mut(name) {
                 *count -= 1;
                 if *count == 0 {
@@ -218,9 +204,7 @@ impl Server {
                     state.publish(channel, 0);
                 }
             }
-        }
-        self.stepped();
-        self.switch();
+        })
     }
 
     /// Waits until `count` acquires have been refused.
@@ -232,6 +216,15 @@ impl Server {
     /// Checks `invariant` after every step from now on (it may read the server).
     pub(crate) fn check_always(&self, invariant: impl Fn() + Send + Sync + 'static) {
         self.invariants.lock().push(Box::new(invariant));
+    }
+
+    /// One atomic step on the state as a round trip, the invariants checked after it.
+    fn step<T>(&self, step: impl FnOnce(&mut State) -> T) -> T {
+        self.switch();
+        let reply = step(&mut self.state.lock());
+        self.stepped();
+        self.switch();
+        reply
     }
 
     fn stepped(&self) {
