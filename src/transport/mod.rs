@@ -19,8 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Pool;
+use fred::error::Error as RedisError;
 use fred::interfaces::ClientLike;
 use fred::types::config::Options;
+use fred::types::Value;
 
 use dispatch::Dispatcher;
 use replica_sync::ReplicaSync;
@@ -39,8 +41,8 @@ pub(crate) enum Rollback {
 }
 
 /// The error of an acquisition of `name` that was rolled back.
-fn not_replicated(name: &str) -> fred::error::Error {
-    fred::error::Error::new(
+fn not_replicated(name: &str) -> RedisError {
+    RedisError::new(
         fred::error::ErrorKind::Unknown,
         format!(
             "{}: no replica acknowledged the acquisition of `{name}`",
@@ -69,17 +71,14 @@ pub(crate) struct Redis {
 impl Redis {
     /// Runs an acquire or release script call with `write_options`: through the dispatcher
     /// outside a cluster (it batches concurrent calls), on its own in a cluster. Cancel safety as
-    /// [`crate::transport::script::Script::run_encoded`].
+    /// [`Script::run_encoded`].
     ///
     /// With synced writes, an acquisition that no replica acknowledged is rolled back here (one
-    /// `RELEASE` of the hold it added) and fails with [`crate::transport::replica_sync::NOT_REPLICATED`]
+    /// `RELEASE` of the hold it added) and fails with [`replica_sync::NOT_REPLICATED`]
     /// (`Error::NotReplicated`); the rollback's own failure is returned instead, so that an
     /// unknown outcome still puts the field in doubt. An unacknowledged release is logged: it
     /// did happen on the master, and sending it again could take a second hold.
-    pub(crate) async fn run_lock_call(
-        &self,
-        call: LockCall,
-    ) -> Result<fred::types::Value, fred::error::Error> {
+    pub(crate) async fn run_lock_call(&self, call: LockCall) -> Result<Value, RedisError> {
         if self.sync.is_some() {
             // Boxed, to keep the common future small (see `lock_call_futures_stay_small`).
             return Box::pin(self.run_synced(call)).await;
@@ -88,7 +87,7 @@ impl Redis {
         let reply = match &self.dispatcher {
             Some(dispatcher) => dispatcher.run(call).await,
             None => {
-                Box::pin(crate::transport::dispatch::run_alone(
+                Box::pin(dispatch::run_alone(
                     &self.pool,
                     &self.write_options,
                     None,
@@ -101,16 +100,17 @@ impl Redis {
     }
 
     /// Sends `call` through the dispatcher, or alone in a cluster.
-    async fn send(&self, call: LockCall) -> crate::transport::dispatch::Reply {
+    async fn send(&self, call: LockCall) -> dispatch::Reply {
         match &self.dispatcher {
             Some(dispatcher) => dispatcher.run(call).await,
             // Boxed: fred's command future is several KB, and inline it would size every lock
             // call's future (and the `InFlight` box each one is copied into) in every mode.
             None => {
-                Box::pin(crate::transport::dispatch::run_alone(
+                let sync = self.sync.as_deref();
+                Box::pin(dispatch::run_alone(
                     &self.pool,
                     &self.write_options,
-                    self.sync.as_deref(),
+                    sync,
                     call,
                 ))
                 .await
@@ -119,7 +119,7 @@ impl Redis {
     }
 
     /// [`Redis::run_lock_call`] with synced writes: what an unacknowledged write means.
-    async fn run_synced(&self, call: LockCall) -> Result<fred::types::Value, fred::error::Error> {
+    async fn run_synced(&self, call: LockCall) -> Result<Value, RedisError> {
         let rollback = match &call {
             LockCall::Acquire {
                 name,
@@ -141,9 +141,7 @@ impl Redis {
         }
         match (rollback, &value) {
             // Acquired (nil), but a failover could lose it: take the hold back.
-            (Some(rollback), fred::types::Value::Null) => {
-                self.roll_back(Rollback::Hold(rollback)).await
-            }
+            (Some(rollback), Value::Null) => self.roll_back(Rollback::Hold(rollback)).await,
             // Refused (a TTL): nothing was written.
             (Some(_), _) => Ok(value),
             (None, _) => {
@@ -160,15 +158,15 @@ impl Redis {
     /// `write_options`. With synced writes it is followed by `WAIT`, and an acquisition
     /// (`acquired` reads the reply) that no replica acknowledged is rolled back as in
     /// [`Redis::run_lock_call`] (one `RELEASE` of `rollback`). Cancel safety as
-    /// [`crate::transport::script::Script::run_encoded`].
+    /// [`Script::run_encoded`].
     pub(crate) async fn run_acquire<K: AsRef<str>, A: AsRef<str>>(
         &self,
         script: &'static Script,
         keys: &[K],
         args: &[A],
-        acquired: fn(&fred::types::Value) -> bool,
+        acquired: fn(&Value) -> bool,
         rollback: Rollback,
-    ) -> Result<fred::types::Value, fred::error::Error> {
+    ) -> Result<Value, RedisError> {
         self.run_acquire_encoded(script, &script::encode(keys, args), acquired, rollback)
             .await
     }
@@ -179,9 +177,9 @@ impl Redis {
         &self,
         script: &'static Script,
         encoded: &script::Encoded,
-        acquired: fn(&fred::types::Value) -> bool,
+        acquired: fn(&Value) -> bool,
         rollback: Rollback,
-    ) -> Result<fred::types::Value, fred::error::Error> {
+    ) -> Result<Value, RedisError> {
         let sync = self.sync.as_deref();
         let (value, replicated) = script
             .run_synced(&self.pool, &self.write_options, encoded, sync)
@@ -194,13 +192,12 @@ impl Redis {
 
     /// Runs a primitive's own release script (`release.script`; never batched) with
     /// `write_options`, followed by `WAIT` with synced writes. An unacknowledged release is
-    /// logged, as in [`Redis::run_lock_call`]. Cancel safety as
-    /// [`crate::transport::script::Script::run_encoded`].
+    /// logged, as in [`Redis::run_lock_call`]. Cancel safety as [`Script::run_encoded`].
     pub(crate) async fn run_release(
         &self,
         release: &Release,
         by: &'static ReleaseScript,
-    ) -> Result<fred::types::Value, fred::error::Error> {
+    ) -> Result<Value, RedisError> {
         let encoded = (by.encode)(release, self.publish_arg);
         self.run_write(&release.name, by.script, &encoded).await
     }
@@ -213,14 +210,10 @@ impl Redis {
         name: &str,
         script: &'static Script,
         encoded: &script::Encoded,
-    ) -> Result<fred::types::Value, fred::error::Error> {
+    ) -> Result<Value, RedisError> {
+        let sync = self.sync.as_deref();
         let (value, replicated) = script
-            .run_synced(
-                &self.pool,
-                &self.write_options,
-                encoded,
-                self.sync.as_deref(),
-            )
+            .run_synced(&self.pool, &self.write_options, encoded, sync)
             .await?;
         if !replicated.is_synced() {
             tracing::warn!(
@@ -232,7 +225,7 @@ impl Redis {
     }
 
     /// Releases the one hold an unreplicated acquisition added.
-    async fn roll_back(&self, undo: Rollback) -> Result<fred::types::Value, fred::error::Error> {
+    async fn roll_back(&self, undo: Rollback) -> Result<Value, RedisError> {
         let (name, script, encoded) = match undo {
             Rollback::Write {
                 name,
@@ -269,8 +262,8 @@ impl Redis {
         command: &'static str,
         key: &str,
         extra: &[&str],
-    ) -> Result<T, fred::error::Error> {
-        use fred::types::{CustomCommand, Value};
+    ) -> Result<T, RedisError> {
+        use fred::types::CustomCommand;
         let mut args = Vec::with_capacity(1 + extra.len());
         args.push(Value::from(key));
         args.extend(extra.iter().map(|arg| Value::from(*arg)));

@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use fred::bytes::{Bytes, BytesMut};
 use fred::clients::Pool;
+use fred::error::Error as RedisError;
 use fred::interfaces::LuaInterface;
 use fred::prelude::Value;
+use fred::types::config::Options;
 use futures::future::OptionFuture;
 
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
@@ -87,10 +89,10 @@ impl Script {
     pub(crate) async fn run<K: AsRef<str> + Sync, A: AsRef<str> + Sync>(
         &'static self,
         redis: &Pool,
-        options: &fred::types::config::Options,
+        options: &Options,
         keys: &[K],
         args: &[A],
-    ) -> Result<Value, fred::error::Error> {
+    ) -> Result<Value, RedisError> {
         self.run_encoded(redis, options, &encode(keys, args)).await
     }
 
@@ -104,9 +106,9 @@ impl Script {
     pub(crate) async fn run_encoded(
         &'static self,
         redis: &Pool,
-        options: &fred::types::config::Options,
+        options: &Options,
         encoded: &Encoded,
-    ) -> Result<Value, fred::error::Error> {
+    ) -> Result<Value, RedisError> {
         self.run_synced(redis, options, encoded, None)
             .await
             .map(|(value, _)| value)
@@ -123,10 +125,10 @@ impl Script {
     pub(crate) async fn run_synced(
         &'static self,
         redis: &Pool,
-        options: &fred::types::config::Options,
+        options: &Options,
         encoded: &Encoded,
         sync: Option<&ReplicaSync>,
-    ) -> Result<(Value, Replicated), fred::error::Error> {
+    ) -> Result<(Value, Replicated), RedisError> {
         let slot = encoded.first_key().map(fred::util::redis_keyslot);
         resend_redirected(self.name, redis, slot, |route| async move {
             self.send_once(redis, options, &route, sync, encoded).await
@@ -139,11 +141,11 @@ impl Script {
     async fn send_once(
         &'static self,
         redis: &Pool,
-        options: &fred::types::config::Options,
+        options: &Options,
         route: &Route,
         sync: Option<&ReplicaSync>,
         encoded: &Encoded,
-    ) -> Result<(Value, Replicated), fred::error::Error> {
+    ) -> Result<(Value, Replicated), RedisError> {
         use fred::interfaces::ClientLike;
         use fred::types::CustomCommand;
 
@@ -217,8 +219,7 @@ impl Route {
     pub(crate) fn asking<'a, C: fred::interfaces::ClientLike>(
         &self,
         client: &'a C,
-    ) -> OptionFuture<impl std::future::Future<Output = Result<Value, fred::error::Error>> + 'a>
-    {
+    ) -> OptionFuture<impl std::future::Future<Output = Result<Value, RedisError>> + 'a> {
         let asking = fred::types::CustomCommand::new_static("ASKING", self.hash(), false);
         OptionFuture::from(
             self.asking
@@ -228,10 +229,7 @@ impl Route {
     }
 
     /// `base`, sent to the migration target when asking.
-    pub(crate) fn options(
-        &self,
-        base: &fred::types::config::Options,
-    ) -> fred::types::config::Options {
+    pub(crate) fn options(&self, base: &Options) -> Options {
         let mut options = base.clone();
         if let Some(target) = &self.asking {
             options.cluster_node = Some(target.clone());
@@ -256,10 +254,10 @@ pub(crate) async fn resend_redirected<T, F, Fut>(
     redis: &Pool,
     slot: Option<u16>,
     mut send: F,
-) -> Result<T, fred::error::Error>
+) -> Result<T, RedisError>
 where
     F: FnMut(Route) -> Fut,
-    Fut: std::future::Future<Output = Result<T, fred::error::Error>>,
+    Fut: std::future::Future<Output = Result<T, RedisError>>,
 {
     let mut redirects = 0;
     let mut route = Route { slot, asking: None };
@@ -348,14 +346,13 @@ enum Redirected {
 }
 
 impl Redirected {
-    fn of(err: &fred::error::Error) -> Option<Redirected> {
-        let details = err.details();
-        if details == "Too many redirections." || details == "Too many failed write attempts." {
-            Some(Redirected::Redirection)
-        } else if details.starts_with("TRYAGAIN") {
-            Some(Redirected::TryAgain)
-        } else {
-            None
+    fn of(err: &RedisError) -> Option<Redirected> {
+        match err.details() {
+            "Too many redirections." | "Too many failed write attempts." => {
+                Some(Redirected::Redirection)
+            }
+            details if details.starts_with("TRYAGAIN") => Some(Redirected::TryAgain),
+            _ => None,
         }
     }
 }
