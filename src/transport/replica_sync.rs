@@ -66,20 +66,13 @@ impl ReplicaSync {
     /// The node that a command sent by `route` reaches on `client`: the cache key.
     fn node(client: &Client, route: &Route) -> String {
         use fred::interfaces::ServerInterface;
-        if let Some(target) = &route.asking {
-            return target.to_string();
-        }
-        if let Some(server) = route.slot.and_then(|slot| {
-            client
-                .cached_cluster_state()
-                .and_then(|state| state.get_server(slot).cloned())
-        }) {
-            return server.to_string();
-        }
-        client
-            .sentinel_primary()
-            .map(|server| server.to_string())
-            .unwrap_or_default()
+        let slot_owner = |slot| client.cached_cluster_state()?.get_server(slot).cloned();
+        let node = route
+            .asking
+            .clone()
+            .or_else(|| route.slot.and_then(slot_owner))
+            .or_else(|| client.sentinel_primary());
+        node.map(|server| server.to_string()).unwrap_or_default()
     }
 
     /// How many replicas the node `route` reaches has: the cached count, or `INFO replication`
