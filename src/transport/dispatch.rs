@@ -1,24 +1,20 @@
 //! The script dispatcher: concurrent acquire and release calls of one client share one script run.
 //!
-//! fred writes and flushes every script call to the socket on its own (`EVALSHA` is one of the
-//! commands it never holds back for pipelining), and Redis then pays a read, a command lookup and
-//! a Lua call setup for each. Under load that per-call cost is a large part of the time on both
-//! sides (script execution alone, by `INFO commandstats`: 11.4 µs per lone acquire or release
-//! script, 6.7–7.7 µs per call inside a batch of 32, before the read, parse and reply that a
-//! batch pays once). So lock-changing calls go through this task instead: it takes every call
-//! queued since its last turn and sends them as one run of [`BATCH`], which performs each
-//! call's own script steps in order and returns one reply per call. A call made while no
-//! other call of the client is unanswered skips the task and goes out directly from its
-//! caller, as its own script; batches form only while calls queue up behind busy slots
-//! (`MAX_IN_FLIGHT`), so batching adds no wait or task hop at low load. While one batch is out,
-//! the next leaves once it has gathered at least half as many calls (or when the first returns).
+//! fred writes and flushes every script call on its own (it never holds `EVALSHA` back for
+//! pipelining), and Redis pays a read, a command lookup and a Lua call setup for each: under load
+//! a large part of the time on both sides (`INFO commandstats`: 11.4 µs per lone acquire or
+//! release script, 6.7–7.7 µs per call inside a batch of 32, before the read, parse and reply a
+//! batch pays once). So the calls queued since this task's last turn leave as one run of
+//! [`BATCH`], which performs each call's own script steps in order and returns one reply per
+//! call. A call made while none of the client's is unanswered goes out directly from its caller,
+//! as its own script: batches form only while calls queue behind busy slots (`MAX_IN_FLIGHT`),
+//! so batching adds no wait or task hop at low load.
 //!
-//! Each call keeps the semantics of its own script: the steps run atomically, calls of one
-//! batch in the order they were queued (concurrent calls have no order otherwise: each caller
-//! awaits its reply before its next call), and a call that fails (say `WRONGTYPE`) fails
-//! alone. The batch as a whole is sent at most once, like every lock script
-//! (`write_options`); a connection error or timeout is every call's error, exactly as if each
-//! had been in flight on its own.
+//! Each call keeps its own script's semantics: its steps run atomically, calls of one batch in
+//! queue order (concurrent calls have no other order: each caller awaits its reply before its
+//! next call), and a failing call (say `WRONGTYPE`) fails alone. A batch is sent at most once,
+//! like every lock script (`write_options`); a connection error or timeout is every call's
+//! error, as if each had been in flight alone.
 //!
 //! In a cluster, keys of one script must share a hash slot, so there every call is sent alone.
 

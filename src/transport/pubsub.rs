@@ -17,6 +17,7 @@ use std::time::Duration;
 use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use futures::stream::{BoxStream, StreamExt};
+use futures::TryFutureExt;
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -192,6 +193,7 @@ impl PubSub {
             };
         let (watched, _) = tokio::sync::mpsc::unbounded_channel();
         let early = (!late_receiver).then(|| connection.message_rx());
+        let late = connection.clone();
         let shared = Arc::new(Shared {
             subscriber,
             watched,
@@ -207,14 +209,7 @@ impl PubSub {
         });
         let looping = Arc::clone(&shared);
         let messages = Box::pin(async move {
-            let messages = match early {
-                Some(messages) => messages,
-                None => looping
-                    .model
-                    .as_ref()
-                    .map(|model| model.message_rx())
-                    .expect("model"),
-            };
+            let messages = early.unwrap_or_else(|| late.message_rx());
             message_loop(looping, messages, CancellationToken::new()).await;
         });
         (PubSub { shared }, messages)
@@ -387,17 +382,15 @@ impl Shared {
     /// A `PING` on the connection that carries this client's classic subscriptions, answered:
     /// every SUBSCRIBE and UNSUBSCRIBE sent before it has been processed by the server.
     ///
-    /// fred completes a classic SUBSCRIBE or UNSUBSCRIBE once it is written, not when the server
-    /// has processed it (their replies arrive out of band, and fred drops them). A waiter that
-    /// retried on the command connection right after such a "confirmed" SUBSCRIBE could be
-    /// refused while its SUBSCRIBE was still on its way, then miss the release published
-    /// meanwhile and park on a free lock until its TTL (the family bench's fair-lock hang: the
-    /// fair lock's releases tell only the queue's head, on the head's own channel). Redis
-    /// answers commands of one connection in order, so the PING's reply proves the
-    /// subscription. In a cluster the PING goes where fred sends classic subscriptions: the node
-    /// of the subscriber's id's slot. (Sharded SSUBSCRIBE is answered by fred itself.) Any
-    /// answer will do, a refusal too: a least-privilege ACL user may not be allowed `PING`
-    /// (docs/reliability.md), and its `NOPERM` comes back in order all the same.
+    /// fred completes a classic SUBSCRIBE or UNSUBSCRIBE once written (it drops their
+    /// out-of-band replies). A waiter retrying right after such a "confirmed" SUBSCRIBE could be
+    /// refused while the SUBSCRIBE was still on its way, miss the release published meanwhile and
+    /// park on a free lock until its TTL (the family bench's fair-lock hang: its releases tell
+    /// only the queue's head). Redis answers one connection's commands in order, so the PING's
+    /// reply proves the subscription. In a cluster the PING goes where fred sends classic
+    /// subscriptions: the node of the subscriber's id's slot (fred answers a sharded SSUBSCRIBE
+    /// itself). Any answer will do, a refusal too: a least-privilege ACL user may not be allowed
+    /// `PING` (docs/reliability.md), and its `NOPERM` comes back in order all the same.
     async fn round_trip(&self) -> std::result::Result<(), fred::error::Error> {
         let slot = fred::util::redis_keyslot(self.subscriber.id().as_bytes());
         let ping = fred::types::CustomCommand::new_static("PING", slot, false);
@@ -701,13 +694,12 @@ fn slot_change_stream(commands: &fred::clients::Pool) -> BoxStream<'static, ()> 
     .boxed()
 }
 
-/// In a cluster: when a slot moves to another node, the node that gave it up drops its sharded
-/// subscriptions (Redis sends a `sunsubscribe` push, which fred discards), and a master that
-/// fails over takes its classic and sharded subscriptions with it; a waiter subscribed there
-/// would hear nothing until its TTL. Every change of the slot map the command connections learn
-/// (a `MOVED` reply, or the scan below) therefore refreshes the subscriber's map, re-subscribes
-/// every channel on its slot's current node, and lets every waiter retry once (a release may
-/// have been announced on the new node meanwhile).
+/// In a cluster, a node giving up a slot drops its sharded subscriptions (fred discards the
+/// `sunsubscribe` push), and a master that fails over takes all its subscriptions with it: their
+/// waiters would hear nothing until their TTL. So every change of the slot map the command
+/// connections learn (a `MOVED`, or the scan below) refreshes the subscriber's map, re-subscribes
+/// every channel on its slot's current node and lets every waiter retry once (a release may have
+/// been announced on the new node meanwhile).
 async fn slot_move_loop(
     shared: Arc<Shared>,
     mut changes: BoxStream<'static, ()>,
@@ -767,25 +759,21 @@ async fn slot_move_loop(
 }
 
 /// Subscribes again to every channel the subscriber tracks: the classic ones in one
-/// `SUBSCRIBE`, each sharded one with its own `SSUBSCRIBE` on its slot's node.
-///
-/// Not fred's `resubscribe_all`: it sends `SUBSCRIBE` and `PSUBSCRIBE` even with nothing to
-/// subscribe, which the server refuses (ferrisson never uses patterns, so its `PSUBSCRIBE`
-/// always failed), and stops at the first error, so a client with only sharded channels never
-/// got them back. Here every channel is tried, and the first error is returned. The classic
-/// `SUBSCRIBE` is confirmed by [`Shared::round_trip`], as a waiter's own is: the caller wakes
-/// every waiter next, and one that retried before the server had its subscription could miss
-/// a release published meanwhile.
+/// `SUBSCRIBE`, confirmed by [`Shared::round_trip`] (the caller wakes every waiter next, and one
+/// retrying before the server had the subscription could miss a release), each sharded one with
+/// its own `SSUBSCRIBE` on its slot's node. Every channel is tried; the first error is returned.
+/// Not fred's `resubscribe_all`: it also sends `SUBSCRIBE` and `PSUBSCRIBE` with nothing to
+/// subscribe, which the server refuses, and stops at the first error, so a client with only
+/// sharded channels never got them back.
 async fn resubscribe(shared: &Shared) -> Result<(), fred::error::Error> {
     let subscriber = &shared.subscriber;
     let mut first_error = None;
     let classic: Vec<_> = subscriber.tracked_channels().into_iter().collect();
     if !classic.is_empty() {
-        let subscribed = match subscriber.subscribe(classic).await {
-            Ok(()) => shared.round_trip().await,
-            Err(err) => Err(err),
-        };
-        if let Err(err) = subscribed {
+        let subscribed = subscriber
+            .subscribe(classic)
+            .and_then(|()| shared.round_trip());
+        if let Err(err) = subscribed.await {
             first_error.get_or_insert(err);
         }
     }

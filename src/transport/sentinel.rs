@@ -1,29 +1,25 @@
 //! Following a Sentinel failover as soon as the sentinels announce it.
 //!
 //! fred asks the sentinels for the master only when a connection is (re)established. A master
-//! replaced by a planned failover (`SENTINEL FAILOVER`) is not down: it keeps its clients and goes
-//! on answering as a master until the sentinels reconfigure it as a replica (and close its
-//! clients' connections), about 10 s after the switch. Meanwhile this client's acquires,
-//! releases, renewals and subscriptions would all stay on it, while Redisson clients, which ask
-//! the sentinels for the master every `scanInterval` (1 s by default), lock on the new master:
-//! two holders of one lock, and waiters that never hear the release.
+//! replaced by a planned failover (`SENTINEL FAILOVER`) keeps its clients and answers as a master
+//! until the sentinels demote it (closing their connections), about 10 s later. Meanwhile this
+//! client would stay on it while Redisson clients, which ask the sentinels every `scanInterval`
+//! (1 s), lock on the new master: two holders of one lock, and waiters that never hear the
+//! release.
 //!
-//! So the client listens on every sentinel for its `+switch-master` announcement (and asks each
-//! sentinel for the master whenever it connects to it, in case a switch was missed meanwhile);
-//! when the command connections or the subscriber are not on the announced master, they
-//! reconnect, which makes fred ask the sentinels again, and the subscriber's reconnect
-//! re-subscribes and wakes every waiter (`pubsub.rs`). A sentinel that has not heard of the switch
-//! yet may still name the old master: the reconnection is repeated, for a while, until it lands
-//! on the new one.
+//! So the client listens on every sentinel for `+switch-master` (and asks each sentinel for the
+//! master whenever it connects, in case it missed a switch); command connections or a subscriber
+//! not on the announced master reconnect, which makes fred ask the sentinels again, and the
+//! subscriber's reconnect re-subscribes and wakes every waiter (`pubsub.rs`). A sentinel that
+//! has not heard of the switch may still name the old master, so the reconnection is repeated
+//! for a while until it lands on the new one.
 //!
-//! Only the latest master named is pursued, and the pursuit never holds up the listeners: a
-//! switch announced while another master is pursued (the sentinels may fail over again within
-//! seconds) replaces that pursuit at once, and a listener that reconnects meanwhile asks and
-//! subscribes again at once. A sentinel's answer when a listener connects is only a snapshot (the
-//! master it names may die a moment later, before the sentinels notice) and may be stale: it
-//! moves the connections that are up and elsewhere once, and is never chased. Chasing it kept
-//! every connection reconnecting for 10 s to a master that was gone, deaf to the switch that
-//! followed.
+//! Only the latest master named is pursued, and the pursuit never holds up the listeners: a new
+//! switch (the sentinels may fail over again within seconds) replaces it at once. A sentinel's
+//! answer on connect is only a snapshot that may be stale (its master may die before the
+//! sentinels notice): it moves the connections that are up and elsewhere once and is never
+//! chased; chasing it kept every connection reconnecting for 10 s to a master that was gone,
+//! deaf to the switch that followed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +28,7 @@ use fred::clients::{Pool, SubscriberClient};
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use fred::types::config::{Server, ServerConfig};
 use fred::types::{Builder, Message, Value};
-use futures::future::{BoxFuture, FutureExt};
+use futures::future::{BoxFuture, FutureExt, OptionFuture};
 use futures::stream::{BoxStream, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -138,16 +134,11 @@ impl Sentinels {
             // that a newer one replaces it; `None` once it is over.
             let mut pursuit: Option<(Pursuit, BoxFuture<'static, ()>)> = None;
             loop {
-                let pursued = async {
-                    match pursuit.as_mut() {
-                        Some((_, pursuing)) => pursuing.await,
-                        None => std::future::pending().await,
-                    }
-                };
+                let pursued = OptionFuture::from(pursuit.as_mut().map(|(_, pursuing)| pursuing));
                 let event = tokio::select! {
                     _ = stop.cancelled() => break,
                     event = events.next() => event,
-                    () = pursued => {
+                    Some(()) = pursued => {
                         pursuit = None;
                         continue;
                     }
