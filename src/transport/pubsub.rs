@@ -435,25 +435,23 @@ impl Shared {
     /// A message on `channel`: wakes its waiters as their primitive's [`WakeRule`] reads it;
     /// its watchers are reported.
     fn on_message(&self, channel: &str, message: i64) {
-        let entry = self.entries.lock().get(channel).cloned();
-        if let Some(entry) = entry {
-            let wakes = entry
-                .wake
-                .lock()
-                .map_or(Wakes::Nobody, |wake| wake(message));
-            let retries = match wakes {
-                Wakes::Nobody => 0,
-                Wakes::Up(n) => n,
-                #[cfg(test)]
-                Wakes::Everyone if self.wake_parked_only => {
-                    entry.parked.load(Ordering::Relaxed).max(1)
-                }
-                // Not only the parked ones: a waiter between its attempt and its parking must
-                // find a permit banked, or it parks on an open latch (a free lock) for good.
-                Wakes::Everyone => entry.waiters(),
-            };
-            self.wake(&entry, retries);
-        }
+        let Some(entry) = self.entries.lock().get(channel).cloned() else {
+            return;
+        };
+        let wakes = entry
+            .wake
+            .lock()
+            .map_or(Wakes::Nobody, |wake| wake(message));
+        let retries = match wakes {
+            Wakes::Nobody => 0,
+            Wakes::Up(n) => n,
+            #[cfg(test)]
+            Wakes::Everyone if self.wake_parked_only => entry.parked.load(Ordering::Relaxed).max(1),
+            // Not only the parked ones: a waiter between its attempt and its parking must
+            // find a permit banked, or it parks on an open latch (a free lock) for good.
+            Wakes::Everyone => entry.waiters(),
+        };
+        self.wake(&entry, retries);
     }
 
     /// Lets up to `retries` of `entry`'s waiters retry, and reports its channel if watchers

@@ -263,10 +263,7 @@ where
     let mut route = Route { slot, asking: None };
     loop {
         let result = send(route.clone()).await;
-        let redirected = match &result {
-            Err(err) => Redirected::of(err),
-            Ok(_) => None,
-        };
+        let redirected = result.as_ref().err().and_then(Redirected::of);
         let Some(redirected) = redirected.filter(|_| redirects < MAX_REDIRECTS) else {
             return result;
         };
@@ -329,14 +326,11 @@ fn migration_target_in(nodes: &str, slot: u16) -> Option<fred::types::config::Se
     Some(fred::types::config::Server::new(host, port.parse().ok()?))
 }
 
-/// A call that a cluster node redirected instead of running.
-///
-/// The command connections have `max_redirections: 0` (`client.rs`), so fred answers a
-/// redirection with an error instead of following it: after `MOVED` it has refreshed its slot
-/// map first; an `ASK` (the key has already left a migrating slot) it would follow with an
-/// `ASKING` that fred 10.1 cannot complete under a single write attempt, and that failure tore
-/// down the client's router, failing every other call in flight with an unknown outcome.
-/// [`resend_redirected`] follows both itself.
+/// A call that a cluster node redirected instead of running. The command connections have
+/// `max_redirections: 0` (`client.rs`), so fred returns a redirection as an error (after a
+/// `MOVED`, with its slot map refreshed): fred 10.1 cannot complete an `ASK`'s `ASKING` under a
+/// single write attempt, and that failure tore down the client's router, failing every other
+/// call in flight with an unknown outcome. [`resend_redirected`] follows both itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Redirected {
     /// `MOVED` or `ASK`: fred's "Too many redirections".
