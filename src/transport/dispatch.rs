@@ -115,12 +115,7 @@ impl Dispatcher {
             let _direct = DirectCall(&self.busy);
             // Boxed: the direct path holds a whole fred command future, which would otherwise
             // size every queued call's future (and its `InFlight` box) too.
-            let Sender {
-                pool,
-                options,
-                sync,
-            } = &self.sender;
-            return Box::pin(run_alone(pool, options, sync.as_deref(), call)).await;
+            return Box::pin(self.sender.alone(call)).await;
         }
         self.busy.fetch_add(1, Ordering::AcqRel);
         let (reply, answer) = oneshot::channel();
@@ -151,6 +146,13 @@ struct Sender {
     pool: Pool,
     options: Options,
     sync: Option<Arc<ReplicaSync>>,
+}
+
+impl Sender {
+    /// [`run_alone`] on the dispatcher's connections.
+    fn alone(&self, call: LockCall) -> impl std::future::Future<Output = Reply> + '_ {
+        run_alone(&self.pool, &self.options, self.sync.as_deref(), call)
+    }
 }
 
 fn closed() -> RedisError {
@@ -210,24 +212,17 @@ async fn dispatch(
 /// Sends `calls` (one alone as its own script, several as one [`BATCH`], followed by one `WAIT`
 /// with synced writes) and delivers the replies.
 async fn send(sender: Sender, mut calls: Vec<Call>) {
-    let Sender {
-        pool,
-        options,
-        sync,
-    } = sender;
-    let sync = sync.as_deref();
     if calls.len() == 1 {
         if let Some(Call { call, reply }) = calls.pop() {
-            let _ = reply.send(run_alone(&pool, &options, sync, call).await);
+            let _ = reply.send(sender.alone(call).await);
         }
         return;
     }
     let encoded = LockCall::encode_batch(calls.iter().map(|queued| &queued.call));
     let replies: Vec<_> = calls.into_iter().map(|queued| queued.reply).collect();
-    deliver(
-        replies,
-        BATCH.run_synced(&pool, &options, &encoded, sync).await,
-    );
+    let sync = sender.sync.as_deref();
+    let reply = BATCH.run_synced(&sender.pool, &sender.options, &encoded, sync);
+    deliver(replies, reply.await);
 }
 
 /// Splits a [`BATCH`] reply into the callers' replies.
