@@ -11,7 +11,8 @@ use std::time::{Duration, SystemTime};
 use ferrisson::{Error, FairGuard, FairLock, Owner};
 use fred::{cmd, prelude::*};
 use support::redis_state::{
-    command_calls, exists, hgetall, poll_until, pttl, reset_stats, wait_key_gone, POLL_INTERVAL,
+    command_calls, exists, hgetall, poll_until, pttl, reset_stats, wait_key_gone, wait_parked,
+    POLL_INTERVAL,
 };
 use support::{connect, raw_client, timed_config, RedisServer};
 use tokio::task::JoinHandle;
@@ -100,23 +101,8 @@ async fn lock_queued(
     if let Err(found) = reached {
         panic!("{field} not queued last in {name}: {found:?}");
     }
-    // Queued is not yet parked: the first refusal subscribes the waiter and retries at once,
-    // and that retry, if it came after a test pruned the waiter, would queue it again. Parked
-    // on its channel, it tries next at its bound or on a message.
-    let own_channel = format!(":{field}");
-    let parked = poll_until(
-        Duration::from_secs(10),
-        POLL_INTERVAL,
-        || async { client.local_state(name) },
-        |state| {
-            (state.subscriptions.iter())
-                .any(|sub| sub.channel.ends_with(&own_channel) && sub.parked > 0)
-        },
-    )
-    .await;
-    if let Err(state) = parked {
-        panic!("{field} queued in {name} but not parked: {state}");
-    }
+    // Queued is not yet parked: the retry after subscribing could queue it again.
+    wait_parked(client, name, &format!(":{field}")).await;
     task
 }
 
