@@ -99,19 +99,16 @@ pub enum WhenUnavailable {
 /// Whether lock writes wait for the master's replicas (Redisson's `checkLockSyncedSlaves`,
 /// protocol §1.11).
 ///
-/// Redis replicates asynchronously. A lock written to a master that fails before any replica
-/// received it is gone on the replica promoted in its place, and a second owner can take it
-/// there while the first still believes it holds it. With synced writes, every acquire and
-/// release script is followed on the same connection by `WAIT <replicas>
-/// <`[`replica_sync_timeout`](Config::replica_sync_timeout)`>` (pipelined with the script, so it
-/// adds the replicas' acknowledgement, not a round trip). An acquisition that no replica
-/// acknowledged in time is rolled back at once and reported as [`Error::NotReplicated`]; a
-/// release that none acknowledged is logged (it did happen on the master). A master without
-/// replicas (`INFO replication`'s `connected_slaves: 0`) is not waited for.
+/// Redis replicates asynchronously: a lock written to a master that fails before any replica
+/// received it is gone on the promoted replica, where a second owner can take it. With synced
+/// writes, every acquire and release script is followed on the same connection by `WAIT
+/// <replicas> <`[`replica_sync_timeout`](Config::replica_sync_timeout)`>`, pipelined with the
+/// script (no extra round trip). An acquisition no replica acknowledged in time is rolled back
+/// and reported as [`Error::NotReplicated`]; such a release is logged (it did happen on the
+/// master). A master without replicas (`connected_slaves: 0`) is not waited for.
 ///
-/// Every command of the connection waits behind a `WAIT`, so lock operations then take as long
-/// as the fastest replica's acknowledgement; a larger [`pool_size`](Config::pool_size) spreads
-/// them over more connections.
+/// Every command of the connection waits behind a `WAIT`, so lock operations take as long as the
+/// fastest replica's acknowledgement; a larger [`pool_size`](Config::pool_size) spreads them.
 ///
 /// ```
 /// use std::time::Duration;
@@ -253,9 +250,8 @@ pub struct Config {
     /// fred's defaults; `default_command_timeout` is replaced by
     /// [`response_timeout`](Config::response_timeout).
     pub performance: PerformanceConfig,
-    /// How fred reconnects a lost connection. Default: exponential back-off from 50 ms to 2 s,
-    /// forever (`ReconnectPolicy::new_exponential(0, 50, 2_000, 2)`); a policy that gives up
-    /// (`max_attempts` other than 0) is an [`Error::InvalidArgument`].
+    /// How fred reconnects a lost connection. Default: forever, backing off exponentially from
+    /// 50 ms to 2 s; a policy that gives up (`max_attempts` other than 0) is refused.
     pub reconnect_policy: ReconnectPolicy,
 }
 
@@ -282,7 +278,7 @@ impl Config {
             replica_sync_timeout: Duration::from_secs(1),
             connection: ConnectionConfig::default(),
             performance: PerformanceConfig::default(),
-            reconnect_policy: default_reconnect_policy(),
+            reconnect_policy: ReconnectPolicy::new_exponential(0, 50, 2_000, 2),
         }
     }
 
@@ -299,92 +295,69 @@ impl Config {
     /// Checks every setting, so that a bad configuration fails at `build()` or connect time with
     /// an [`Error::InvalidArgument`] naming the setting.
     pub(crate) fn validate(&self) -> Result<()> {
-        check_watchdog_timeout(self.watchdog_timeout)?;
-        check_at_least_one("renewal_batch_size", self.renewal_batch_size)?;
-        check_at_least_one("pool_size", self.pool_size)?;
-        check_positive("response_timeout", self.response_timeout)?;
-        check_positive("connect_timeout", self.connect_timeout)?;
-        check_replica_sync_timeout(self.replica_sync_timeout)?;
-        self.check_fred_settings()
-    }
-
-    /// The fred settings that cannot work (see the table on [`Config`]).
-    fn check_fred_settings(&self) -> Result<()> {
-        let gives_up = match self.reconnect_policy {
-            ReconnectPolicy::Constant { max_attempts, .. }
-            | ReconnectPolicy::Linear { max_attempts, .. }
-            | ReconnectPolicy::Exponential { max_attempts, .. } => max_attempts,
-        };
-        if gives_up != 0 {
-            return Err(invalid(format!(
+        let watchdog = self.watchdog_timeout;
+        ensure(
+            watchdog >= Duration::from_millis(3),
+            format!("watchdog_timeout must be at least 3 ms, got {watchdog:?}"),
+        )?;
+        lease_millis(watchdog, "watchdog_timeout")?;
+        at_least_one("renewal_batch_size", self.renewal_batch_size)?;
+        at_least_one("pool_size", self.pool_size)?;
+        for (setting, value) in [
+            ("response_timeout", self.response_timeout),
+            ("connect_timeout", self.connect_timeout),
+        ] {
+            ensure(
+                !value.is_zero(),
+                format!("{setting} must be positive, got 0s"),
+            )?;
+        }
+        // `WAIT 0` would block forever.
+        let wait = self.replica_sync_timeout;
+        ensure(
+            wait >= Duration::from_millis(1),
+            format!("replica_sync_timeout must be at least 1 ms, got {wait:?}"),
+        )?;
+        // The fred settings that cannot work (see the table on [`Config`]).
+        let (ReconnectPolicy::Constant { max_attempts, .. }
+        | ReconnectPolicy::Linear { max_attempts, .. }
+        | ReconnectPolicy::Exponential { max_attempts, .. }) = self.reconnect_policy;
+        ensure(
+            max_attempts == 0,
+            format!(
                 "reconnect_policy must reconnect forever (max_attempts 0), got max_attempts \
-                 {gives_up}: the watchdog, waiters and background releases need the connection back"
-            )));
-        }
-        if self.connection.max_command_attempts == 0 {
-            return Err(invalid(
-                "connection.max_command_attempts must be at least 1 (fred fails every command \
-                 with 0 attempts)"
-                    .into(),
-            ));
-        }
-        if self.connection.unresponsive.max_timeout.is_some()
-            && self.connection.unresponsive.interval < Duration::from_millis(1)
-        {
-            return Err(invalid(format!(
+                 {max_attempts}: the watchdog, waiters and background releases need the connection back"
+            ),
+        )?;
+        ensure(
+            self.connection.max_command_attempts != 0,
+            "connection.max_command_attempts must be at least 1 (fred fails every command with 0 \
+             attempts)"
+                .into(),
+        )?;
+        let unresponsive = &self.connection.unresponsive;
+        ensure(
+            unresponsive.max_timeout.is_none() || unresponsive.interval >= Duration::from_millis(1),
+            format!(
                 "connection.unresponsive.interval must be at least 1 ms when max_timeout is set, \
                  got {:?}",
-                self.connection.unresponsive.interval
-            )));
-        }
-        check_at_least_one(
+                unresponsive.interval
+            ),
+        )?;
+        at_least_one(
             "performance.broadcast_channel_capacity",
             self.performance.broadcast_channel_capacity,
         )
     }
 }
 
-/// ferrisson's reconnect policy: forever, backing off from 50 ms to 2 s; acquires decide
-/// whether to wait for it ([`WhenUnavailable`]).
-fn default_reconnect_policy() -> ReconnectPolicy {
-    ReconnectPolicy::new_exponential(0, 50, 2_000, 2)
+/// An [`Error::InvalidArgument`] with `message` unless `ok`.
+fn ensure(ok: bool, message: String) -> Result<()> {
+    ok.then_some(()).ok_or(Error::InvalidArgument(message))
 }
 
-fn invalid(message: String) -> Error {
-    Error::InvalidArgument(message)
-}
-
-fn check_watchdog_timeout(value: Duration) -> Result<()> {
-    if value < Duration::from_millis(3) {
-        return Err(invalid(format!(
-            "watchdog_timeout must be at least 3 ms, got {value:?}"
-        )));
-    }
-    lease_millis(value, "watchdog_timeout").map(drop)
-}
-
-fn check_at_least_one(setting: &str, value: usize) -> Result<()> {
-    if value == 0 {
-        return Err(invalid(format!("{setting} must be at least 1, got 0")));
-    }
-    Ok(())
-}
-
-fn check_positive(setting: &str, value: Duration) -> Result<()> {
-    if value.is_zero() {
-        return Err(invalid(format!("{setting} must be positive, got 0s")));
-    }
-    Ok(())
-}
-
-fn check_replica_sync_timeout(value: Duration) -> Result<()> {
-    // `WAIT 0` would block forever.
-    if value < Duration::from_millis(1) {
-        return Err(invalid(format!(
-            "replica_sync_timeout must be at least 1 ms, got {value:?}"
-        )));
-    }
-    Ok(())
+fn at_least_one(setting: &str, value: usize) -> Result<()> {
+    ensure(value != 0, format!("{setting} must be at least 1, got 0"))
 }
 
 /// The longest lease accepted, about 146 million years.
@@ -518,17 +491,12 @@ mod tests {
             lease_millis(Duration::from_secs(2), "lease").ok(),
             Some(2000)
         );
-        assert!(matches!(
-            lease_millis(Duration::ZERO, "lease"),
-            Err(Error::InvalidArgument(_))
-        ));
-        assert!(matches!(
-            lease_millis(Duration::from_micros(999), "lease"),
-            Err(Error::InvalidArgument(_))
-        ));
-        assert!(matches!(
-            lease_millis(Duration::MAX, "lease"),
-            Err(Error::InvalidArgument(_))
-        ));
+        for lease in [Duration::ZERO, Duration::from_micros(999), Duration::MAX] {
+            let refused = lease_millis(lease, "lease");
+            assert!(
+                matches!(refused, Err(Error::InvalidArgument(_))),
+                "{lease:?}"
+            );
+        }
     }
 }

@@ -3,10 +3,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use super::{
-    check_at_least_one, check_positive, check_replica_sync_timeout, check_watchdog_timeout, Config,
-    PublishMode, SyncedWrites, WhenUnavailable,
-};
+use super::{Config, PublishMode, SyncedWrites, WhenUnavailable};
 use crate::error::{Error, Result};
 
 /// The variable that names the server, as for the command-line tool.
@@ -17,34 +14,26 @@ const PREFIX: &str = "FERRISSON_";
 /// Sets one setting from a variable's value; the error says what is wrong with the value.
 type Apply = fn(&mut Config, &str) -> std::result::Result<(), String>;
 
-/// Every `FERRISSON_*` variable and the setting it sets, checked as [`Config::validate`] does.
+/// Every `FERRISSON_*` variable and the setting it sets; [`Config::validate`] checks each value
+/// as it is set.
 const SETTINGS: &[(&str, Apply)] = &[
     ("FERRISSON_WATCHDOG_TIMEOUT", |config, value| {
-        config.watchdog_timeout = duration(value)?;
-        checked(check_watchdog_timeout(config.watchdog_timeout))
+        duration(value).map(|value| config.watchdog_timeout = value)
     }),
     ("FERRISSON_RESPONSE_TIMEOUT", |config, value| {
-        config.response_timeout = duration(value)?;
-        checked(check_positive("response_timeout", config.response_timeout))
+        duration(value).map(|value| config.response_timeout = value)
     }),
     ("FERRISSON_CONNECT_TIMEOUT", |config, value| {
-        config.connect_timeout = duration(value)?;
-        checked(check_positive("connect_timeout", config.connect_timeout))
+        duration(value).map(|value| config.connect_timeout = value)
     }),
     ("FERRISSON_POOL_SIZE", |config, value| {
-        config.pool_size = number(value)?;
-        checked(check_at_least_one("pool_size", config.pool_size))
+        number(value).map(|value| config.pool_size = value)
     }),
     ("FERRISSON_RENEWAL_BATCH_SIZE", |config, value| {
-        config.renewal_batch_size = number(value)?;
-        checked(check_at_least_one(
-            "renewal_batch_size",
-            config.renewal_batch_size,
-        ))
+        number(value).map(|value| config.renewal_batch_size = value)
     }),
     ("FERRISSON_MAX_LOCAL_HANDOFFS", |config, value| {
-        config.max_local_handoffs = number(value)?;
-        Ok(())
+        number(value).map(|value| config.max_local_handoffs = value)
     }),
     ("FERRISSON_PUBLISH_MODE", |config, value| {
         choice(value, PUBLISH_MODES).map(|choice| config.publish_mode = choice)
@@ -56,8 +45,7 @@ const SETTINGS: &[(&str, Apply)] = &[
         choice(value, SYNCED_WRITES).map(|choice| config.synced_writes = choice)
     }),
     ("FERRISSON_REPLICA_SYNC_TIMEOUT", |config, value| {
-        config.replica_sync_timeout = duration(value)?;
-        checked(check_replica_sync_timeout(config.replica_sync_timeout))
+        duration(value).map(|value| config.replica_sync_timeout = value)
     }),
 ];
 
@@ -186,15 +174,17 @@ impl Config {
                 tracing::warn!(variable = name, "unknown FERRISSON_ variable ignored");
             }
         }
+        // Every setting before the one applied is valid: a failed check is the variable's.
         let mut config = Config::new(url.unwrap_or_else(|| Config::DEFAULT_URL.to_owned()));
         for ((name, apply), value) in SETTINGS.iter().zip(values) {
             if let Some(value) = value {
-                apply(&mut config, &value).map_err(|problem| {
-                    Error::InvalidArgument(format!("{name}={value:?}: {problem}"))
-                })?;
+                apply(&mut config, &value)
+                    .and_then(|()| config.validate().map_err(message))
+                    .map_err(|problem| {
+                        Error::InvalidArgument(format!("{name}={value:?}: {problem}"))
+                    })?;
             }
         }
-        config.validate()?;
         Ok(config)
     }
 }
@@ -231,9 +221,9 @@ fn choice<T: Copy>(value: &str, choices: &[(&str, T)]) -> std::result::Result<T,
 }
 
 /// The message of a setting's check, for the variable's error.
-fn checked(check: Result<()>) -> std::result::Result<(), String> {
-    check.map_err(|err| match err {
+fn message(err: Error) -> String {
+    match err {
         Error::InvalidArgument(message) => message,
         other => other.to_string(),
-    })
+    }
 }
