@@ -68,108 +68,53 @@ impl From<Config> for ConfigBuilder {
     }
 }
 
-/// One chainable setter per field: `$name(value)` sets `Config::$name`.
+/// One chainable setter per field: `$name(value)` sets `Config::$name`; with `= $example`,
+/// its doc gets an example that sets that value and reads it back.
 macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident: $type:ty;)*) => {
+    ($($(#[$doc:meta])* $name:ident: $type:ty $(= $example:expr)?;)*) => {$(
+        $(#[$doc])*
         $(
-            $(#[$doc])*
-            pub fn $name(mut self, value: $type) -> Self {
-                self.config.$name = value;
-                self
-            }
-        )*
-    };
+            ///
+            /// ```
+            /// # use std::time::Duration;
+            /// # use ferrisson::{Config, PublishMode, SyncedWrites, WhenUnavailable};
+            #[doc = concat!(
+                "let config = Config::builder(\"redis://h\").",
+                stringify!($name), "(", stringify!($example), ").build()?;"
+            )]
+            #[doc = concat!("assert_eq!(config.", stringify!($name), ", ", stringify!($example), ");")]
+            /// # Ok::<(), ferrisson::Error>(())
+            /// ```
+        )?
+        pub fn $name(mut self, value: $type) -> Self {
+            self.config.$name = value;
+            self
+        }
+    )*};
 }
 
 impl ConfigBuilder {
     setters! {
         /// Sets [`Config::watchdog_timeout`] (at least 3 ms).
-        ///
-        /// ```
-        /// # use std::time::Duration;
-        /// let config = ferrisson::Config::builder("redis://h").watchdog_timeout(Duration::from_secs(9)).build()?;
-        /// assert_eq!(config.watchdog_timeout, Duration::from_secs(9));
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        watchdog_timeout: Duration;
+        watchdog_timeout: Duration = Duration::from_secs(9);
         /// Sets [`Config::renewal_batch_size`] (at least 1).
-        ///
-        /// ```
-        /// let config = ferrisson::Config::builder("redis://h").renewal_batch_size(10).build()?;
-        /// assert_eq!(config.renewal_batch_size, 10);
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        renewal_batch_size: usize;
+        renewal_batch_size: usize = 10;
         /// Sets [`Config::publish_mode`].
-        ///
-        /// ```
-        /// use ferrisson::{Config, PublishMode};
-        /// let config = Config::builder("redis://h").publish_mode(PublishMode::Classic).build()?;
-        /// assert_eq!(config.publish_mode, PublishMode::Classic);
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        publish_mode: PublishMode;
+        publish_mode: PublishMode = PublishMode::Classic;
         /// Sets [`Config::when_unavailable`].
-        ///
-        /// ```
-        /// use ferrisson::{Config, WhenUnavailable};
-        /// let config = Config::builder("redis://h").when_unavailable(WhenUnavailable::KeepWaiting).build()?;
-        /// assert_eq!(config.when_unavailable, WhenUnavailable::KeepWaiting);
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        when_unavailable: WhenUnavailable;
+        when_unavailable: WhenUnavailable = WhenUnavailable::KeepWaiting;
         /// Sets [`Config::response_timeout`] (positive).
-        ///
-        /// ```
-        /// # use std::time::Duration;
-        /// let config = ferrisson::Config::builder("redis://h").response_timeout(Duration::from_secs(2)).build()?;
-        /// assert_eq!(config.response_timeout, Duration::from_secs(2));
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        response_timeout: Duration;
+        response_timeout: Duration = Duration::from_secs(2);
         /// Sets [`Config::connect_timeout`] (positive).
-        ///
-        /// ```
-        /// # use std::time::Duration;
-        /// let config = ferrisson::Config::builder("redis://h").connect_timeout(Duration::from_secs(1)).build()?;
-        /// assert_eq!(config.connect_timeout, Duration::from_secs(1));
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        connect_timeout: Duration;
+        connect_timeout: Duration = Duration::from_secs(1);
         /// Sets [`Config::pool_size`] (at least 1).
-        ///
-        /// ```
-        /// let config = ferrisson::Config::builder("redis://h").pool_size(8).build()?;
-        /// assert_eq!(config.pool_size, 8);
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        pool_size: usize;
+        pool_size: usize = 8;
         /// Sets [`Config::max_local_handoffs`] (0 turns local hand-offs off).
-        ///
-        /// ```
-        /// let config = ferrisson::Config::builder("redis://h").max_local_handoffs(0).build()?;
-        /// assert_eq!(config.max_local_handoffs, 0);
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        max_local_handoffs: u32;
+        max_local_handoffs: u32 = 0;
         /// Sets [`Config::synced_writes`].
-        ///
-        /// ```
-        /// use ferrisson::{Config, SyncedWrites};
-        /// let config = Config::builder("redis://h").synced_writes(SyncedWrites::Always).build()?;
-        /// assert_eq!(config.synced_writes, SyncedWrites::Always);
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        synced_writes: SyncedWrites;
+        synced_writes: SyncedWrites = SyncedWrites::Always;
         /// Sets [`Config::replica_sync_timeout`] (at least 1 ms).
-        ///
-        /// ```
-        /// # use std::time::Duration;
-        /// let config = ferrisson::Config::builder("redis://h").replica_sync_timeout(Duration::from_millis(300)).build()?;
-        /// assert_eq!(config.replica_sync_timeout, Duration::from_millis(300));
-        /// # Ok::<(), ferrisson::Error>(())
-        /// ```
-        replica_sync_timeout: Duration;
+        replica_sync_timeout: Duration = Duration::from_millis(300);
         /// Sets [`Config::connection`], fred's connection settings (see the table on [`Config`]
         /// for the ones ferrisson overrides).
         ///
