@@ -27,49 +27,35 @@
 //! assert_eq!(wait_histogram, "ferrisson_acquire_wait_seconds");
 //! ```
 
-/// `ferrisson_acquisitions_total`: holds acquired, labelled `how`.
-///
-/// ```
-/// assert_eq!(ferrisson::metrics::ACQUISITIONS, "ferrisson_acquisitions_total");
-/// ```
-pub const ACQUISITIONS: &str = "ferrisson_acquisitions_total";
-/// `ferrisson_acquire_failures_total`: acquire calls that ended without the lock, labelled
-/// `reason`.
-///
-/// ```
-/// assert_eq!(ferrisson::metrics::ACQUIRE_FAILURES, "ferrisson_acquire_failures_total");
-/// ```
-pub const ACQUIRE_FAILURES: &str = "ferrisson_acquire_failures_total";
-/// `ferrisson_acquire_wait_seconds`: histogram of the time from an acquire call to its hold.
-///
-/// ```
-/// assert_eq!(ferrisson::metrics::ACQUIRE_WAIT_SECONDS, "ferrisson_acquire_wait_seconds");
-/// ```
-pub const ACQUIRE_WAIT_SECONDS: &str = "ferrisson_acquire_wait_seconds";
-/// `ferrisson_handoffs_total`: releases that handed the lock to a waiter of the same client.
-///
-/// ```
-/// assert_eq!(ferrisson::metrics::HANDOFFS, "ferrisson_handoffs_total");
-/// ```
-pub const HANDOFFS: &str = "ferrisson_handoffs_total";
-/// `ferrisson_renewals_total`: watchdog renewals per hold, labelled `outcome`.
-///
-/// ```
-/// assert_eq!(ferrisson::metrics::RENEWALS, "ferrisson_renewals_total");
-/// ```
-pub const RENEWALS: &str = "ferrisson_renewals_total";
-/// `ferrisson_leases_lost_total`: leases lost while held, labelled `reason`.
-///
-/// ```
-/// assert_eq!(ferrisson::metrics::LEASES_LOST, "ferrisson_leases_lost_total");
-/// ```
-pub const LEASES_LOST: &str = "ferrisson_leases_lost_total";
-/// `ferrisson_held_locks`: gauge of the holds this process has now.
-///
-/// ```
-/// assert_eq!(ferrisson::metrics::HELD_LOCKS, "ferrisson_held_locks");
-/// ```
-pub const HELD_LOCKS: &str = "ferrisson_held_locks";
+/// The metric names, each with its doc and a doc example that reads it.
+macro_rules! names {
+    ($($(#[$doc:meta])* $name:ident = $value:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// ```
+        #[doc = concat!("assert_eq!(ferrisson::metrics::", stringify!($name), ", \"", $value, "\");")]
+        /// ```
+        pub const $name: &str = $value;
+    )*};
+}
+
+names! {
+    /// `ferrisson_acquisitions_total`: holds acquired, labelled `how`.
+    ACQUISITIONS = "ferrisson_acquisitions_total";
+    /// `ferrisson_acquire_failures_total`: acquire calls that ended without the lock, labelled
+    /// `reason`.
+    ACQUIRE_FAILURES = "ferrisson_acquire_failures_total";
+    /// `ferrisson_acquire_wait_seconds`: histogram of the time from an acquire call to its hold.
+    ACQUIRE_WAIT_SECONDS = "ferrisson_acquire_wait_seconds";
+    /// `ferrisson_handoffs_total`: releases that handed the lock to a waiter of the same client.
+    HANDOFFS = "ferrisson_handoffs_total";
+    /// `ferrisson_renewals_total`: watchdog renewals per hold, labelled `outcome`.
+    RENEWALS = "ferrisson_renewals_total";
+    /// `ferrisson_leases_lost_total`: leases lost while held, labelled `reason`.
+    LEASES_LOST = "ferrisson_leases_lost_total";
+    /// `ferrisson_held_locks`: gauge of the holds this process has now.
+    HELD_LOCKS = "ferrisson_held_locks";
+}
 
 /// How a hold was acquired (`how` label of [`ACQUISITIONS`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,8 +228,12 @@ mod recorded {
 
     use super::*;
 
-    /// The recording functions, each doing nothing.
+    /// The recording functions and (after `self:`) `Held`'s methods, each doing nothing.
     macro_rules! nothing {
+        (self: $($name:ident($($arg:ty),*);)*) => {$(
+            #[inline]
+            pub(crate) fn $name(&self, $(_: $arg),*) {}
+        )*};
         ($($name:ident($($arg:ty),*);)*) => {$(
             #[inline]
             pub(crate) fn $name($(_: $arg),*) {}
@@ -268,14 +258,12 @@ mod recorded {
             Held
         }
 
-        #[inline]
-        pub(crate) fn add(&self, _: u32) {}
-
-        #[inline]
-        pub(crate) fn sub(&self, _: u32) {}
-
-        #[inline]
-        pub(crate) fn retire(&self, _: u64) {}
+        nothing! {
+            self:
+            add(u32);
+            sub(u32);
+            retire(u64);
+        }
     }
 }
 
