@@ -289,8 +289,7 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe: the script only reads, so dropping the future changes nothing on Redis.
     pub async fn inspect(&self, name: &str) -> Result<LockInfo> {
-        let facts = self.read_facts(name).await?;
-        resolve(facts, None)
+        resolve(self.read_facts(name).await?, None)
     }
 
     /// [`Client::inspect`] for a name the caller knows to be `primitive`: a string integer is
@@ -313,8 +312,7 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe, as [`Client::inspect`].
     pub async fn inspect_as(&self, name: &str, primitive: Primitive) -> Result<LockInfo> {
-        let facts = self.read_facts(name).await?;
-        resolve(facts, Some(primitive))
+        resolve(self.read_facts(name).await?, Some(primitive))
     }
 
     async fn read_facts(&self, name: &str) -> Result<Facts> {
@@ -355,19 +353,17 @@ fn now_ms() -> i64 {
 }
 
 /// What the key `name` stores.
-#[derive(Debug, PartialEq, Eq)]
 enum Stored {
     Missing,
     Hash {
         mode: Option<String>,
     },
-    Integer(i64),
+    Integer,
     /// Not a family member: its Redis type.
     Other(String),
 }
 
 /// Everything the script read, before the kind is decided.
-#[derive(Debug)]
 struct Facts {
     info: LockInfo,
     stored: Stored,
@@ -409,33 +405,21 @@ fn ttl_of(pttl: i64) -> RemainingTtl {
 
 /// Time left until `at` (epoch ms, if any) and whether it has passed.
 fn left_until(at: Option<i64>, now: i64) -> (Option<Duration>, bool) {
-    match at {
-        Some(at) => {
-            let left = at.saturating_sub(now);
-            (
-                Some(Duration::from_millis(left.max(0).unsigned_abs())),
-                left <= 0,
-            )
-        }
-        None => (None, false),
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    let left = at.map(|at| at.saturating_sub(now));
+    let remaining = left.map(|left| Duration::from_millis(left.max(0).unsigned_abs()));
+    (remaining, left.is_some_and(|left| left <= 0))
 }
 
 /// A permit id as hex, and how it is stored: 16 raw bytes (≥ 3.17) or 32 hex characters (3.16).
 fn permit_id(bytes: &[u8]) -> (String, Option<PermitIdFormat>) {
-    if bytes.len() == 32 && bytes.iter().all(u8::is_ascii_hexdigit) {
-        (
+    let hex = || bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    match bytes.len() {
+        32 if bytes.iter().all(u8::is_ascii_hexdigit) => (
             String::from_utf8_lossy(bytes).to_ascii_lowercase(),
             Some(PermitIdFormat::Hex),
-        )
-    } else if bytes.len() == 16 {
-        (hex(bytes), Some(PermitIdFormat::Raw))
-    } else {
-        (hex(bytes), None)
+        ),
+        16 => (hex(), Some(PermitIdFormat::Raw)),
+        _ => (hex(), None),
     }
 }
 
@@ -510,19 +494,12 @@ fn parse(name: &str, reply: Value, now: i64) -> Result<Facts> {
         .collect();
 
     let integer = |value: &Value| text(value).and_then(|text| text.trim().parse::<i64>().ok());
-    let count = if redis_type == "string" {
-        integer(&value)
-    } else {
-        None
-    };
-    let stored = match redis_type.as_str() {
-        "none" => Stored::Missing,
-        "hash" => Stored::Hash { mode },
-        "string" => match count {
-            Some(count) => Stored::Integer(count),
-            None => Stored::Other(redis_type.clone()),
-        },
-        other => Stored::Other(other.to_owned()),
+    let count = (redis_type == "string").then(|| integer(&value)).flatten();
+    let stored = match (redis_type.as_str(), count) {
+        ("none", _) => Stored::Missing,
+        ("hash", _) => Stored::Hash { mode },
+        ("string", Some(_)) => Stored::Integer,
+        _ => Stored::Other(redis_type),
     };
     Ok(Facts {
         info: LockInfo {
@@ -546,7 +523,7 @@ fn stored_described(stored: &Stored) -> &'static str {
     match stored {
         Stored::Hash { mode: Some(_) } => "a read-write lock (a hash with a `mode` field)",
         Stored::Hash { mode: None } => "a lock (a hash of holder fields, without a `mode` field)",
-        Stored::Integer(_) => "a semaphore or count-down latch (a string integer)",
+        Stored::Integer => "a semaphore or count-down latch (a string integer)",
         Stored::Missing | Stored::Other(_) => "no primitive of the family",
     }
 }
@@ -566,8 +543,8 @@ fn resolve(facts: Facts, expected: Option<Primitive>) -> Result<LockInfo> {
         Stored::Hash { mode: None } if has_queue => LockKind::Fair,
         Stored::Hash { mode: None } if has_token => LockKind::Fenced,
         Stored::Hash { mode: None } => LockKind::Reentrant,
-        Stored::Integer(_) if has_permits => LockKind::PermitSemaphore,
-        Stored::Integer(_) => LockKind::SemaphoreOrLatch,
+        Stored::Integer if has_permits => LockKind::PermitSemaphore,
+        Stored::Integer => LockKind::SemaphoreOrLatch,
         Stored::Other(redis_type) => LockKind::Other {
             redis_type: redis_type.clone(),
         },
@@ -594,7 +571,7 @@ fn resolve(facts: Facts, expected: Option<Primitive>) -> Result<LockInfo> {
 fn as_primitive(primitive: Primitive, stored: &Stored, inferred: LockKind) -> Option<LockKind> {
     let missing = matches!(stored, Stored::Missing);
     let lock_hash = matches!(stored, Stored::Hash { mode: None });
-    let counter = matches!(stored, Stored::Integer(_)) || missing;
+    let counter = matches!(stored, Stored::Integer) || missing;
     let lock = |kind: LockKind, evidence: bool| {
         if lock_hash || (missing && evidence) {
             Some(kind)
@@ -676,6 +653,12 @@ mod tests {
         inspect(reply, None).expect("parse")
     }
 
+    fn other(redis_type: &str) -> LockKind {
+        LockKind::Other {
+            redis_type: redis_type.into(),
+        }
+    }
+
     #[test]
     fn a_missing_key_is_free() {
         let info = infer(reply("none", -2, &[], 0));
@@ -711,14 +694,11 @@ mod tests {
         let fair = infer(reply("hash", 10, &["u:1", "1"], 3));
         assert_eq!((fair.kind, fair.queued), (LockKind::Fair, 3));
 
-        let other = infer(reply("list", -1, &[], 0));
+        let list = infer(reply("list", -1, &[], 0));
         assert_eq!(
-            other.kind,
-            LockKind::Other {
-                redis_type: "list".into()
-            }
+            (list.kind, list.ttl),
+            (other("list"), RemainingTtl::NoExpiry)
         );
-        assert_eq!(other.ttl, RemainingTtl::NoExpiry);
     }
 
     #[test]
@@ -727,12 +707,7 @@ mod tests {
         assert_eq!(counter.kind, LockKind::SemaphoreOrLatch);
         assert_eq!(counter.count, Some(3));
         let text = infer(Reply::new("string", -1, &[]).set(6, "abc".into()).value());
-        assert_eq!(
-            text.kind,
-            LockKind::Other {
-                redis_type: "string".into()
-            }
-        );
+        assert_eq!(text.kind, other("string"));
         let permits = Reply::new("string", 5000, &[])
             .set(6, "1".into())
             .set(7, Value::Integer(2));
@@ -851,36 +826,31 @@ mod tests {
         let rw = || reply("hash", 10, &["mode", "read", "u:1", "1"], 0);
         let missing = || reply("none", -2, &[], 0);
         let kind = |reply: Value, primitive| inspect(reply, Some(primitive)).map(|i| i.kind);
+        use {LockKind as K, Primitive as P};
 
-        assert_eq!(
-            kind(counter(), Primitive::CountDownLatch).ok(),
-            Some(LockKind::CountDownLatch)
-        );
-        assert_eq!(
-            kind(counter(), Primitive::Semaphore).ok(),
-            Some(LockKind::Semaphore)
-        );
-        assert_eq!(kind(hash(), Primitive::FairLock).ok(), Some(LockKind::Fair));
-        assert_eq!(
-            kind(missing(), Primitive::CountDownLatch).ok(),
-            Some(LockKind::CountDownLatch)
-        );
-        assert_eq!(kind(missing(), Primitive::Lock).ok(), Some(LockKind::Free));
-        let refused = kind(hash(), Primitive::CountDownLatch).expect_err("a hash is no latch");
+        // The last one is no member of the family at all: reported as such, not refused.
+        for (reply, primitive, expected) in [
+            (counter(), P::CountDownLatch, K::CountDownLatch),
+            (counter(), P::Semaphore, K::Semaphore),
+            (hash(), P::FairLock, K::Fair),
+            (missing(), P::CountDownLatch, K::CountDownLatch),
+            (missing(), P::Lock, K::Free),
+            (reply("set", -1, &[], 0), P::Lock, other("set")),
+        ] {
+            assert_eq!(kind(reply, primitive).ok(), Some(expected), "{primitive:?}");
+        }
+        let refused = kind(hash(), P::CountDownLatch).expect_err("a hash is no latch");
         assert!(
             refused.to_string().contains("is a lock") && refused.to_string().contains("latch"),
             "{refused}"
         );
-        assert!(kind(rw(), Primitive::Lock).is_err());
-        assert!(kind(hash(), Primitive::ReadWriteLock).is_err());
-        assert!(kind(counter(), Primitive::FencedLock).is_err());
-        // No member of the family at all: reported as such, not refused.
-        assert_eq!(
-            kind(reply("set", -1, &[], 0), Primitive::Lock).ok(),
-            Some(LockKind::Other {
-                redis_type: "set".into()
-            })
-        );
+        for (reply, primitive) in [
+            (rw(), P::Lock),
+            (hash(), P::ReadWriteLock),
+            (counter(), P::FencedLock),
+        ] {
+            assert!(kind(reply, primitive).is_err(), "{primitive:?}");
+        }
     }
 
     #[test]
