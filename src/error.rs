@@ -12,12 +12,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in ferrisson.
 ///
 /// Errors are grouped by what the caller can do about them: fix the call
-/// ([`InvalidArgument`](Error::InvalidArgument)), fix the data
-/// ([`WrongType`](Error::WrongType)), fix the program's locking logic
-/// ([`NotHeld`](Error::NotHeld)), notice that the protection ended early or cannot be shown to
-/// have lasted ([`LeaseLost`](Error::LeaseLost), [`ReleaseUnknown`](Error::ReleaseUnknown)), or
-/// retry later ([`Unavailable`](Error::Unavailable),
-/// [`Timeout`](Error::Timeout)).
+/// ([`InvalidArgument`](Error::InvalidArgument)), fix the data ([`WrongType`](Error::WrongType)),
+/// fix the program's locking logic ([`NotHeld`](Error::NotHeld)), notice that the protection
+/// ended early or cannot be shown to have lasted ([`LeaseLost`](Error::LeaseLost),
+/// [`ReleaseUnknown`](Error::ReleaseUnknown)), or retry later
+/// ([`Unavailable`](Error::Unavailable), [`Timeout`](Error::Timeout)).
 ///
 /// ```
 /// use ferrisson::Error;
@@ -50,13 +49,11 @@ pub enum Error {
     /// another holder's; [`LockGuard::lost`](crate::LockGuard::lost) tells it while the work
     /// runs.
     ///
-    /// A guard's release answers with it whenever the guard already counted its hold lost
-    /// ([`LockGuard::is_lost`](crate::LockGuard::is_lost) was true when the release began: the
-    /// lease's proven end had passed), even if the server still kept the hold: the release then
-    /// frees what the server kept, but never reports `Ok`, so that `unlock` agrees with
-    /// [`lost`](crate::LockGuard::lost). One exception: a fixed-lease hold whose holder field
-    /// was acquired again (a re-entry, which resets the key's TTL to its own lease) is judged
-    /// by the server's reply, since its own lease end no longer says when the key expires.
+    /// A guard's release also answers with it when
+    /// [`LockGuard::is_lost`](crate::LockGuard::is_lost) was true as it began (the lease's proven
+    /// end had passed), even if the server still kept the hold: it frees the hold but never
+    /// reports `Ok`, so that `unlock` agrees with [`lost`](crate::LockGuard::lost). Except for a
+    /// fixed-lease hold re-entered since (which reset the key's TTL): the server's reply decides.
     #[error(
         "lock `{name}` was lost before this release (its lease ran out or the key was deleted)"
     )]
@@ -73,11 +70,10 @@ pub enum Error {
     ///
     /// `may_remain` says whether the hold may still be on the server:
     /// * `true` for what `unlock` returns at once: the release may not have run. A lock's hold
-    ///   then stays until its lease ends (a watchdog lease is no longer renewed), or until the
-    ///   client takes it back once Redis answers (the holder field is settled, see
-    ///   `docs/architecture.md`), whichever comes first. A [`Semaphore`](crate::Semaphore)'s
-    ///   permits have no lease and are not settled: they may stay taken until released again
-    ///   (which would give them back twice if the first release did run). A
+    ///   then stays until its lease ends (no longer renewed) or the client settles the holder
+    ///   field once Redis answers (see `docs/architecture.md`). A
+    ///   [`Semaphore`](crate::Semaphore)'s permits have no lease and are not settled: they stay
+    ///   taken until released again (twice, if the first release did run); a
     ///   [`Permit`](crate::Permit) comes back at its lease's end, if it has one.
     /// * `false` once the client settled the field and found nothing of the hold on the server
     ///   ([`LockGuard::unlock_settled`](crate::LockGuard::unlock_settled)): the lock is not held
@@ -187,37 +183,30 @@ impl Error {
     /// Classifies an error from fred for an operation on the key `name`.
     pub(crate) fn from_redis(err: fred::error::Error, name: &str, timeout: Duration) -> Error {
         use fred::error::ErrorKind;
-        if err.details().contains("WRONGTYPE") {
-            return Error::WrongType {
-                name: name.to_owned(),
-            };
-        }
-        if err.details().starts_with(NOT_REPLICATED) {
-            return Error::NotReplicated {
-                name: name.to_owned(),
-            };
-        }
-        // A cluster slot is migrating and the call's keys are split between its nodes: it did
-        // not run, and will once the migration ends.
-        if err.details().starts_with("TRYAGAIN") {
-            return Error::Unavailable(err);
-        }
-        // `NOPERM` for a command refused at the top level; inside a script (a command the
-        // script calls), Redis answers "ERR The user executing the script can't run this command".
-        if err.details().contains("NOPERM")
-            || err
-                .details()
-                .contains("user executing the script can't run this command")
-        {
-            return Error::PermissionDenied(err);
-        }
+        let details = err.details();
         match err.kind() {
+            _ if details.contains("WRONGTYPE") => Error::WrongType {
+                name: name.to_owned(),
+            },
+            _ if details.starts_with(NOT_REPLICATED) => Error::NotReplicated {
+                name: name.to_owned(),
+            },
+            // A cluster slot is migrating and the call's keys are split between its nodes: it
+            // did not run, and will once the migration ends.
+            _ if details.starts_with("TRYAGAIN") => Error::Unavailable(err),
+            // `NOPERM` for a command refused at the top level; a command a script calls is
+            // refused with "ERR The user executing the script can't run this command".
+            _ if details.contains("NOPERM")
+                || details.contains("user executing the script can't run this command") =>
+            {
+                Error::PermissionDenied(err)
+            }
             ErrorKind::Timeout => Error::Timeout(timeout),
             ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure | ErrorKind::Routing => {
                 Error::Unavailable(err)
             }
             // fred's own routing failure while its connection is down.
-            _ if err.details().contains("Failed to route") => Error::Unavailable(err),
+            _ if details.contains("Failed to route") => Error::Unavailable(err),
             _ => Error::Redis(err),
         }
     }
