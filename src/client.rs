@@ -72,12 +72,12 @@ impl Client {
                 err.details()
             ))
         })?;
-        let mut builder = Builder::from_config(fred_config);
+        let mut builder = Builder::from_config(fred_config.clone());
         builder
             .set_connection_config(config.connection.clone())
             .set_performance_config(config.performance.clone())
             .set_policy(config.reconnect_policy.clone());
-        Client::start(builder, config).await
+        Client::start(builder, fred_config, config).await
     }
 
     /// Connects with a fred [`Builder`](fred::types::Builder) the application already has: the
@@ -86,11 +86,10 @@ impl Client {
     /// ferrisson's own settings (watchdog, timeouts, pool size, publish mode, ...) from
     /// `config`.
     ///
-    /// * `config.url` is not used to connect. The client's [`config`](Client::config) has it
-    ///   replaced by a URL that describes the builder's server in fred's URL syntax without
-    ///   any credentials (`redis://host:port/db`, `rediss://...`, `redis-cluster://host:port?node=...`,
-    ///   `redis-sentinel://host:port?sentinelServiceName=...`), which error messages and logs
-    ///   name; any value will do in `config`, e.g. [`Config::DEFAULT_URL`].
+    /// * `config.url` is not used (any value will do, e.g. [`Config::DEFAULT_URL`]): the client's
+    ///   [`config`](Client::config) names the builder's server instead, for messages and logs, in
+    ///   fred's URL syntax without credentials (`redis://host:port/db`, `rediss://...`,
+    ///   `redis-cluster://host:port?node=...`, `redis-sentinel://host:port?sentinelServiceName=...`).
     /// * The client's `config().connection`, `performance` and `reconnect_policy` are the
     ///   builder's; a builder without a reconnect policy gets `config.reconnect_policy`
     ///   (ferrisson's default: reconnect forever), since fred would otherwise never reconnect.
@@ -132,19 +131,19 @@ impl Client {
             config.reconnect_policy = policy.clone();
         }
         config.validate()?;
+        let fred_config = fred_config.clone();
         let mut builder = builder.clone();
         builder.set_policy(config.reconnect_policy.clone());
-        Client::start(builder, config).await
+        Client::start(builder, fred_config, config).await
     }
 
-    /// Connects the client `builder` describes with `config`'s settings and ferrisson's
-    /// overrides (see the table on [`Config`]); `config` is valid.
-    async fn start(mut builder: Builder, config: Config) -> Result<Client> {
-        let Some(mut fred_config) = builder.get_config().cloned() else {
-            return Err(Error::InvalidArgument(
-                "the fred Builder has no server configuration".into(),
-            ));
-        };
+    /// Connects to `fred_config`'s server with `builder`'s fred settings, `config`'s settings
+    /// and ferrisson's overrides (see the table on [`Config`]); `config` is valid.
+    async fn start(
+        mut builder: Builder,
+        mut fred_config: FredConfig,
+        config: Config,
+    ) -> Result<Client> {
         crate::transport::tls::configure(&config, &mut fred_config)?;
         // `when_unavailable` decides per call whether to wait for a connection.
         fred_config.fail_fast = true;
@@ -226,11 +225,9 @@ impl Client {
         };
         let subscriber = builder.build_subscriber_client().map_err(map_connect)?;
         let sentinels = Sentinels::new(&builder).map_err(map_connect)?;
-        // The command connections follow no cluster redirection themselves: a `MOVED` comes
-        // back as an error (after fred refreshed its slot map) and `script::resend_redirected`
-        // sends the call again, while fred's own handling of an `ASK` tears down its router
-        // and fails every call in flight (see `script::Redirected`). Only a connection-wide 0
-        // does this: fred reads a per-command 0 as "inherit".
+        // The command connections follow no redirection: `script::resend_redirected` sends a
+        // `MOVED` call again, while fred's own `ASK` handling tears down its router and fails
+        // every call in flight (see `script::Redirected`). Per command, fred reads 0 as "inherit".
         builder.with_connection_config(|connection| connection.max_redirections = 0);
         let pool = builder.build_pool(config.pool_size).map_err(map_connect)?;
         let connect = async {
@@ -271,30 +268,25 @@ impl Client {
         }
         crate::transport::script::preload(&pool, clustered, &crate::lock::upkeep::SCRIPTS).await;
 
-        let fail_fast = config.when_unavailable == WhenUnavailable::FailFast;
-        let write_options = Options {
-            max_attempts: Some(1),
-            fail_fast,
+        let read_options = Options {
+            fail_fast: true,
             timeout: Some(config.response_timeout),
             ..Options::default()
         };
-        let sync = sync_wait.map(|wait| Arc::new(ReplicaSync::new(wait)));
-        let (dispatcher, dispatcher_task) = if clustered {
-            (None, None)
-        } else {
-            let (dispatcher, task) =
-                Dispatcher::start(pool.clone(), write_options.clone(), sync.clone());
-            (Some(dispatcher), Some(task))
+        let write_options = Options {
+            max_attempts: Some(1),
+            fail_fast: config.when_unavailable == WhenUnavailable::FailFast,
+            ..read_options.clone()
         };
+        let sync = sync_wait.map(|wait| Arc::new(ReplicaSync::new(wait)));
+        let (dispatcher, dispatcher_task) = (!clustered)
+            .then(|| Dispatcher::start(pool.clone(), write_options.clone(), sync.clone()))
+            .unzip();
         let redis = Arc::new(Redis {
             pool,
             dispatcher,
             write_options,
-            read_options: Options {
-                fail_fast: true,
-                timeout: Some(config.response_timeout),
-                ..Options::default()
-            },
+            read_options,
             clustered,
             publish_arg: publish_mode.script_arg(),
             response_timeout: config.response_timeout,
@@ -343,9 +335,7 @@ impl Client {
             },
             subscriber.clone(),
         );
-        tasks.push(watchdog_task);
-        tasks.push(janitor_task);
-        tasks.push(reconciler_task);
+        tasks.extend([watchdog_task, janitor_task, reconciler_task]);
         tasks.extend(dispatcher_task);
         if let Some(sentinels) = &sentinels {
             tasks.push(sentinels.start(redis.pool.clone(), subscriber.clone(), stop.clone()));
@@ -447,15 +437,9 @@ fn describe(config: &FredConfig) -> String {
         .database
         .map(|db| format!("/{db}"))
         .unwrap_or_default();
-    let with_nodes = |scheme: &str, hosts: &[fred::types::config::Server], query: Vec<String>| {
-        let (first, others) = match hosts.split_first() {
-            Some((first, others)) => (first.to_string(), others),
-            None => (String::new(), hosts),
-        };
-        let query: Vec<String> = query
-            .into_iter()
-            .chain(others.iter().map(|host| format!("node={host}")))
-            .collect();
+    let with_nodes = |scheme: &str, hosts: &[fred::types::config::Server], mut query: Vec<_>| {
+        let first = hosts.first().map(ToString::to_string).unwrap_or_default();
+        query.extend(hosts.iter().skip(1).map(|host| format!("node={host}")));
         let query = if query.is_empty() {
             String::new()
         } else {
