@@ -1,7 +1,7 @@
 //! Who holds a lock: the `threadId` half of Redisson's holder field `<client uuid>:<threadId>`.
 
 use std::cell::RefCell;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -56,18 +56,16 @@ impl Owner {
     }
 
     /// The owner whose id is `id`: Redisson's explicit `threadId` argument (`lockAsync(leaseTime,
-    /// unit, threadId)`, `unlockAsync(threadId)`, `isHeldByThread(threadId)`). Use it to act for
-    /// an owner whose id was recorded elsewhere, e.g. passed between processes of one logical
-    /// worker, or to release a hold taken by `Owner::new()` in code that kept only its
-    /// [`id`](Owner::id).
+    /// unit, threadId)`, `unlockAsync(threadId)`, `isHeldByThread(threadId)`), to act for an
+    /// owner whose [`id`](Owner::id) was recorded elsewhere.
     ///
-    /// The holder field is still `<this client's uuid>:<id>`, as with Redisson: the id names an
-    /// owner *of this client*, and the same id from another client is another holder. Ids that
-    /// this process hands out ([`Owner::new`], [`Owner::current`]) lie in disjoint ranges, so an
-    /// id of your own numbering (a small number, say) never collides with them by accident.
+    /// The holder field is still `<this client's uuid>:<id>`, as with Redisson: the same id from
+    /// another client is another holder. Ids this process hands out ([`Owner::new`],
+    /// [`Owner::current`]) lie in disjoint ranges, so an id of your own numbering (a small
+    /// number, say) never collides with them by accident.
     ///
-    /// Fails with [`Error::InvalidArgument`] for 0 or an id above `i64::MAX`: Redisson's ids are
-    /// positive Java `long`s, and Java peers must be able to read the field.
+    /// Fails with [`Error::InvalidArgument`] for 0 or an id above `i64::MAX`: Java peers read the
+    /// id as a positive `long`.
     ///
     /// ```
     /// use ferrisson::Owner;
@@ -138,41 +136,28 @@ impl fmt::Debug for Owner {
 /// Tokio documents task ids as unique numbers and prints them in decimal; read that number
 /// without allocating.
 fn task_number(task: tokio::task::Id) -> u64 {
-    struct Digits {
-        value: u64,
-        ok: bool,
-    }
-    impl fmt::Write for Digits {
-        fn write_str(&mut self, s: &str) -> fmt::Result {
-            for b in s.bytes() {
-                match (b as char).to_digit(10) {
-                    Some(d) => {
-                        self.value = self.value.wrapping_mul(10).wrapping_add(u64::from(d));
-                    }
-                    None => self.ok = false,
-                }
-            }
-            Ok(())
+    use std::io::Write as _;
+    let mut buf = [0u8; 20]; // u64::MAX has 20 digits
+    let mut rest = &mut buf[..];
+    let written = write!(rest, "{task}").map(|()| 20 - rest.len());
+    let number = written
+        .ok()
+        .and_then(|len| std::str::from_utf8(&buf[..len]).ok()?.parse().ok());
+    match number.filter(|number| *number < EXPLICIT_SPACE) {
+        Some(number) => number,
+        None => {
+            // Never seen in practice; hash into the task space rather than fail.
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            task.hash(&mut hasher);
+            hasher.finish() % EXPLICIT_SPACE
         }
-    }
-    let mut digits = Digits { value: 0, ok: true };
-    let _ = write!(digits, "{task}");
-    if digits.ok && digits.value < EXPLICIT_SPACE {
-        digits.value
-    } else {
-        // Never seen in practice; hash into the task space rather than fail.
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        task.hash(&mut hasher);
-        hasher.finish() % EXPLICIT_SPACE
     }
 }
 
 thread_local! {
-    /// The last holder field built on this thread, by owner id. An owner that takes several
-    /// locks, or one lock again and again, then shares one allocation: fewer allocations on the
-    /// acquire and release paths, and its holds share the string in the lease table (a field
-    /// per held lock was about 60 bytes of its memory).
+    /// The last holder field built on this thread, by owner id: an owner's holds share one
+    /// allocation, on the acquire and release paths and in the lease table.
     static LAST_FIELD: RefCell<Option<(u64, Arc<str>)>> = const { RefCell::new(None) };
 }
 
@@ -203,20 +188,17 @@ fn digit_count(value: u64) -> usize {
 }
 
 fn build_holder_field(client_id: &str, owner: Owner) -> Arc<str> {
+    use std::io::Write as _;
     let mut digits = itoa::Buffer::new();
     let id = digits.format(owner.0);
     let mut buf = [0u8; 96];
-    let len = client_id.len() + 1 + id.len();
-    match buf.get_mut(..len) {
-        Some(field) => {
-            field[..client_id.len()].copy_from_slice(client_id.as_bytes());
-            field[client_id.len()] = b':';
-            field[client_id.len() + 1..].copy_from_slice(id.as_bytes());
-            match std::str::from_utf8(field) {
-                Ok(field) => Arc::from(field),
-                Err(_) => Arc::from(format!("{client_id}:{id}")), // never: both parts are str
-            }
-        }
+    let mut rest = &mut buf[..];
+    let written = write!(rest, "{client_id}:{id}").map(|()| 96 - rest.len());
+    match written
+        .ok()
+        .and_then(|len| std::str::from_utf8(&buf[..len]).ok())
+    {
+        Some(field) => Arc::from(field),
         None => Arc::from(format!("{client_id}:{id}")), // a client id longer than a uuid
     }
 }
