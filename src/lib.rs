@@ -51,10 +51,9 @@
 //!   `RCountDownLatch`; [`CountDownLatch::wait`] returns once the count reaches 0.
 //! * **MultiLock and RedLock** ([`MultiLock`], [`RedLock`] → [`MultiGuard`]): Redisson's
 //!   client-side compositions of reentrant locks, possibly on independent servers: all of them,
-//!   or a majority with Redlock's [`validity`](MultiGuard::validity). Redisson deprecates its
-//!   RedLock from 3.25 (synced writes to replicas cover failovers, and Redlock leans on clock
-//!   assumptions); it remains the way to lock across independent masters that stays available
-//!   while a minority of them is down.
+//!   or a majority with Redlock's [`validity`](MultiGuard::validity). Redisson deprecates
+//!   RedLock from 3.25; it remains the way to lock across independent masters that stays
+//!   available while a minority of them is down.
 //! * **The spin lock** ([`Client::spin_lock`] → [`SpinLock`]): Redisson's `RSpinLock`, the
 //!   reentrant lock's hash taken by polling with a [`BackOff`] (no pub/sub); its releases
 //!   publish nothing, so pub/sub waiters on the same name wake only at their TTL bound.
@@ -96,13 +95,12 @@
 //!
 //! ### Owners, tasks and the `join!` hazard
 //! Redisson's lock is reentrant per Java thread. Here the implicit owner is the current **tokio
-//! task** ([`Owner::current`]), so nested acquisitions inside one task re-enter even when the
-//! task moves between threads. Outside any task the OS thread is the owner.
+//! task** ([`Owner::current`]), even when it moves between threads; outside any task, the OS
+//! thread.
 //!
 //! The hazard: concurrent branches of *one* task (`tokio::join!`, `select!`, `FuturesUnordered`)
-//! share that identity, so two branches that both call `lock()` both "re-enter" and run their
-//! critical sections at the same time. Give each branch its own [`Owner`] with
-//! [`Lock::with_owner`] and they exclude each other again:
+//! share that identity, so two branches that both call `lock()` both "re-enter" at once. Give
+//! each branch its own [`Owner`] with [`Lock::with_owner`] and they exclude each other again:
 //!
 //! ```no_run
 //! # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
@@ -133,12 +131,10 @@
 //! [`Client::connect`] takes a URL and Redisson's defaults. For more, build a [`Config`]: set
 //! its public fields, chain setters on [`Config::builder`] (whose `build()` rejects a bad value
 //! with [`Error::InvalidArgument`] naming the setting), or read `REDIS_URL` and `FERRISSON_*`
-//! variables with [`Config::from_env`] (durations such as `30s`). fred's own connection,
-//! performance and reconnect settings are fields of the `Config` too; an application that
-//! already has a fred `Builder` (server, credentials, TLS, fred settings) passes it to
-//! [`Client::from_fred_builder`]. The few fred settings that locks depend on are ferrisson's:
-//! the table on [`Config`] lists them and why. fred itself is re-exported as [`fred`], so that
-//! its types are named in the version ferrisson uses.
+//! variables with [`Config::from_env`]. fred's connection, performance and reconnect settings
+//! are `Config` fields too, or come from an application's fred `Builder` through
+//! [`Client::from_fred_builder`]; the table on [`Config`] lists the few that ferrisson sets
+//! itself, and why. fred is re-exported as [`fred`], in the version ferrisson uses.
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> ferrisson::Result<()> {
@@ -183,9 +179,9 @@
 //! second owner. `docs/deployment.md` compares the three deployments with measured figures.
 //!
 //! ## The blocking API
-//! [`blocking`] offers the same locks to code without an async runtime: every call blocks the
-//! calling thread, and the owner is the **OS thread**, exactly as for Java Redisson. It runs the
-//! async implementation on a small runtime of its own; nothing is implemented twice.
+//! [`blocking`] offers the same locks to code without an async runtime: every call blocks, and
+//! the owner is the **OS thread**, as for Java Redisson. It runs the async implementation on a
+//! small runtime of its own.
 //!
 //! ```no_run
 //! # fn main() -> ferrisson::Result<()> {
@@ -225,11 +221,9 @@
 //! command-line tool honours `RUST_LOG`.
 //!
 //! With the `metrics` feature, the [`metrics`](https://docs.rs/metrics) facade records
-//! acquisitions (by how: immediate, after a wait, hand-off, reentrant), failed acquires, the
-//! acquire wait-time histogram, local hand-offs, watchdog renewals by outcome, lost leases and a
-//! gauge of the locks held; names are constants in [`crate::metrics`]. Install a recorder (e.g.
-//! `metrics-exporter-prometheus`) before connecting; the `prometheus` example prints what it
-//! renders. `docs/observability.md` has the table of metrics.
+//! acquisitions, failed acquires, wait times, hand-offs, renewals, lost leases and the locks
+//! held: [`crate::metrics`] lists them. Install a recorder (e.g. `metrics-exporter-prometheus`)
+//! before connecting; the `prometheus` example prints what it renders.
 #![deny(missing_docs)]
 
 pub mod blocking;

@@ -60,20 +60,16 @@ impl TlsOptions {
 
 impl std::fmt::Debug for TlsOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let roots = self.root_certificates_pem.as_ref();
+        let identity = self.client_identity_pem.as_ref();
         f.debug_struct("TlsOptions")
             .field(
                 "root_certificates_pem",
-                &self
-                    .root_certificates_pem
-                    .as_ref()
-                    .map(|pem| format!("{} bytes", pem.len())),
+                &roots.map(|pem| format!("{} bytes", pem.len())),
             )
             .field(
                 "client_identity_pem",
-                &self
-                    .client_identity_pem
-                    .as_ref()
-                    .map(|(cert, _)| format!("certificate {} bytes, key ***", cert.len())),
+                &identity.map(|(cert, _)| format!("certificate {} bytes, key ***", cert.len())),
             )
             .finish()
     }
