@@ -162,15 +162,12 @@ impl Client {
         });
         // fred would take a connection blocked in `WAIT` for a dead one and close it, leaving
         // every synced write's outcome unknown.
-        if let (Some(wait), Some(unresponsive)) =
-            (sync_wait, config.connection.unresponsive.max_timeout)
-        {
-            if unresponsive <= wait {
-                return Err(Error::InvalidArgument(format!(
-                    "connection.unresponsive.max_timeout ({unresponsive:?}) must be longer than \
-                     the replicas' WAIT ({wait:?}, replica_sync_timeout) with synced writes"
-                )));
-            }
+        let unresponsive = config.connection.unresponsive.max_timeout;
+        if let Some((wait, unresponsive)) = sync_wait.zip(unresponsive).filter(|(w, u)| u <= w) {
+            return Err(Error::InvalidArgument(format!(
+                "connection.unresponsive.max_timeout ({unresponsive:?}) must be longer than the \
+                 replicas' WAIT ({wait:?}, replica_sync_timeout) with synced writes"
+            )));
         }
         builder
             .set_config(fred_config)
@@ -186,42 +183,44 @@ impl Client {
             });
 
         let url = config.redacted_url();
-        let map_connect = |err: fred::error::Error| match err.kind() {
-            // The user lacks a right the connection needs (`ROLE` behind Sentinel, say).
-            _ if err.details().contains("NOPERM") => Error::PermissionDenied(err),
-            // The server refused the URL's `SELECT`: a wrong URL, not an outage.
-            _ if err.details().contains("DB index is out of range") => {
-                Error::InvalidArgument(format!(
-                    "database {} does not exist on {url}: the server refused to select it (its \
-                     `databases` setting is lower)",
-                    database.unwrap_or_default()
-                ))
-            }
-            // A plain server's reply to the TLS hello, when it answers it at all.
-            _ if tls_url && plain_reply_to_tls(err.details()) => Error::InvalidArgument(format!(
-                "TLS handshake with {url} failed: the server does not speak TLS on this port \
+        let map_connect = |err: fred::error::Error| {
+            let details = err.details();
+            match err.kind() {
+                // The user lacks a right the connection needs (`ROLE` behind Sentinel, say).
+                _ if details.contains("NOPERM") => Error::PermissionDenied(err),
+                // The server refused the URL's `SELECT`: a wrong URL, not an outage.
+                _ if details.contains("DB index is out of range") => {
+                    Error::InvalidArgument(format!(
+                        "database {} does not exist on {url}: the server refused to select it \
+                         (its `databases` setting is lower)",
+                        database.unwrap_or_default()
+                    ))
+                }
+                // A plain server's reply to the TLS hello, when it answers it at all.
+                _ if tls_url && plain_reply_to_tls(details) => Error::InvalidArgument(format!(
+                    "TLS handshake with {url} failed: the server does not speak TLS on this port \
                      (use redis://, or its TLS port)"
-            )),
-            kind if matches!(
-                kind,
-                fred::error::ErrorKind::Auth | fred::error::ErrorKind::Config
-            ) || crate::transport::tls::is_tls_kind(kind) =>
-            {
-                Error::InvalidArgument(format!("cannot connect to {url}: {}", err.details()))
+                )),
+                kind if matches!(
+                    kind,
+                    fred::error::ErrorKind::Auth | fred::error::ErrorKind::Config
+                ) || crate::transport::tls::is_tls_kind(kind) =>
+                {
+                    Error::InvalidArgument(format!("cannot connect to {url}: {details}"))
+                }
+                // rustls reports a refused handshake (a certificate not trusted, or the server's
+                // alert about ours) as an I/O error: a configuration problem, not an outage.
+                _ if crate::transport::tls::handshake_refused(details) => {
+                    Error::InvalidArgument(format!(
+                        "TLS handshake with {url} failed: {details} (check Config::tls: the CA \
+                         to trust and the client certificate)"
+                    ))
+                }
+                kind => Error::Unavailable(fred::error::Error::new(
+                    kind.clone(),
+                    format!("cannot connect to {url}: {details}"),
+                )),
             }
-            // rustls reports a refused handshake (a certificate not trusted, or the server's
-            // alert about ours) as an I/O error: it is a configuration problem, not an outage.
-            _ if crate::transport::tls::handshake_refused(err.details()) => {
-                Error::InvalidArgument(format!(
-                    "TLS handshake with {url} failed: {} (check Config::tls: the CA to trust and \
-                 the client certificate)",
-                    err.details()
-                ))
-            }
-            kind => Error::Unavailable(fred::error::Error::new(
-                kind.clone(),
-                format!("cannot connect to {url}: {}", err.details()),
-            )),
         };
         let subscriber = builder.build_subscriber_client().map_err(map_connect)?;
         let sentinels = Sentinels::new(&builder).map_err(map_connect)?;
@@ -488,10 +487,7 @@ fn check_scheme(config: &Config) -> Result<()> {
     let Some((scheme, _)) = config.url.split_once("://") else {
         return Ok(());
     };
-    if SCHEMES
-        .iter()
-        .any(|known| known.eq_ignore_ascii_case(scheme))
-    {
+    if SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme)) {
         return Ok(());
     }
     Err(Error::InvalidArgument(format!(
