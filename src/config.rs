@@ -180,14 +180,13 @@ impl SyncedWrites {
 ///
 /// Values that cannot work are rejected with [`Error::InvalidArgument`]: a `reconnect_policy`
 /// that gives up (`max_attempts` other than 0: the watchdog, waiters, background releases and
-/// the settling of unknown outcomes need the connection back, and a client whose connections
-/// gave up would fail forever), `connection.max_command_attempts` 0 (fred would fail every
-/// query), `performance.broadcast_channel_capacity` 0, and a
+/// the settling of unknown outcomes need the connection back), `connection.max_command_attempts`
+/// 0 (fred would fail every query), `performance.broadcast_channel_capacity` 0, a
 /// `connection.unresponsive.interval` under 1 ms while `unresponsive.max_timeout` is set, and (at
-/// connect time, when writes are [synced](SyncedWrites)) an `unresponsive.max_timeout` no longer
-/// than the replicas' `WAIT`, which fred would take for a dead connection.
-/// Everything else (TCP keepalive, nodelay and linger, unresponsive-connection detection,
-/// `max_command_buffer_len`, `auto_client_setname`, the reconnect delays, ...) is used as given.
+/// connect time, with [synced](SyncedWrites) writes) an `unresponsive.max_timeout` no longer than
+/// the replicas' `WAIT`, which fred would take for a dead connection. Everything else (TCP
+/// keepalive, nodelay and linger, unresponsive-connection detection, `max_command_buffer_len`,
+/// `auto_client_setname`, the reconnect delays, ...) is used as given.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct Config {

@@ -1,6 +1,5 @@
 //! [`Config::from_env`]: a configuration from `REDIS_URL` and `FERRISSON_*` variables.
 
-use std::ffi::OsString;
 use std::time::Duration;
 
 use super::{Config, PublishMode, SyncedWrites, WhenUnavailable};
@@ -110,18 +109,16 @@ impl Config {
     pub fn from_env() -> Result<Config> {
         let mut vars = Vec::new();
         for (name, value) in std::env::vars_os() {
-            let Some(name) = name.to_str() else { continue };
-            if !relevant(name) {
+            let Some(name) = name.to_str().filter(|name| relevant(name)) else {
                 continue;
-            }
-            let value = value.into_string().map_err(|value: OsString| {
+            };
+            let value = value.into_string().map_err(|value| {
+                let shown = match name {
+                    URL_VARIABLE => "(value not shown)".to_owned(),
+                    _ => format!("{value:?}"),
+                };
                 Error::InvalidArgument(format!(
-                    "environment variable {name} is not valid UTF-8: {}",
-                    if name == URL_VARIABLE {
-                        "(value not shown)".to_owned()
-                    } else {
-                        format!("{value:?}")
-                    }
+                    "environment variable {name} is not valid UTF-8: {shown}"
                 ))
             })?;
             vars.push((name.to_owned(), value));
