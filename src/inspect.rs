@@ -602,9 +602,11 @@ mod tests {
 
     const NOW: i64 = 1_700_000_000_000;
 
-    /// A reply of the inspect script with nothing but `kind`, `pttl` and `fields`.
+    /// A reply of the inspect script with nothing but `kind`, `pttl`, `fields` and `queued`.
     fn reply(kind: &str, pttl: i64, fields: &[&str], queued: i64) -> Value {
-        Reply::new(kind, pttl, fields).queued(queued).value()
+        Reply::new(kind, pttl, fields)
+            .set(3, Value::Integer(queued))
+            .value()
     }
 
     struct Reply {
@@ -627,10 +629,6 @@ mod tests {
                     Value::Array(Vec::new()),
                 ],
             }
-        }
-        fn queued(mut self, queued: i64) -> Reply {
-            self.parts[3] = Value::Integer(queued);
-            self
         }
         fn set(mut self, at: usize, value: Value) -> Reply {
             self.parts[at] = value;
@@ -695,10 +693,8 @@ mod tests {
         assert_eq!((fair.kind, fair.queued), (LockKind::Fair, 3));
 
         let list = infer(reply("list", -1, &[], 0));
-        assert_eq!(
-            (list.kind, list.ttl),
-            (other("list"), RemainingTtl::NoExpiry)
-        );
+        assert_eq!(list.kind, other("list"));
+        assert_eq!(list.ttl, RemainingTtl::NoExpiry);
     }
 
     #[test]
@@ -736,7 +732,7 @@ mod tests {
         ]);
         let info = infer(
             Reply::new("hash", 10, &["u:1", "1"])
-                .queued(3)
+                .set(3, Value::Integer(3))
                 .set(4, waiters)
                 .value(),
         );
