@@ -232,14 +232,13 @@ fn release_unknown(name: &str, may_remain: bool, cause: Option<&Error>) -> Strin
 /// refused" }`) replaced by its message.
 fn readable(err: &fred::error::Error) -> String {
     let details = err.details();
-    if let Some(start) = details.find("Os { ") {
-        if let Some((_, rest)) = details[start..].split_once("message: \"") {
-            if let Some((message, _)) = rest.split_once('"') {
-                return format!("{}{}", &details[..start], message.to_lowercase());
-            }
-        }
-    }
-    details.to_owned()
+    let io_message = || {
+        let start = details.find("Os { ")?;
+        let (_, rest) = details[start..].split_once("message: \"")?;
+        let (message, _) = rest.split_once('"')?;
+        Some(format!("{}{}", &details[..start], message.to_lowercase()))
+    };
+    io_message().unwrap_or_else(|| details.to_owned())
 }
 
 #[cfg(test)]
