@@ -11,8 +11,7 @@ use std::time::{Duration, SystemTime};
 use ferrisson::{Error, FairGuard, FairLock, Owner};
 use fred::{cmd, prelude::*};
 use support::redis_state::{
-    command_calls, exists, hgetall, poll_until, pttl, reset_stats, wait_key_gone, wait_parked,
-    POLL_INTERVAL,
+    command_calls, exists, hgetall, poll_until, pttl, reset_stats, wait_key_gone, POLL_INTERVAL,
 };
 use support::{connect, raw_client, timed_config, RedisServer};
 use tokio::task::JoinHandle;
@@ -102,7 +101,7 @@ async fn lock_queued(
         panic!("{field} not queued last in {name}: {found:?}");
     }
     // Queued is not yet parked: the retry after subscribing could queue it again.
-    wait_parked(client, name, &format!(":{field}")).await;
+    support::wait_parked_on(client, name, &format!(":{field}")).await;
     task
 }
 

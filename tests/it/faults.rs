@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use ferrisson::{Error, Owner};
 use support::fault::{self, FaultProxy, ProxyMode};
-use support::redis_state::{channel_of, hgetall, pttl, wait_key_gone, wait_numsub, wait_parked};
+use support::redis_state::{channel_of, hgetall, pttl, wait_key_gone, wait_numsub};
 use support::{connect, connect_with, lost_within, raw_client, timed_config, RedisServer};
 use tokio::time::{sleep, timeout};
 
@@ -73,7 +73,7 @@ async fn a_restart_without_persistence_reports_the_hold_lost_and_frees_the_waite
     wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
     // Parked, not in its retry after subscribing: a retry under way when the server dies fails
     // with `Unavailable` (the client fails fast), which is not what this test is about.
-    wait_parked(&waiter_client, name, &channel_of(name)).await;
+    support::wait_parked(&waiter_client, name, 1).await;
     drop(raw);
 
     let killed = Instant::now();

@@ -403,6 +403,23 @@ pub async fn wait_parked(client: &ferrisson::Client, name: &str, n: usize) {
     }
 }
 
+/// [`wait_parked`] for one waiter: the one parked on the channel of `name` ending in `channel`
+/// (a fair lock's waiter has a channel of its own).
+pub async fn wait_parked_on(client: &ferrisson::Client, name: &str, channel: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let parked = |state: &ferrisson::LocalState| {
+        (state.subscriptions.iter()).any(|sub| sub.channel.ends_with(channel) && sub.parked > 0)
+    };
+    while !parked(&client.local_state(name)) {
+        assert!(
+            Instant::now() < deadline,
+            "no waiter of {name} parked on `{channel}` within 5 s: {}",
+            client.local_state(name)
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// Takes lock `name` on `client` for a fresh [`ferrisson::Owner`] with the watchdog lease.
 /// Panics if the lock cannot be taken.
 pub async fn hold(client: &ferrisson::Client, name: &str) -> ferrisson::LockGuard {

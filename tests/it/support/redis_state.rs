@@ -121,25 +121,6 @@ pub async fn numsub(raw: &RawClient, channel: &str) -> i64 {
         .unwrap_or_else(|| panic!("unexpected PUBSUB NUMSUB reply {reply:?}"))
 }
 
-/// Waits until a waiter of `client` is parked on its subscription of lock `name`'s channel
-/// ending in `channel`. Subscribed (on the server, or queued in a fair lock) is not yet parked:
-/// a waiter retries once right after it subscribes, and a test that changes the server
-/// meanwhile (prunes it, restarts the server) races that retry.
-pub async fn wait_parked(client: &ferrisson::Client, name: &str, channel: &str) {
-    let parked = poll_until(
-        Duration::from_secs(10),
-        POLL_INTERVAL,
-        || async { client.local_state(name) },
-        |state| {
-            (state.subscriptions.iter()).any(|sub| sub.channel.ends_with(channel) && sub.parked > 0)
-        },
-    )
-    .await;
-    if let Err(state) = parked {
-        panic!("no waiter parked on `{channel}`: {state}");
-    }
-}
-
 /// Polls `PUBSUB NUMSUB channel` until it equals `expected`, panicking after `within`.
 pub async fn wait_numsub(raw: &RawClient, channel: &str, expected: i64, within: Duration) {
     let polled = poll_until(
