@@ -31,9 +31,11 @@ struct RoundRobin {
 }
 
 /// `tasks` spawned tasks of one client each take and release `name` `rounds` times, back to
-/// back (no work, no pause). With `in_line`, a holder releases only once another task is parked
-/// in line (or every other task is done): every release then has a waiter to hand over to,
-/// however slowly the machine runs the task that just released.
+/// back (no work, no pause). They start together: a starter holds the lock until every task is
+/// parked, since a task the machine starts late (30 ms is enough) is ten rounds behind from the
+/// start, whatever the order of turns. With `in_line`, a holder releases only once another task
+/// is parked in line (or every other task is done): every release then has a waiter to hand
+/// over to, however slowly the machine runs the task that just released.
 async fn round_robin(
     client: &ferrisson::Client,
     name: &str,
@@ -46,6 +48,7 @@ async fn round_robin(
     let woken = Arc::new(AtomicUsize::new(0));
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let first_done_at = Arc::new(AtomicUsize::new(usize::MAX));
+    let starter = support::hold(client, name).await;
     let handles: Vec<_> = (0..tasks)
         .map(|i| {
             let lock = client.lock(name).with_owner(Owner::new());
@@ -95,6 +98,8 @@ async fn round_robin(
             })
         })
         .collect();
+    support::wait_parked(client, name, tasks).await;
+    starter.unlock().await.expect("the starter releases");
     for handle in handles {
         timeout(Duration::from_secs(30), handle)
             .await
