@@ -13,39 +13,44 @@ const PREFIX: &str = "FERRISSON_";
 /// Sets one setting from a variable's value; the error says what is wrong with the value.
 type Apply = fn(&mut Config, &str) -> std::result::Result<(), String>;
 
+/// `(variable, |value| parsed, field)...` as [`SETTINGS`]' entries.
+macro_rules! settings {
+    ($(($variable:literal, $parse:expr, $field:ident),)*) => {
+        &[$(($variable, |config: &mut Config, value: &str| {
+            $parse(value).map(|value| config.$field = value)
+        }),)*]
+    };
+}
+
 /// Every `FERRISSON_*` variable and the setting it sets; [`Config::validate`] checks each value
 /// as it is set.
-const SETTINGS: &[(&str, Apply)] = &[
-    ("FERRISSON_WATCHDOG_TIMEOUT", |config, value| {
-        duration(value).map(|value| config.watchdog_timeout = value)
-    }),
-    ("FERRISSON_RESPONSE_TIMEOUT", |config, value| {
-        duration(value).map(|value| config.response_timeout = value)
-    }),
-    ("FERRISSON_CONNECT_TIMEOUT", |config, value| {
-        duration(value).map(|value| config.connect_timeout = value)
-    }),
-    ("FERRISSON_POOL_SIZE", |config, value| {
-        number(value).map(|value| config.pool_size = value)
-    }),
-    ("FERRISSON_RENEWAL_BATCH_SIZE", |config, value| {
-        number(value).map(|value| config.renewal_batch_size = value)
-    }),
-    ("FERRISSON_MAX_LOCAL_HANDOFFS", |config, value| {
-        number(value).map(|value| config.max_local_handoffs = value)
-    }),
-    ("FERRISSON_PUBLISH_MODE", |config, value| {
-        choice(value, PUBLISH_MODES).map(|choice| config.publish_mode = choice)
-    }),
-    ("FERRISSON_WHEN_UNAVAILABLE", |config, value| {
-        choice(value, WHEN_UNAVAILABLE).map(|choice| config.when_unavailable = choice)
-    }),
-    ("FERRISSON_SYNCED_WRITES", |config, value| {
-        choice(value, SYNCED_WRITES).map(|choice| config.synced_writes = choice)
-    }),
-    ("FERRISSON_REPLICA_SYNC_TIMEOUT", |config, value| {
-        duration(value).map(|value| config.replica_sync_timeout = value)
-    }),
+const SETTINGS: &[(&str, Apply)] = settings![
+    ("FERRISSON_WATCHDOG_TIMEOUT", duration, watchdog_timeout),
+    ("FERRISSON_RESPONSE_TIMEOUT", duration, response_timeout),
+    ("FERRISSON_CONNECT_TIMEOUT", duration, connect_timeout),
+    ("FERRISSON_POOL_SIZE", number, pool_size),
+    ("FERRISSON_RENEWAL_BATCH_SIZE", number, renewal_batch_size),
+    ("FERRISSON_MAX_LOCAL_HANDOFFS", number, max_local_handoffs),
+    (
+        "FERRISSON_PUBLISH_MODE",
+        |v| choice(v, PUBLISH_MODES),
+        publish_mode
+    ),
+    (
+        "FERRISSON_WHEN_UNAVAILABLE",
+        |v| choice(v, WHEN_UNAVAILABLE),
+        when_unavailable
+    ),
+    (
+        "FERRISSON_SYNCED_WRITES",
+        |v| choice(v, SYNCED_WRITES),
+        synced_writes
+    ),
+    (
+        "FERRISSON_REPLICA_SYNC_TIMEOUT",
+        duration,
+        replica_sync_timeout
+    ),
 ];
 
 const PUBLISH_MODES: &[(&str, PublishMode)] = &[

@@ -23,6 +23,7 @@ use fred::error::Error as RedisError;
 use fred::interfaces::ClientLike;
 use fred::types::config::Options;
 use fred::types::Value;
+use futures::future::BoxFuture;
 
 use dispatch::Dispatcher;
 use replica_sync::ReplicaSync;
@@ -86,15 +87,7 @@ impl Redis {
         // Not through `send`: one more future level would hold one more copy of `call`.
         let reply = match &self.dispatcher {
             Some(dispatcher) => dispatcher.run(call).await,
-            None => {
-                Box::pin(dispatch::run_alone(
-                    &self.pool,
-                    &self.write_options,
-                    None,
-                    call,
-                ))
-                .await
-            }
+            None => self.alone(None, call).await,
         };
         reply.map(|(value, _)| value)
     }
@@ -103,19 +96,24 @@ impl Redis {
     async fn send(&self, call: LockCall) -> dispatch::Reply {
         match &self.dispatcher {
             Some(dispatcher) => dispatcher.run(call).await,
-            // Boxed: fred's command future is several KB, and inline it would size every lock
-            // call's future (and the `InFlight` box each one is copied into) in every mode.
-            None => {
-                let sync = self.sync.as_deref();
-                Box::pin(dispatch::run_alone(
-                    &self.pool,
-                    &self.write_options,
-                    sync,
-                    call,
-                ))
-                .await
-            }
+            None => self.alone(self.sync.as_deref(), call).await,
         }
+    }
+
+    /// Runs `call` on its own (in a cluster, where nothing is batched), synced by `sync`.
+    /// Boxed: fred's command future is several KB, and inline it would size every lock call's
+    /// future (and the `InFlight` box each one is copied into) in every mode.
+    fn alone<'a>(
+        &'a self,
+        sync: Option<&'a ReplicaSync>,
+        call: LockCall,
+    ) -> BoxFuture<'a, dispatch::Reply> {
+        Box::pin(dispatch::run_alone(
+            &self.pool,
+            &self.write_options,
+            sync,
+            call,
+        ))
     }
 
     /// [`Redis::run_lock_call`] with synced writes: what an unacknowledged write means.
