@@ -157,16 +157,7 @@ impl LeaseTable {
         let mut entries = self.entries.lock();
         let lapsed = entries
             .get_mut(key)
-            .filter(|entry| !entry.lost && now >= entry.lease_end)
-            .map(|entry| {
-                let proof = if entry.watchdog_holds > 0 {
-                    Proof::Clock
-                } else {
-                    Proof::RanOut
-                };
-                self.lose(key, entry, proof);
-            })
-            .is_some();
+            .is_some_and(|entry| self.lapse(key, entry, now));
         let mut reentered = true;
         let entry = match entries.get_mut(key) {
             // Holds whose lease was lost no longer exist on the server: start afresh.
@@ -202,11 +193,7 @@ impl LeaseTable {
             Lease::Watchdog => {
                 entry.watchdog_holds += 1;
                 if entry.watchdog_holds == 1 {
-                    self.pending.lock().push(Command::Track(
-                        key.clone(),
-                        entry.generation,
-                        entry.lease_end,
-                    ));
+                    self.track(key, entry);
                 }
             }
             Lease::Fixed(_) => self.ttl_set(key, entry, lease_ms),
@@ -233,12 +220,29 @@ impl LeaseTable {
             entry.mixed_ttl = true;
         }
         if entry.watchdog_holds > 0 {
-            self.pending.lock().push(Command::Track(
-                key.clone(),
-                entry.generation,
-                entry.lease_end,
-            ));
+            self.track(key, entry);
         }
+    }
+
+    /// Tells the watchdog to renew the watchdog holds of `entry` before its `lease_end`.
+    fn track(&self, key: &HoldKey, entry: &HoldEntry) {
+        let track = Command::Track(key.clone(), entry.generation, entry.lease_end);
+        self.pending.lock().push(track);
+    }
+
+    /// Marks `entry`, the holds of `key`, lost if its key ran past its proven end by `now`;
+    /// returns whether it did (the caller then puts the field in doubt, outside the lock).
+    fn lapse(&self, key: &HoldKey, entry: &mut HoldEntry, now: Instant) -> bool {
+        if entry.lost || now < entry.lease_end {
+            return false;
+        }
+        let proof = if entry.watchdog_holds > 0 {
+            Proof::Clock
+        } else {
+            Proof::RanOut
+        };
+        self.lose(key, entry, proof);
+        true
     }
 
     /// The key of `ticket`'s holds had its TTL set to `lease_ms` by a command sent at `sent_at`
@@ -294,25 +298,12 @@ impl LeaseTable {
     /// `lost` tells the caller to send nothing. An awaited release (`Hold::release`) does not
     /// need this: its caller's next acquire comes after its reply.
     pub(crate) fn dropped(&self, ticket: &Ticket) -> Released {
-        let lapsed = {
-            let mut entries = self.entries.lock();
-            match entries.get_mut(&ticket.key) {
-                Some(entry)
-                    if entry.generation == ticket.generation
-                        && !entry.lost
-                        && Instant::now() >= entry.lease_end =>
-                {
-                    let proof = if entry.watchdog_holds > 0 {
-                        Proof::Clock
-                    } else {
-                        Proof::RanOut
-                    };
-                    self.lose(&ticket.key, entry, proof);
-                    true
-                }
-                _ => false,
-            }
-        };
+        let lapsed = self
+            .entries
+            .lock()
+            .get_mut(&ticket.key)
+            .filter(|entry| entry.generation == ticket.generation)
+            .is_some_and(|entry| self.lapse(&ticket.key, entry, Instant::now()));
         if lapsed {
             self.doubts.mark(&ticket.key);
         }
@@ -707,7 +698,7 @@ impl Watchdog {
                 },
                 Some(expired) = self.queue.next(), if !self.queue.is_empty() => {
                     let due = self.take_due(expired.into_inner(), &mut lapsed);
-                    backlog.extend(self.batches(due));
+                    backlog.extend(split_into_batches(due, self.batch_size, self.redis.clustered));
                 },
                 Some(results) = in_flight.next(), if !in_flight.is_empty() => {
                     self.settle(results, &mut lapsed);
@@ -762,18 +753,11 @@ impl Watchdog {
                 let expiry = self.tick_at(lease_end);
                 // Renew a third of the timeout from now, or before the key's TTL ends if a
                 // shorter lease set it (a fixed-lease re-entry of a watchdog-held lock).
-                let due = self.renew_within(lease_end);
-                let due_tick = self.tick_after(due);
+                let tick = self.tick_after(self.renew_within(lease_end));
                 let Some(tracked) = self.tracked.get_mut(&generation) else {
-                    self.tracked.insert(
-                        generation,
-                        Tracked {
-                            key,
-                            tick: IN_FLIGHT,
-                            expiry,
-                        },
-                    );
-                    self.schedule(generation, due);
+                    self.tracked
+                        .insert(generation, Tracked { key, tick, expiry });
+                    self.add_to_bucket(tick, vec![generation]);
                     return;
                 };
                 // Tracked already: the TTL was set again otherwise than by a renewal. A longer
@@ -783,17 +767,18 @@ impl Watchdog {
                     // The renewal in flight settles by the table's end (`mixed_ttl`).
                     return;
                 }
-                if due_tick < tracked.tick {
-                    tracked.tick = due_tick;
-                    self.add_to_bucket(due_tick, vec![generation]);
+                if tick < tracked.tick {
+                    tracked.tick = tick;
+                    self.add_to_bucket(tick, vec![generation]);
                 }
                 // No renewal in flight: the next one is sent after the TTL was set, so its
                 // confirmation proves the timeout again.
                 if let Some(table) = self.table.upgrade() {
-                    if let Some(entry) = table.entries.lock().get_mut(&key) {
-                        if entry.generation == generation {
-                            entry.mixed_ttl = false;
-                        }
+                    let mut entries = table.entries.lock();
+                    if let Some(entry) =
+                        entries.get_mut(&key).filter(|e| e.generation == generation)
+                    {
+                        entry.mixed_ttl = false;
                     }
                 }
             }
@@ -869,14 +854,6 @@ impl Watchdog {
             .min(lease_end.saturating_duration_since(Instant::now()) / 2)
     }
 
-    fn schedule(&mut self, generation: u64, after: Duration) {
-        let tick = self.tick_after(after);
-        if let Some(tracked) = self.tracked.get_mut(&generation) {
-            tracked.tick = tick;
-            self.add_to_bucket(tick, vec![generation]);
-        }
-    }
-
     /// Appends `holds` (already marked with `tick`) to that tick's bucket, creating its timer.
     fn add_to_bucket(&mut self, tick: u64, mut holds: Vec<u64>) {
         if holds.is_empty() {
@@ -923,13 +900,18 @@ impl Watchdog {
             let split = bucket.holds.len().saturating_sub(wanted);
             let taken = bucket.holds.split_off(split);
             self.take_live(next, taken, &mut due, expired, wanted, now);
-            if bucket.holds.is_empty() {
-                self.queue.try_remove(&bucket.timer);
-            } else {
-                self.buckets.insert(next, bucket);
-            }
+            self.put_back(next, bucket);
         }
         due
+    }
+
+    /// Puts back bucket `tick`, whose holds were taken in part, or drops its timer if none is left.
+    fn put_back(&mut self, tick: u64, bucket: Bucket) {
+        if bucket.holds.is_empty() {
+            self.queue.try_remove(&bucket.timer);
+        } else {
+            self.buckets.insert(tick, bucket);
+        }
     }
 
     /// In a cluster a batch keeps to one hash slot, so each slot's partial batch is topped up
@@ -955,11 +937,11 @@ impl Watchdog {
             if wanted.is_empty() {
                 break;
             }
-            let Some(bucket) = self.buckets.remove(&next) else {
+            let Some(mut bucket) = self.buckets.remove(&next) else {
                 continue;
             };
             let mut kept = Vec::with_capacity(bucket.holds.len());
-            for generation in bucket.holds {
+            for generation in std::mem::take(&mut bucket.holds) {
                 let Some(tracked) = self.tracked.get(&generation) else {
                     continue; // untracked: a stale entry
                 };
@@ -978,17 +960,8 @@ impl Watchdog {
                     None => kept.push(generation),
                 }
             }
-            if kept.is_empty() {
-                self.queue.try_remove(&bucket.timer);
-            } else {
-                self.buckets.insert(
-                    next,
-                    Bucket {
-                        holds: kept,
-                        timer: bucket.timer,
-                    },
-                );
-            }
+            bucket.holds = kept;
+            self.put_back(next, bucket);
         }
     }
 
@@ -1024,12 +997,6 @@ impl Watchdog {
             due.push((tracked.key.clone(), generation, tracked.expiry));
             taken += 1;
         }
-    }
-
-    /// Splits the due holds into script calls: per hash slot in a cluster, at most `batch_size`
-    /// keys each.
-    fn batches(&self, due: Vec<Due>) -> Vec<Vec<Due>> {
-        split_into_batches(due, self.batch_size, self.redis.clustered)
     }
 
     /// Reschedules a renewed batch: one clock read, one bucket and one map lookup per hold. A
@@ -1082,12 +1049,7 @@ impl Watchdog {
             if !renewed.is_empty() || !retries.is_empty() {
                 let mut entries = table.entries.lock();
                 for generation in &renewed {
-                    let Some(entry) = self
-                        .tracked
-                        .get(generation)
-                        .and_then(|tracked| entries.get_mut(&tracked.key))
-                        .filter(|entry| entry.generation == *generation)
-                    else {
+                    let Some(entry) = entry_of(&mut entries, &self.tracked, *generation) else {
                         continue;
                     };
                     // The renewal set the key's TTL to the timeout when it ran, after every
@@ -1108,12 +1070,7 @@ impl Watchdog {
                 }
                 for generation in retries.values().flatten() {
                     // A renewal that failed may still run, and set the timeout then.
-                    if let Some(entry) = self
-                        .tracked
-                        .get(generation)
-                        .and_then(|tracked| entries.get_mut(&tracked.key))
-                        .filter(|entry| entry.generation == *generation)
-                    {
+                    if let Some(entry) = entry_of(&mut entries, &self.tracked, *generation) {
                         entry.lease_end = entry.lease_end.min(lease_end);
                     }
                 }
@@ -1136,6 +1093,16 @@ impl Watchdog {
             self.add_to_bucket(tick, holds);
         }
     }
+}
+
+/// The table's entry of the tracked hold `generation`, if it is still that hold's.
+fn entry_of<'a>(
+    entries: &'a mut HashMap<HoldKey, HoldEntry>,
+    tracked: &HashMap<u64, Tracked>,
+    generation: u64,
+) -> Option<&'a mut HoldEntry> {
+    let entry = entries.get_mut(&tracked.get(&generation)?.key)?;
+    (entry.generation == generation).then_some(entry)
 }
 
 /// Subscriptions of watched holds being confirmed, and checks of watched holds.
@@ -1179,13 +1146,9 @@ fn split_into_batches(due: Vec<Due>, batch_size: usize, clustered: bool) -> Vec<
     // quadratic in the holds due at once (gigabytes for 100,000).
     let mut batches = Vec::new();
     for (_, group) in groups {
-        let mut holds = group.into_iter();
-        loop {
-            let batch: Vec<Due> = holds.by_ref().take(batch_size.max(1)).collect();
-            if batch.is_empty() {
-                break;
-            }
-            batches.push(batch);
+        let mut holds = group.into_iter().peekable();
+        while holds.peek().is_some() {
+            batches.push(holds.by_ref().take(batch_size.max(1)).collect());
         }
     }
     batches
