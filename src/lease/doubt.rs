@@ -163,9 +163,7 @@ pub(crate) struct Call {
 
 impl Drop for Call {
     fn drop(&mut self) {
-        if self.doubts.active[self.slot].fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.doubts.drained.notify_waiters();
-        }
+        self.doubts.leave(self.slot);
     }
 }
 
@@ -238,9 +236,14 @@ impl Doubts {
                 };
             }
             // The reconciler moved on meanwhile: register in the new epoch instead.
-            if self.active[slot].fetch_sub(1, Ordering::SeqCst) == 1 {
-                self.drained.notify_waiters();
-            }
+            self.leave(slot);
+        }
+    }
+
+    /// Ends a call registered in `slot`, waking the reconciler if it was the slot's last.
+    fn leave(&self, slot: usize) {
+        if self.active[slot].fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.drained.notify_waiters();
         }
     }
 
@@ -257,32 +260,34 @@ impl Doubts {
     /// Puts `key` in doubt for an acquire of unknown outcome or a lease given up without the
     /// server's word (or, if it is in doubt already, makes the reconciler settle it once more).
     pub(crate) fn mark(&self, key: &HoldKey) {
-        self.put(key, |field| field.other = true);
+        self.change(key, true, |field| field.other = true);
     }
 
     /// Puts `key` in doubt for a release of unknown outcome; `watcher` (if any) learns how the
     /// field was settled.
     pub(crate) fn mark_release(&self, key: &HoldKey, watcher: Option<oneshot::Sender<bool>>) {
-        self.put(key, |field| field.add_release(watcher));
+        self.change(key, true, |field| field.add_release(watcher));
     }
 
-    fn put(&self, key: &HoldKey, change: impl FnOnce(&mut Field)) {
+    /// Applies `change` to the field of `key` if it is in doubt (bumping its round), or else,
+    /// with `put`, puts it in doubt; returns whether it changed a field.
+    fn change(&self, key: &HoldKey, put: bool, change: impl FnOnce(&mut Field)) -> bool {
         let mut fields = self.fields.lock();
-        match fields.get_mut(key) {
-            Some(field) => {
-                field.round += 1;
-                change(field);
-            }
-            None => {
-                tracing::debug!(lock = %key.name, field = %key.field, "outcome unknown; settling the holder field");
-                let mut field = Field::default();
-                change(&mut field);
-                fields.insert(key.clone(), field);
-                self.count.store(fields.len(), Ordering::SeqCst);
-            }
+        if let Some(field) = fields.get_mut(key) {
+            field.round += 1;
+            change(field);
+        } else if put {
+            tracing::debug!(lock = %key.name, field = %key.field, "outcome unknown; settling the holder field");
+            let mut field = Field::default();
+            change(&mut field);
+            fields.insert(key.clone(), field);
+            self.count.store(fields.len(), Ordering::SeqCst);
+        } else {
+            return false;
         }
         drop(fields);
         self.changed.notify_waiters();
+        true
     }
 
     /// Leaves a release of `key` to the reconcile if `key` is in doubt; returns whether it did.
@@ -292,27 +297,13 @@ impl Doubts {
         key: &HoldKey,
         watcher: &mut Option<oneshot::Sender<bool>>,
     ) -> bool {
-        if !self.any() {
-            return false;
-        }
-        let mut fields = self.fields.lock();
-        match fields.get_mut(key) {
-            Some(field) => {
-                field.round += 1;
-                field.add_release(watcher.take());
-                drop(fields);
-                self.changed.notify_waiters();
-                true
-            }
-            None => false,
-        }
+        self.any() && self.change(key, false, |field| field.add_release(watcher.take()))
     }
 
     /// Waits until `key` is no longer in doubt, or the client closes.
     pub(crate) async fn settled(&self, key: &HoldKey) {
         loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
+            let mut changed = std::pin::pin!(self.changed.notified());
             changed.as_mut().enable();
             if !self.contains(key) || self.closed.is_cancelled() {
                 return;
@@ -349,8 +340,7 @@ impl Doubts {
         let previous = self.epoch.fetch_add(1, Ordering::SeqCst) % 2;
         self.switch();
         loop {
-            let drained = self.drained.notified();
-            tokio::pin!(drained);
+            let mut drained = std::pin::pin!(self.drained.notified());
             drained.as_mut().enable();
             if self.active[previous].load(Ordering::SeqCst) == 0 {
                 return;
@@ -368,8 +358,7 @@ pub(crate) async fn run(
     how: &'static Settle,
 ) {
     loop {
-        let changed = doubts.changed.notified();
-        tokio::pin!(changed);
+        let mut changed = std::pin::pin!(doubts.changed.notified());
         changed.as_mut().enable();
         let due: Vec<(HoldKey, u64)> = doubts
             .fields
