@@ -9,11 +9,10 @@
 //! The watchdog is one background task per client. Every watchdog-leased hold waits in a bucket
 //! of a grid of ticks (a tenth of the renewal interval) about a third of the watchdog timeout
 //! ahead; each non-empty bucket has one timer in a hashed timing wheel
-//! (`tokio_util::time::DelayQueue`). When a bucket is due, its holds are renewed by one script
-//! call per `renewal_batch_size` holds (per hash slot in a cluster), and a partial last batch (of
-//! each slot, in a cluster) is topped up with holds (of that slot) of the next buckets, so that
-//! batches are full and L held locks cost about L / batch size calls per period. Renewing a
-//! little early is always safe. A renewal that finds the field gone marks the lease lost and stops renewing it.
+//! (`tokio_util::time::DelayQueue`). A due bucket's holds are renewed by one script call per
+//! `renewal_batch_size` holds (per hash slot in a cluster), the partial last batch (per slot)
+//! topped up from the next buckets: L held locks cost about L / batch size calls per period, and
+//! renewing a little early is safe. A renewal that finds the field gone marks the lease lost.
 //!
 //! Acquires and releases never wake the watchdog: they append track/untrack requests to a list
 //! the watchdog drains once per grid tick, so a hold released within a tick costs the watchdog
@@ -79,19 +78,24 @@ struct HoldEntry {
     /// after it, so its confirmation bounds `lease_end` by the smaller end, not the larger.
     /// (In the padding after `lost`: no memory.)
     mixed_ttl: bool,
-    /// Until when the server is known to keep the key, whatever the lease of each hold: the
-    /// TTL as the last `PEXPIRE` this client knows of set it, timed from when that command was
-    /// *sent* (the server applied it later, so the key lives longer). Every acquire sets the
-    /// key's TTL to its own lease (protocol §2.2: a re-entry resets it, a shorter lease
-    /// shortens it), so does every renewal (the watchdog timeout), relet and partial release
-    /// (the re-armed lease, §2.3). Past it the holds can no longer be proven: a watchdog lease
-    /// whose renewal was not confirmed, a fixed lease that ran out, a short re-entry's lease.
+    /// Until when the server is known to keep the key, whatever each hold's lease: the TTL the
+    /// last `PEXPIRE` this client knows of set, timed from when it was *sent* (the server applied
+    /// it later). Every acquire sets the TTL to its own lease (protocol §2.2: a re-entry resets
+    /// it, a shorter lease shortens it), as does every renewal, relet and partial release
+    /// (§2.3). Past it the holds can no longer be proven.
     lease_end: Instant,
     last_lease_ms: u64,
     generation: u64,
     /// Made only when a guard asks for it (`lost()`, `lost_token()`): most holds never do, and
     /// a token per held lock would be a large share of its memory.
     lost_token: Option<CancellationToken>,
+}
+
+impl HoldEntry {
+    /// Whether these are the holds of `generation`, not known lost.
+    fn live(&self, generation: u64) -> bool {
+        !self.lost && self.generation == generation
+    }
 }
 
 /// What [`LeaseTable::released`] reports.
@@ -114,8 +118,7 @@ enum Command {
 
 pub(crate) struct LeaseTable {
     entries: Mutex<HashMap<HoldKey, HoldEntry>>,
-    /// Track/untrack requests, drained by the watchdog once per grid tick: nothing wakes the
-    /// watchdog per acquire, and a hold released within a tick never reaches the timing wheel.
+    /// Track/untrack requests, drained by the watchdog once per grid tick (see the module docs).
     pending: Mutex<Vec<Command>>,
     next_generation: AtomicU64,
     watchdog_ms: u64,
@@ -143,15 +146,13 @@ impl LeaseTable {
     /// ticket and whether it re-entered holds of the same field (a reentrant acquisition).
     ///
     /// Holds of the field whose key's TTL ended before this reply (`HoldEntry::lease_end`: a
-    /// fixed lease that ran out, which no one times; a watchdog lease whose renewal was not
-    /// confirmed in time, or whose acquire was answered after it, as a synced write whose
-    /// `WAIT` took that long is; a short re-entry's lease) are not re-entered: the server may
-    /// have dropped them before this script ran, which then took the lock afresh, and its
-    /// reply cannot tell. They are marked lost here (their field in doubt, so the reconciler
-    /// brings the server down to the new hold should they have survived), and this hold starts
-    /// a new entry. Counted as a re-entry, it would revive their lease, let their guards
-    /// release it (the server's only hold, while its guard still believes it holds), and, for
-    /// a watchdog lease, be given up with them when the watchdog finds their lease over.
+    /// fixed lease run out, which no one times; a watchdog renewal, or a synced acquire's
+    /// `WAIT`, confirmed too late; a short re-entry's lease) are not re-entered: the server may
+    /// have dropped them, so that this script took the lock afresh, and its reply cannot tell.
+    /// They are marked lost (their field in doubt: the reconciler brings the server down to the
+    /// new hold should they have survived) and this hold starts a new entry. As a re-entry it
+    /// would revive their lease, let their guards release the server's only hold while its
+    /// guard believes it holds, and (watchdog lease) be given up with them by the watchdog.
     pub(crate) fn acquired(&self, key: &HoldKey, lease: Lease, sent_at: Instant) -> (Ticket, bool) {
         let now = Instant::now();
         let mut entries = self.entries.lock();
@@ -210,11 +211,10 @@ impl LeaseTable {
         (ticket, reentered)
     }
 
-    /// The key of `entry` just had its TTL set to `lease_ms` (and `entry.lease_end` moved)
-    /// otherwise than by a watchdog renewal or acquire: flags the entry for the watchdog's
-    /// settling of renewals in flight (`mixed_ttl`) and, while it has watchdog holds, tells
-    /// the watchdog the new end, which may come before its next renewal was due (a short
-    /// fixed re-entry of a watchdog-held lock): the watchdog renews before it.
+    /// The key of `entry` just had its TTL set to `lease_ms` (`lease_end` moved) otherwise than
+    /// by a watchdog renewal or acquire: flags `mixed_ttl` for renewals in flight and, while it
+    /// has watchdog holds, tells the watchdog the new end, which may come before the next
+    /// renewal was due (a short fixed re-entry of a watchdog-held lock).
     fn ttl_set(&self, key: &HoldKey, entry: &mut HoldEntry, lease_ms: u64) {
         if lease_ms != self.watchdog_ms {
             entry.mixed_ttl = true;
@@ -250,10 +250,10 @@ impl LeaseTable {
     /// partial release re-arms that lease from now on.
     pub(crate) fn relet(&self, ticket: &Ticket, lease_ms: u64, sent_at: Instant) {
         let mut entries = self.entries.lock();
-        if let Some(entry) = entries.get_mut(&ticket.key) {
-            if entry.generation != ticket.generation || entry.lost {
-                return;
-            }
+        if let Some(entry) = entries
+            .get_mut(&ticket.key)
+            .filter(|e| e.live(ticket.generation))
+        {
             entry.lease_end = end_of(sent_at, lease_ms);
             if entry.watchdog_holds == 0 {
                 entry.last_lease_ms = lease_ms;
@@ -290,13 +290,12 @@ impl LeaseTable {
     }
 
     /// [`LeaseTable::released`] for a hold dropped unreleased, whose release the janitor sends
-    /// later. If the key is past its proven end, that release must not be sent: the server may
-    /// have dropped the holds, and the owner's next acquire (which need not wait for the
-    /// janitor) take the field afresh, and a release arriving after it would free that new
-    /// hold. So the holds are given up as lost instead (their field in doubt: the reconciler
-    /// takes back whatever the server kept, and the field's acquires wait for it), and
-    /// `lost` tells the caller to send nothing. An awaited release (`Hold::release`) does not
-    /// need this: its caller's next acquire comes after its reply.
+    /// later. Past the key's proven end that release must not be sent: the server may have
+    /// dropped the holds and the owner's next acquire (which need not wait for the janitor)
+    /// taken the field afresh, a hold the late release would free. So the holds are given up
+    /// as lost (their field in doubt: the reconciler takes back what the server kept) and
+    /// `lost` tells the caller to send nothing. An awaited release (`Hold::release`) needs none
+    /// of this: its caller's next acquire comes after its reply.
     pub(crate) fn dropped(&self, ticket: &Ticket) -> Released {
         let lapsed = self
             .entries
@@ -325,11 +324,7 @@ impl LeaseTable {
         let entries = self.entries.lock();
         entries
             .get(&ticket.key)
-            .filter(|entry| {
-                !entry.lost
-                    && entry.generation == ticket.generation
-                    && Instant::now() < entry.lease_end
-            })
+            .filter(|entry| entry.live(ticket.generation) && Instant::now() < entry.lease_end)
             .map(|entry| entry.lease_end)
     }
 
@@ -356,7 +351,7 @@ impl LeaseTable {
     pub(crate) fn lost_token(&self, ticket: &Ticket) -> CancellationToken {
         let mut entries = self.entries.lock();
         match entries.get_mut(&ticket.key) {
-            Some(entry) if !entry.lost && entry.generation == ticket.generation => entry
+            Some(entry) if entry.live(ticket.generation) => entry
                 .lost_token
                 .get_or_insert_with(|| {
                     // Someone listens for the loss: have the watchdog listen for the lock's
@@ -378,13 +373,10 @@ impl LeaseTable {
     /// Records the release of one hold of `key`, whichever acquisition took it (Redisson-style
     /// release by identity), and returns the lease to re-arm.
     pub(crate) fn released_by_key(&self, key: &HoldKey) -> u64 {
-        let lease = {
-            let entries = self.entries.lock();
-            match entries.get(key) {
-                Some(entry) if entry.watchdog_holds > 0 => Lease::Watchdog,
-                Some(entry) => Lease::Fixed(entry.last_lease_ms),
-                None => return self.watchdog_ms,
-            }
+        let lease = match self.entries.lock().get(key) {
+            Some(entry) if entry.watchdog_holds > 0 => Lease::Watchdog,
+            Some(entry) => Lease::Fixed(entry.last_lease_ms),
+            None => return self.watchdog_ms,
         };
         self.release_hold(key, None, lease).rearm_ms
     }
@@ -468,12 +460,9 @@ impl LeaseTable {
     /// must be taken back before the field is used again.
     fn mark_lost(&self, key: &HoldKey, generation: u64, proof: Proof) {
         let mut entries = self.entries.lock();
-        let Some(entry) = entries.get_mut(key) else {
+        let Some(entry) = entries.get_mut(key).filter(|entry| entry.live(generation)) else {
             return;
         };
-        if entry.generation != generation || entry.lost {
-            return;
-        }
         self.lose(key, entry, proof);
         drop(entries);
         if proof == Proof::Clock {
@@ -663,7 +652,7 @@ type BatchResult = (Instant, Vec<(u64, Outcome)>);
 
 impl Watchdog {
     async fn run(mut self, shutdown: CancellationToken) {
-        let mut in_flight: FuturesUnordered<futures::future::BoxFuture<'static, BatchResult>> =
+        let mut in_flight: FuturesUnordered<BoxFuture<'static, BatchResult>> =
             FuturesUnordered::new();
         let mut backlog: std::collections::VecDeque<Vec<Due>> = std::collections::VecDeque::new();
         // Holds whose lease ended without a confirmed renewal, to be reported lost.
@@ -859,17 +848,14 @@ impl Watchdog {
         if holds.is_empty() {
             return;
         }
-        let at = self
-            .instant_of(Some(tick))
-            .unwrap_or_else(|| Instant::now() + self.interval);
-        match self.buckets.entry(tick) {
-            std::collections::btree_map::Entry::Occupied(mut bucket) => {
-                bucket.get_mut().holds.append(&mut holds);
-            }
-            std::collections::btree_map::Entry::Vacant(vacant) => {
-                let timer = self.queue.insert_at(tick, at);
-                vacant.insert(Bucket { holds, timer });
-            }
+        if let Some(bucket) = self.buckets.get_mut(&tick) {
+            bucket.holds.append(&mut holds);
+        } else {
+            let at = self
+                .instant_of(Some(tick))
+                .unwrap_or_else(|| Instant::now() + self.interval);
+            let timer = self.queue.insert_at(tick, at);
+            self.buckets.insert(tick, Bucket { holds, timer });
         }
     }
 
@@ -942,12 +928,9 @@ impl Watchdog {
             };
             let mut kept = Vec::with_capacity(bucket.holds.len());
             for generation in std::mem::take(&mut bucket.holds) {
-                let Some(tracked) = self.tracked.get(&generation) else {
-                    continue; // untracked: a stale entry
+                let Some(tracked) = self.tracked.get(&generation).filter(|t| t.tick == next) else {
+                    continue; // untracked or rescheduled: a stale entry
                 };
-                if tracked.tick != next {
-                    continue; // rescheduled: a stale entry
-                }
                 let slot = slot_of(&tracked.key);
                 match wanted.get_mut(&slot) {
                     Some(count) => {
@@ -981,12 +964,9 @@ impl Watchdog {
             if taken == limit {
                 break;
             }
-            let Some(tracked) = self.tracked.get_mut(&generation) else {
-                continue;
+            let Some(tracked) = self.tracked.get_mut(&generation).filter(|t| t.tick == tick) else {
+                continue; // untracked or rescheduled: a stale entry
             };
-            if tracked.tick != tick {
-                continue;
-            }
             if tracked.expiry <= now {
                 if let Some(tracked) = self.tracked.remove(&generation) {
                     expired.push((tracked.key, generation));
@@ -1052,12 +1032,10 @@ impl Watchdog {
                     let Some(entry) = entry_of(&mut entries, &self.tracked, *generation) else {
                         continue;
                     };
-                    // The renewal set the key's TTL to the timeout when it ran, after every
-                    // TTL set before it was sent, longer (a long fixed lease) or not. If only
-                    // the timeout was set while it was in flight, the key lives at least as
-                    // long; otherwise another TTL (a fixed-lease re-entry, or the release of
-                    // the last watchdog hold re-arming a fixed lease) may have come after it,
-                    // and the earlier end is all that is known.
+                    // The renewal set the TTL to the timeout after every TTL set before it was
+                    // sent. Another TTL set while it was in flight (a fixed-lease re-entry, the
+                    // last watchdog hold's release re-arming a fixed lease) may have come after
+                    // it: then only the earlier end is known.
                     if entry.mixed_ttl || entry.watchdog_holds == 0 {
                         entry.lease_end = entry.lease_end.min(lease_end);
                         if entry.lease_end < lease_end && entry.watchdog_holds > 0 {
@@ -1177,25 +1155,15 @@ async fn renew(
     let outcomes = match reply {
         Some(Ok(fred::prelude::Value::Array(flags))) if flags.len() == batch.len() => {
             tracing::debug!(locks = batch.len(), "renewed watchdog leases");
-            let outcomes: Vec<_> = batch
-                .into_iter()
-                .zip(flags)
-                .map(|((_, generation, _), flag)| {
-                    let outcome = if flag.as_i64() == Some(1) {
-                        Outcome::Renewed
-                    } else {
-                        Outcome::NotHeld
-                    };
-                    (generation, outcome)
-                })
-                .collect();
-            let renewed = outcomes
-                .iter()
-                .filter(|(_, outcome)| matches!(outcome, Outcome::Renewed))
-                .count() as u64;
+            let renewed = flags.iter().filter(|flag| flag.as_i64() == Some(1)).count() as u64;
             metrics::renewals(metrics::Renewal::Renewed, renewed);
-            metrics::renewals(metrics::Renewal::Lost, outcomes.len() as u64 - renewed);
-            outcomes
+            metrics::renewals(metrics::Renewal::Lost, flags.len() as u64 - renewed);
+            let outcome = |flag: fred::prelude::Value| match flag.as_i64() {
+                Some(1) => Outcome::Renewed,
+                _ => Outcome::NotHeld,
+            };
+            let generations = batch.into_iter().map(|(_, generation, _)| generation);
+            generations.zip(flags.into_iter().map(outcome)).collect()
         }
         other => {
             match other {
@@ -1264,10 +1232,8 @@ mod tests {
     #[test]
     fn in_a_cluster_a_batch_keeps_to_one_hash_slot() {
         for batch in split_into_batches(due(500), 100, true) {
-            let slot = fred::util::redis_keyslot(batch[0].0.name.as_bytes());
-            assert!(batch
-                .iter()
-                .all(|(key, _, _)| fred::util::redis_keyslot(key.name.as_bytes()) == slot));
+            let slot = slot_of(&batch[0].0);
+            assert!(batch.iter().all(|(key, _, _)| slot_of(key) == slot));
         }
     }
 }
