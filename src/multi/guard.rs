@@ -34,30 +34,16 @@ use crate::lock::LockGuard;
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct MultiGuard {
-    parts: Vec<LockGuard>,
+    pub(super) parts: Vec<LockGuard>,
     /// How many parts must stay held for the lock to count as held.
-    quorum: usize,
+    pub(super) quorum: usize,
     /// When the acquisition started: validity is measured from there.
-    started: Instant,
+    pub(super) started: Instant,
     /// The lease asked for (`None`: the watchdog's).
-    lease: Option<Duration>,
+    pub(super) lease: Option<Duration>,
 }
 
 impl MultiGuard {
-    pub(super) fn new(
-        parts: Vec<LockGuard>,
-        quorum: usize,
-        started: Instant,
-        lease: Option<Duration>,
-    ) -> MultiGuard {
-        MultiGuard {
-            parts,
-            quorum,
-            started,
-            lease,
-        }
-    }
-
     /// The guards of the parts held, in the order the locks were given (a RedLock may hold
     /// fewer than all).
     ///
@@ -164,21 +150,16 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut losses: FuturesUnordered<_> = self.parts.iter().map(LockGuard::lost).collect();
+        let losses: FuturesUnordered<_> = self.parts.iter().map(LockGuard::lost).collect();
         let tolerated = self.parts.len().saturating_sub(self.quorum);
         let ends = self
             .lease
             .and_then(|lease| self.started.checked_add(lease.saturating_sub(drift(lease))));
         async move {
             let too_many = async {
-                let mut lost = 0;
-                while losses.next().await.is_some() {
-                    lost += 1;
-                    if lost > tolerated {
-                        return;
-                    }
+                if losses.skip(tolerated).next().await.is_none() {
+                    std::future::pending::<()>().await;
                 }
-                std::future::pending::<()>().await;
             };
             match ends {
                 Some(ends) => {

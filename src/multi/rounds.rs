@@ -106,13 +106,11 @@ impl Parts {
     /// acquires, each with Redisson's wait: `n × 1.5 s` without a lease; with one, a random wait
     /// in [lease/2, lease) when the lease is at most `n × 1.5 s`, else in [n × 1.5 s, lease)
     /// (at least 1 ms, so that a tiny lease does not spin). A round that fails for an outage
-    /// ends the call, unless every part's client keeps waiting through outages
-    /// ([`WhenUnavailable::KeepWaiting`]).
+    /// ends the call, unless every part's client has [`WhenUnavailable::KeepWaiting`].
     ///
     /// Silence is an outage only once it has lasted a response timeout (the longest of the
-    /// parts' clients'), as for a single lock's `lock()`: a round whose parts got no reply
-    /// within their share of its wait (a fraction of the lease, shorter than a round trip on a
-    /// loaded machine) was short of time, and the next round starts.
+    /// parts' clients'), as for a single lock: a round whose parts got no reply within their
+    /// share of its wait (maybe shorter than a round trip) was short of time.
     pub(super) async fn acquire(&self, lease: Option<Duration>) -> Result<MultiGuard> {
         let base = Duration::from_millis(1500).saturating_mul(self.locks.len() as u32);
         let keep_waiting = self
@@ -169,9 +167,7 @@ impl Parts {
     /// failed for another reason than an outage (its lock cannot be taken: `WrongType`, say), at
     /// once; a round of a RedLock failed with such an error among its failures; or no part
     /// answered "busy" in the last round, only errors (outages: the error is the last one). A part
-    /// whose bound the deadline had cut below half its share and which got no reply within it
-    /// counts as busy, not as an outage: near the deadline its bound can be shorter than a round
-    /// trip (where Java's first attempt runs to its reply).
+    /// that got no reply within a bound the deadline cut below half its share counts as busy.
     ///
     /// Cancel safe: the guards of the parts taken are dropped (released in the background) and an
     /// acquire in flight is taken back by the part's client.
@@ -260,15 +256,18 @@ impl Parts {
             waited_ms = started.elapsed().as_millis() as u64,
             "acquired the parts"
         );
-        Ok(Some(MultiGuard::new(held, kind.quorum(n), started, lease)))
+        Ok(Some(MultiGuard {
+            parts: held,
+            quorum: kind.quorum(n),
+            started,
+            lease,
+        }))
     }
 }
 
 /// Why parts were not taken, over the whole acquisition.
 #[derive(Default)]
 struct Failures {
-    /// A part answered "busy" at least once.
-    busy: bool,
     /// A part answered "busy" in the current round.
     round_busy: bool,
     /// The last outage (`Error::is_transient`).
@@ -282,19 +281,14 @@ impl Failures {
     /// its share of the wait.
     fn note(&mut self, name: &str, failed: Result<Attempt<LockGuard>>, cut: bool) {
         match failed {
-            // A part whose bound was cut short by the deadline and got no reply within it (the
-            // bound may be shorter than a round trip near the deadline) failed for lack of time,
-            // as a busy one: not an outage. (Java's first attempt runs to its reply.)
-            Ok(_) => {
-                self.busy = true;
-                self.round_busy = true;
-            }
+            Ok(_) => self.round_busy = true,
+            // No reply within a bound the deadline cut short (maybe below a round trip): a lack
+            // of time, as busy, not an outage. (Java's first attempt runs to its reply.)
             Err(Error::Timeout(_)) if cut => {
                 tracing::debug!(
                     lock = name,
                     "a part's wait, cut short by the deadline, ran out"
                 );
-                self.busy = true;
                 self.round_busy = true;
             }
             Err(err) => {
