@@ -5,7 +5,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::wait::{count_failure, out_of_time, Lapse, TryOutcome, WaitBound, Waiting};
+use super::wait::{
+    attempt_within, count_failure, out_of_time, Lapse, TryOutcome, WaitBound, Waiting,
+};
 use super::{Acquisition, WokenBy};
 use crate::config::{lease_millis, WhenUnavailable};
 use crate::error::{Error, Result};
@@ -172,84 +174,67 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<TryOutcome<T>>>,
 {
-    let outcome = polls(client, wait, backoff, &mut attempt).await;
+    let limit = WaitBound::new(wait);
+    let mut pauses = backoff.pauses();
+    let outcome = async {
+        let mut attempts = 0u32;
+        // Whether Redis ever answered, and the outage that failed the last attempt: what the
+        // wait reports when it runs out (as the pub/sub primitives do).
+        let mut answered = false;
+        let mut outage: Option<Error> = None;
+        loop {
+            attempts += 1;
+            // A dropped attempt is settled by the kit.
+            match attempt_within(limit.left(), attempts == 1, &mut attempt).await {
+                // Its lease ended before it could be handed out (see `Lapse`): let it go
+                // (dropping it gives it up) and poll on.
+                Some(Ok(TryOutcome::Acquired(hold, _))) if hold.lapsed() => {
+                    drop(hold);
+                    tracing::debug!(
+                        attempts,
+                        "acquired only after the lease ran out; not handed out"
+                    );
+                    answered = true;
+                    outage = None;
+                }
+                Some(Ok(TryOutcome::Acquired(hold, reentered))) => {
+                    let woken_by = match attempts {
+                        1 => WokenBy::Immediate,
+                        _ => WokenBy::BackOff,
+                    };
+                    let how = metrics::How::of(woken_by, reentered);
+                    return Ok(Some((
+                        hold,
+                        Acquisition::record(limit.start, woken_by, attempts, how),
+                    )));
+                }
+                Some(Ok(TryOutcome::Busy(_))) => {
+                    answered = true;
+                    outage = None;
+                }
+                Some(Err(err))
+                    if err.is_transient()
+                        && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
+                {
+                    tracing::debug!(error = %err, "redis unavailable; polling on");
+                    outage = Some(err);
+                }
+                Some(Err(err)) => return Err(client.explain(err)),
+                None => break,
+            }
+            let pause = pauses.next();
+            match limit.left() {
+                Some(left) if left.is_zero() => break,
+                Some(left) => tokio::time::sleep(pause.min(left)).await,
+                None => tokio::time::sleep(pause).await,
+            }
+        }
+        tracing::debug!(attempts, "not acquired within the wait bound");
+        out_of_time(client, wait, answered, outage)
+    }
+    .await;
     count_failure(&outcome);
     outcome
-}
-
-async fn polls<T: Lapse, F, Fut>(
-    client: &(impl Waiting + ?Sized),
-    wait: Option<Duration>,
-    backoff: BackOff,
-    attempt: &mut F,
-) -> Result<Option<(T, Acquisition)>>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<TryOutcome<T>>>,
-{
-    let limit = WaitBound::new(wait);
-    let (start, time_left) = (limit.start, || limit.left());
-    let mut pauses = backoff.pauses();
-    let mut attempts = 0u32;
-    // Whether Redis ever answered, and the outage that failed the last attempt: what the wait
-    // reports when it runs out (as the pub/sub primitives do).
-    let mut answered = false;
-    let mut outage: Option<Error> = None;
-    loop {
-        attempts += 1;
-        // Bounded by the time left; the first attempt of a lone try by the response timeout
-        // only. A dropped attempt is settled by the kit.
-        let outcome = match time_left() {
-            Some(left) if !left.is_zero() => tokio::time::timeout(left, attempt()).await.ok(),
-            Some(_) if attempts > 1 => None,
-            _ => Some(attempt().await),
-        };
-        match outcome {
-            // Its lease ended before it could be handed out (see `Lapse`): let it go (dropping
-            // it gives it up) and poll on.
-            Some(Ok(TryOutcome::Acquired(hold, _))) if hold.lapsed() => {
-                drop(hold);
-                tracing::debug!(
-                    attempts,
-                    "acquired only after the lease ran out; not handed out"
-                );
-                answered = true;
-                outage = None;
-            }
-            Some(Ok(TryOutcome::Acquired(hold, reentered))) => {
-                let woken_by = match attempts {
-                    1 => WokenBy::Immediate,
-                    _ => WokenBy::BackOff,
-                };
-                let how = metrics::How::of(woken_by, reentered);
-                return Ok(Some((
-                    hold,
-                    Acquisition::record(start, woken_by, attempts, how),
-                )));
-            }
-            Some(Ok(TryOutcome::Busy(_))) => {
-                answered = true;
-                outage = None;
-            }
-            Some(Err(err))
-                if err.is_transient()
-                    && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
-            {
-                tracing::debug!(error = %err, "redis unavailable; polling on");
-                outage = Some(err);
-            }
-            Some(Err(err)) => return Err(client.explain(err)),
-            None => break,
-        }
-        let pause = pauses.next();
-        match time_left() {
-            Some(left) if left.is_zero() => break,
-            Some(left) => tokio::time::sleep(pause.min(left)).await,
-            None => tokio::time::sleep(pause).await,
-        }
-    }
-    tracing::debug!(attempts, "not acquired within the wait bound");
-    out_of_time(client, wait, answered, outage)
 }
 
 #[cfg(test)]

@@ -592,7 +592,7 @@ async fn give_way(client: &(impl Waiting + ?Sized), waiter: &Waiter, deadline: O
 /// out first, or had already. A slow server or a connection being re-established counts against
 /// the bound; a `first` attempt with no time left at all (a lone try, `try_lock`) is bounded by
 /// the response timeout only.
-async fn attempt_within<T, F, Fut>(
+pub(super) async fn attempt_within<T, F, Fut>(
     left: Option<Duration>,
     first: bool,
     attempt: &mut F,
