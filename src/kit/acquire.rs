@@ -39,12 +39,7 @@ pub(crate) async fn acquire_call<T>(
 ) -> Result<TryOutcome<T>> {
     let registration = settled_call(client, key).await?;
     let undo = Undo::Release {
-        release: Release {
-            name: Arc::clone(&key.name),
-            field: Arc::clone(&key.field),
-            lease_ms,
-            script: release_by,
-        },
+        release: Release::of(key, lease_ms, release_by),
         acquired,
     };
     let doubts = Arc::clone(&client.leases.doubts);

@@ -424,10 +424,7 @@ impl<P: Protocol> Handle<P> {
             lease_ms,
             ..
         } = *call;
-        let key = HoldKey {
-            name: self.name_arc(),
-            field: Arc::clone(field),
-        };
+        let key = self.key(field);
         let send = self.kind.send(AcquireCall {
             lock: self,
             field,
@@ -480,10 +477,7 @@ impl<P: Protocol> Handle<P> {
         sent_at: Instant,
         extra: P::Extra,
     ) -> (Guard<P>, bool) {
-        let key = HoldKey {
-            name: self.name_arc(),
-            field: Arc::clone(field),
-        };
+        let key = self.key(field);
         let (hold, reentered) = Hold::acquired(self.client_arc(), &key, lease, sent_at, P::RELEASE);
         let guard = Guard {
             lock: self.with_owner(owner),
@@ -496,19 +490,10 @@ impl<P: Protocol> Handle<P> {
     /// Releases one hold of this handle's owner with the primitive's release script.
     async fn release_own(&self) -> Result<()> {
         let client = self.checked()?;
-        let field = self.field_of(self.owner());
-        let key = HoldKey {
-            name: self.name_arc(),
-            field: Arc::clone(&field),
-        };
+        let key = self.key(&self.field_of(self.owner()));
         let call = client.leases.doubts.enter();
         let lease_ms = client.leases.released_by_key(&key);
-        let release = Release {
-            name: self.name_arc(),
-            field,
-            lease_ms,
-            script: P::RELEASE,
-        };
+        let release = Release::of(&key, lease_ms, P::RELEASE);
         // An unknown outcome is `Error::ReleaseUnknown`, never `Ok`.
         let reply = send_release(client, &release, call)
             .await?
@@ -633,6 +618,14 @@ impl<P: Protocol> Handle<P> {
 
     pub(crate) fn client(&self) -> &ClientInner {
         &self.client
+    }
+
+    /// The hold key of `field` in this lock.
+    fn key(&self, field: &Arc<str>) -> HoldKey {
+        HoldKey {
+            name: self.name_arc(),
+            field: Arc::clone(field),
+        }
     }
 
     pub(crate) fn name_arc(&self) -> Arc<str> {

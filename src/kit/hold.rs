@@ -41,28 +41,6 @@ impl super::wait::Lapse for Hold {
 }
 
 impl Hold {
-    /// The hold `ticket` (from `LeaseTable::acquired`) of an acquire sent at `sent_at`.
-    pub(crate) fn new(
-        client: Arc<ClientInner>,
-        ticket: Ticket,
-        sent_at: Instant,
-        acquisition: Acquisition,
-        release_by: Option<&'static ReleaseScript>,
-    ) -> Hold {
-        let lease_ends = match ticket.lease {
-            Lease::Fixed(ms) => sent_at.checked_add(Duration::from_millis(ms)),
-            Lease::Watchdog => None,
-        };
-        Hold {
-            client,
-            ticket,
-            lease_ends,
-            acquisition,
-            release_by,
-            done: false,
-        }
-    }
-
     /// Records a hold of `key` just taken (by an acquire sent at `sent_at`, or handed over by a
     /// local releaser) in the lease table and wraps it; also tells whether it re-entered a hold
     /// the owner had. Synchronous, so nothing can drop the hold unseen. The acquisition is a
@@ -76,16 +54,19 @@ impl Hold {
         release_by: Option<&'static ReleaseScript>,
     ) -> (Hold, bool) {
         let (ticket, reentered) = client.leases.acquired(key, lease, sent_at);
-        (
-            Hold::new(
-                client,
-                ticket,
-                sent_at,
-                Acquisition::immediate(1),
-                release_by,
-            ),
-            reentered,
-        )
+        let lease_ends = match ticket.lease {
+            Lease::Fixed(ms) => sent_at.checked_add(Duration::from_millis(ms)),
+            Lease::Watchdog => None,
+        };
+        let hold = Hold {
+            client,
+            ticket,
+            lease_ends,
+            acquisition: Acquisition::immediate(1),
+            release_by,
+            done: false,
+        };
+        (hold, reentered)
     }
 
     /// Releases the hold now; `Error::LeaseLost` if it had been lost (nothing is sent then, or
@@ -123,7 +104,7 @@ impl Hold {
         if released.lost {
             return Err(self.lease_lost());
         }
-        let release = self.release_call(released.rearm_ms);
+        let release = Release::of(&self.ticket.key, released.rearm_ms, self.release_by);
         let name = &*self.ticket.key.name;
         let send = super::release::send_release(&self.client, &release, call);
         let sent = match proven_until {
@@ -253,15 +234,6 @@ impl Hold {
     pub(crate) fn lease(&self) -> Lease {
         self.ticket.lease
     }
-
-    fn release_call(&self, lease_ms: u64) -> Release {
-        Release {
-            name: Arc::clone(&self.ticket.key.name),
-            field: Arc::clone(&self.ticket.key.field),
-            lease_ms,
-            script: self.release_by,
-        }
-    }
 }
 
 impl Drop for Hold {
@@ -274,7 +246,7 @@ impl Drop for Hold {
         if released.lost {
             return;
         }
-        let release = self.release_call(released.rearm_ms);
+        let release = Release::of(&self.ticket.key, released.rearm_ms, self.release_by);
         self.client
             .janitor
             .submit(Job::Release(release, Some(call)));

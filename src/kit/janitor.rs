@@ -39,6 +39,20 @@ pub(crate) enum Job {
 }
 
 impl Release {
+    /// The release of one hold of `key` with the lease `lease_ms`, by `script` (`None`: `RELEASE`).
+    pub(crate) fn of(
+        key: &crate::lease::watchdog::HoldKey,
+        lease_ms: u64,
+        script: Option<&'static crate::transport::script::ReleaseScript>,
+    ) -> Release {
+        Release {
+            name: Arc::clone(&key.name),
+            field: Arc::clone(&key.field),
+            lease_ms,
+            script,
+        }
+    }
+
     /// The lock and holder field this release is for.
     pub(crate) fn key(&self) -> crate::lease::watchdog::HoldKey {
         crate::lease::watchdog::HoldKey {
