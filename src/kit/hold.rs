@@ -34,12 +34,6 @@ pub(crate) struct Hold {
     done: bool,
 }
 
-impl super::wait::Lapse for Hold {
-    fn lapsed(&self) -> bool {
-        self.is_lost()
-    }
-}
-
 impl Hold {
     /// Records a hold of `key` just taken (by an acquire sent at `sent_at`, or handed over by a
     /// local releaser) in the lease table and wraps it; also tells whether it re-entered a hold
