@@ -80,11 +80,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn handle<P: Protocol>(&self, lock: crate::Handle<P>) -> Handle<P> {
-        Handle {
-            client: Arc::clone(&self.inner),
-            lock,
-            owner: None,
-        }
+        Handle::new(&self.inner, lock, None)
     }
 
     /// The async client this blocking client runs on (for [`Client::handle`]).
@@ -100,6 +96,15 @@ impl Client {
 }
 
 impl<P: Protocol> Handle<P> {
+    /// `lock` run on `client`'s runtime for `owner` (`None`: the calling thread).
+    pub(super) fn new(client: &Arc<Inner>, lock: crate::Handle<P>, owner: Option<Owner>) -> Self {
+        Handle {
+            client: Arc::clone(client),
+            lock,
+            owner,
+        }
+    }
+
     /// The async lock acting for this handle's owner.
     pub(super) fn bound(&self) -> crate::Handle<P> {
         self.lock.with_owner(self.owner())
@@ -107,11 +112,7 @@ impl<P: Protocol> Handle<P> {
 
     /// The same lock as another primitive's handle, owner kept.
     fn with_lock<Q: Protocol>(&self, lock: crate::Handle<Q>) -> Handle<Q> {
-        Handle {
-            client: Arc::clone(&self.client),
-            lock,
-            owner: self.owner,
-        }
+        Handle::new(&self.client, lock, self.owner)
     }
 
     /// The lock's name (its Redis key).
@@ -232,7 +233,7 @@ impl<P: Protocol> Guard<P> {
     /// # Ok(()) }
     /// ```
     pub fn unlock_settled(self) -> Result<()> {
-        self.held.unlock_settled()
+        self.held.finish(crate::Guard::unlock_settled)
     }
 
     /// Keeps the hold without a guard; release it later with the lock's `unlock` on the same
@@ -382,11 +383,5 @@ impl<P: Protocol> super::AsyncGuard for crate::Guard<P> {
     }
     fn is_lost(&self) -> bool {
         crate::Guard::is_lost(self)
-    }
-}
-
-impl<P: Protocol> super::SettledGuard for crate::Guard<P> {
-    fn release_settled(self) -> impl Future<Output = Result<()>> {
-        self.unlock_settled()
     }
 }

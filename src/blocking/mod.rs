@@ -292,11 +292,6 @@ trait AsyncGuard {
     fn is_lost(&self) -> bool;
 }
 
-/// An async guard whose release of unknown outcome can be settled (`unlock_settled`).
-trait SettledGuard: AsyncGuard {
-    fn release_settled(self) -> impl Future<Output = Result<()>>;
-}
-
 /// The part every blocking guard shares: the async guard and the runtime that serves it.
 #[derive(Debug)]
 struct Held<G> {
@@ -338,11 +333,5 @@ impl<G: AsyncGuard> Held<G> {
 
     fn is_lost(&self) -> bool {
         self.guard.as_ref().is_none_or(|guard| guard.is_lost())
-    }
-}
-
-impl<G: SettledGuard> Held<G> {
-    fn unlock_settled(self) -> Result<()> {
-        self.finish(G::release_settled)
     }
 }

@@ -92,11 +92,7 @@ impl ReadWriteLock {
     /// # Ok(()) }
     /// ```
     pub fn read_lock(&self) -> ReadLock {
-        Handle {
-            client: Arc::clone(&self.client),
-            lock: self.rw.read_lock(),
-            owner: self.owner,
-        }
+        Handle::new(&self.client, self.rw.read_lock(), self.owner)
     }
 
     /// The write side, acting for this handle's owner (see
@@ -108,11 +104,7 @@ impl ReadWriteLock {
     /// # Ok(()) }
     /// ```
     pub fn write_lock(&self) -> WriteLock {
-        Handle {
-            client: Arc::clone(&self.client),
-            lock: self.rw.write_lock(),
-            owner: self.owner,
-        }
+        Handle::new(&self.client, self.rw.write_lock(), self.owner)
     }
 }
 
