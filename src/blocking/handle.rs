@@ -270,7 +270,7 @@ impl<P: Protocol> Guard<P> {
     /// # Ok(()) }
     /// ```
     pub fn acquisition(&self) -> Option<&Acquisition> {
-        self.held.guard.as_ref().map(crate::Guard::acquisition)
+        self.held.get().map(crate::Guard::acquisition)
     }
 
     /// The owner of this hold.
@@ -283,8 +283,7 @@ impl<P: Protocol> Guard<P> {
     /// ```
     pub fn owner(&self) -> Owner {
         self.held
-            .guard
-            .as_ref()
+            .get()
             .map_or_else(Owner::current_thread, crate::Guard::owner)
     }
 }
@@ -310,10 +309,7 @@ impl FencedGuard {
     /// # Ok(()) }
     /// ```
     pub fn token(&self) -> u64 {
-        self.held
-            .guard
-            .as_ref()
-            .map_or(0, crate::FencedGuard::token)
+        self.held.get().map_or(0, crate::FencedGuard::token)
     }
 }
 

@@ -31,33 +31,28 @@
 //! }
 //! ```
 
+mod handle;
 mod inspect;
 mod latch;
-mod permit_semaphore;
-mod semaphore;
-
-pub use latch::CountDownLatch;
-pub use semaphore::{Semaphore, SemaphorePermits};
 mod multi;
-
-pub use multi::{MultiGuard, MultiLock, RedLock};
+mod permit_semaphore;
+mod read_write;
+mod semaphore;
 
 use std::future::Future;
 use std::sync::Arc;
 
+pub use handle::{FairGuard, FairLock, FencedGuard, FencedLock, Guard, Handle, Lock, LockGuard};
+pub use handle::{NonReentrantFairGuard, NonReentrantFairLock, NonReentrantGuard};
+pub use handle::{NonReentrantLock, SpinGuard, SpinLock};
+pub use latch::CountDownLatch;
+pub use multi::{MultiGuard, MultiLock, RedLock};
 pub use permit_semaphore::{Permit, PermitExpirableSemaphore};
+pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
+pub use semaphore::{Semaphore, SemaphorePermits};
 
 use crate::error::{Error, Result};
 use crate::{Config, LockInfo};
-
-mod read_write;
-pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
-mod handle;
-pub use handle::{FairGuard, FairLock, FencedGuard, FencedLock, Guard, Handle, Lock, LockGuard};
-pub use handle::{
-    NonReentrantFairGuard, NonReentrantFairLock, NonReentrantGuard, NonReentrantLock, SpinGuard,
-    SpinLock,
-};
 
 /// A blocking client: a [`crate::Client`] plus the runtime that serves it.
 ///
@@ -307,6 +302,11 @@ impl<G: AsyncGuard> Held<G> {
             guard: Some(guard),
             client: Arc::clone(client),
         }
+    }
+
+    /// The async guard, unless released or detached.
+    fn get(&self) -> Option<&G> {
+        self.guard.as_ref()
     }
 
     fn unlock(self) -> Result<()> {

@@ -243,10 +243,7 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub fn validity(&self) -> Option<Duration> {
-        self.held
-            .guard
-            .as_ref()
-            .and_then(crate::MultiGuard::validity)
+        self.held.get().and_then(crate::MultiGuard::validity)
     }
 
     /// How many parts the guard holds.
@@ -258,9 +255,6 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub fn parts(&self) -> usize {
-        self.held
-            .guard
-            .as_ref()
-            .map_or(0, |guard| guard.parts().len())
+        self.held.get().map_or(0, |guard| guard.parts().len())
     }
 }

@@ -142,7 +142,7 @@ impl Permit {
     /// # Ok(()) }
     /// ```
     pub fn id(&self) -> &str {
-        self.held.guard.as_ref().map_or("", crate::Permit::id)
+        self.held.get().map_or("", crate::Permit::id)
     }
 
     /// Releases now (see [`crate::Permit::release`]).

@@ -109,10 +109,7 @@ impl SemaphorePermits {
     /// # Ok(()) }
     /// ```
     pub fn permits(&self) -> u64 {
-        self.held
-            .guard
-            .as_ref()
-            .map_or(0, crate::SemaphorePermits::permits)
+        self.held.get().map_or(0, crate::SemaphorePermits::permits)
     }
 
     /// Gives the permits back now (see [`crate::SemaphorePermits::release`]).
@@ -147,7 +144,7 @@ impl SemaphorePermits {
     /// # Ok(()) }
     /// ```
     pub fn acquisition(&self) -> Option<&Acquisition> {
-        self.held.guard.as_ref().map(|guard| guard.acquisition())
+        self.held.get().map(|guard| guard.acquisition())
     }
 }
 
