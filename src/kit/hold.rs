@@ -63,22 +63,16 @@ impl Hold {
         (hold, reentered)
     }
 
-    /// Releases the hold now; `Error::LeaseLost` if it had been lost (nothing is sent then, or
-    /// the server had no such hold) or was past its proven end ([`Hold::is_lost`]) when the
-    /// release began (whatever the server kept of it is released all the same; a fixed-lease
-    /// hold of a field acquired again since is judged by the server's reply, see `finish`);
-    /// `Error::ReleaseUnknown` if the outcome is unknown (the hold may remain). Cancel safe:
-    /// once sent, the janitor finishes the release; before that, dropping the future drops the
-    /// hold, which releases.
+    /// Releases the hold now, with the outcomes that [`Guard::unlock`](super::Guard::unlock)
+    /// documents (see `finish`). Cancel safe: once sent, the janitor finishes the release;
+    /// before that, dropping the future drops the hold, which releases.
     pub(crate) async fn release(self) -> Result<()> {
         self.finish(false).await
     }
 
-    /// [`Hold::release`], but bounded by the hold's proven lease end, and a release of unknown
-    /// outcome waits (within that bound) for the client to settle the holder field: `Ok` when
-    /// the server still had the hold then (it lasted until the settling took it back),
-    /// `Error::ReleaseUnknown` otherwise (`may_remain` false when the field was settled, true
-    /// when the lease end or the client's shutdown came first). Cancel safe as `release`.
+    /// [`Hold::release`], but bounded by the hold's proven lease end, settling a release of
+    /// unknown outcome as [`Guard::unlock_settled`](super::Guard::unlock_settled) documents.
+    /// Cancel safe as `release`.
     pub(crate) async fn release_settled(self) -> Result<()> {
         self.finish(true).await
     }

@@ -364,10 +364,7 @@ where
         )
     };
     let mut place = None;
-    // Other owners of this client wait for the lock already: take the place behind them without
-    // a first attempt, so that a task that releases and asks again at once cannot overtake a
-    // local waiter whose own attempt is still out (the lock's holder, if local, hands it over
-    // on release). Not for a lone try (it has no time to wait), nor for a re-entry by a holder.
+    // Step 0 (see the module docs): behind this client's other waiters, without a first attempt.
     let mut in_line_first = false;
     if subscription.is_some() {
         let may_wait = time_left().is_none_or(|left| !left.is_zero());
@@ -575,10 +572,8 @@ async fn lapse<T>(hold: T, lapses: &mut u32, backoff: &mut Duration, left: Optio
 async fn give_way(client: &(impl Waiting + ?Sized), waiter: &Waiter, deadline: Option<Instant>) {
     if client.handoffs().give_way.is_idle()
         || deadline.is_some_and(|deadline| deadline <= Instant::now())
+        || waiter.holds(client)
     {
-        return;
-    }
-    if waiter.holds(client) {
         return;
     }
     client
