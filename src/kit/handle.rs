@@ -547,12 +547,10 @@ impl<P: Protocol> Handle<P> {
         wait: Option<Duration>,
     ) -> Result<(Lease, u64)> {
         let client = self.checked()?;
-        if let Some(wait) = wait {
-            if wait.as_millis() > i64::MAX as u128 {
-                return Err(Error::InvalidArgument(format!(
-                    "wait is too large: {wait:?}"
-                )));
-            }
+        if let Some(wait) = wait.filter(|wait| wait.as_millis() > i64::MAX as u128) {
+            return Err(Error::InvalidArgument(format!(
+                "wait is too large: {wait:?}"
+            )));
         }
         Ok(match lease {
             Some(lease) => {

@@ -162,11 +162,7 @@ impl Hold {
                     },
                     None => None, // the client is gone: its holds end as their leases say
                 };
-                let end = match (key_end, own_end) {
-                    (Some(key), Some(own)) => Some(key.min(own)),
-                    (key, own) => key.or(own),
-                };
-                let Some(end) = end else {
+                let Some(end) = [key_end, own_end].into_iter().flatten().min() else {
                     token.cancelled().await;
                     return;
                 };

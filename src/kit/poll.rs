@@ -5,9 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::wait::{
-    attempt_within, count_failure, out_of_time, Lapse, TryOutcome, WaitBound, Waiting,
-};
+use super::wait::{attempt_within, counted, out_of_time, Lapse, TryOutcome, WaitBound, Waiting};
 use super::{Acquisition, WokenBy};
 use crate::config::{lease_millis, WhenUnavailable};
 use crate::error::{Error, Result};
@@ -176,7 +174,7 @@ where
 {
     let limit = WaitBound::new(wait);
     let mut pauses = backoff.pauses();
-    let outcome = async {
+    counted(async {
         let mut attempts = 0u32;
         // Whether Redis ever answered, and the outage that failed the last attempt: what the
         // wait reports when it runs out (as the pub/sub primitives do).
@@ -231,10 +229,8 @@ where
         }
         tracing::debug!(attempts, "not acquired within the wait bound");
         out_of_time(client, wait, answered, outage)
-    }
-    .await;
-    count_failure(&outcome);
-    outcome
+    })
+    .await
 }
 
 #[cfg(test)]
