@@ -140,15 +140,8 @@ impl GiveWay {
     /// Cancel safe: it only waits.
     pub(crate) async fn wait_turn(&self, name: &str, deadline: Option<Instant>) {
         loop {
-            let courtesy = {
-                let locks = self.locks.lock();
-                if locks.is_empty() {
-                    return;
-                }
-                match locks.get(name) {
-                    Some(courtesy) => Arc::clone(courtesy),
-                    None => return,
-                }
+            let Some(courtesy) = self.locks.lock().get(name).cloned() else {
+                return;
             };
             let settled = courtesy.settled.notified();
             tokio::pin!(settled);
