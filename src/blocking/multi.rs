@@ -48,11 +48,9 @@ impl Parts {
         bind: impl FnOnce(Vec<crate::Lock>) -> Result<A>,
         acquire: impl FnOnce(A) -> F,
     ) -> Result<T> {
+        // Never empty: `bind` (as `new`'s `build` did) refuses an empty list.
         let composite = bind(self.locks.iter().map(Lock::bound).collect())?;
-        let first = self.locks.first().ok_or_else(|| {
-            crate::Error::InvalidArgument("a composite lock needs at least one lock".into())
-        })?;
-        first.client.block_on(acquire(composite))?
+        self.locks[0].client.block_on(acquire(composite))?
     }
 
     fn guard(&self, guard: crate::MultiGuard) -> MultiGuard {
