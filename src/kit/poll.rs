@@ -5,7 +5,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::wait::{attempt_within, counted, out_of_time, Lapse, TryOutcome, WaitBound, Waiting};
+use super::wait::{
+    attempt_within, count_failure, out_of_time, Lapse, TryOutcome, WaitBound, Waiting,
+};
 use super::{Acquisition, WokenBy};
 use crate::config::{lease_millis, WhenUnavailable};
 use crate::error::{Error, Result};
@@ -174,7 +176,7 @@ where
 {
     let limit = WaitBound::new(wait);
     let mut pauses = backoff.pauses();
-    counted(async {
+    let outcome = async {
         let mut attempts = 0u32;
         // Whether Redis ever answered, and the outage that failed the last attempt: what the
         // wait reports when it runs out (as the pub/sub primitives do).
@@ -229,8 +231,10 @@ where
         }
         tracing::debug!(attempts, "not acquired within the wait bound");
         out_of_time(client, wait, answered, outage)
-    })
-    .await
+    }
+    .await;
+    count_failure(&outcome);
+    outcome
 }
 
 #[cfg(test)]

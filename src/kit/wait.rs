@@ -291,21 +291,19 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<TryOutcome<T>>>,
 {
-    counted(wait_loop(client, waiter, wait, attempt, adopt)).await
+    let outcome = wait_loop(client, waiter, wait, attempt, adopt).await;
+    count_failure(&outcome);
+    outcome
 }
 
-/// Runs `acquire`, counting an end without a hold in the metrics: acquisitions are counted
-/// where the loop knows how they happened, the other ends here.
-pub(super) async fn counted<T>(
-    acquire: impl Future<Output = Result<Option<T>>>,
-) -> Result<Option<T>> {
-    let outcome = acquire.await;
-    match &outcome {
+/// Counts an acquire that ended without a hold in the metrics: acquisitions are counted where
+/// the loop knows how they happened, the other ends here.
+pub(crate) fn count_failure<T>(outcome: &Result<Option<T>>) {
+    match outcome {
         Ok(Some(_)) => {}
         Ok(None) => metrics::not_acquired(metrics::Failure::Busy),
         Err(_) => metrics::not_acquired(metrics::Failure::Error),
     }
-    outcome
 }
 
 /// When one wait started and when it ends (`None`: never).
