@@ -5,10 +5,11 @@
 //! (fair queue and deadlines, fenced token, permits out, read-hold timeouts) in one atomic step;
 //! the kind is then inferred from what is certain, or checked against the kind the caller names.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use fred::prelude::Value;
 
+use crate::clock::epoch_ms;
 use crate::error::{Error, Result};
 use crate::kit::Client;
 use crate::kit::RemainingTtl;
@@ -340,16 +341,8 @@ impl Client {
             )
             .await
             .map_err(|err| inner.redis_error(name, err))?;
-        parse(name, reply, now_ms())
+        parse(name, reply, i64::try_from(epoch_ms()).unwrap_or(i64::MAX))
     }
-}
-
-/// This machine's clock in epoch milliseconds (Redisson's deadlines are client clocks too).
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 /// What the key `name` stores.

@@ -228,6 +228,7 @@
 
 pub mod blocking;
 mod client;
+mod clock;
 mod config;
 mod error;
 mod inspect;

@@ -603,11 +603,6 @@ where
     }
 }
 
-/// Maps a script error to the crate's error for the lock `name`.
-pub(crate) fn script_error(client: &ClientInner, name: &str, err: fred::error::Error) -> Error {
-    client.redis_error(name, err)
-}
-
 #[cfg(test)]
 mod tests {
     use super::{lock_wake, Wakes};

@@ -44,13 +44,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use foldhash::HashMap;
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::epoch_ms;
 use crate::error::Error;
 use crate::lease::watchdog::{HoldKey, LeaseTable};
 use crate::transport::script::Script;
@@ -117,11 +118,8 @@ impl Settlement {
     /// A settlement and the sender the field's entry keeps until the reconcile.
     pub(crate) fn new(doubts: &Doubts) -> (Settlement, oneshot::Sender<bool>) {
         let (sender, settled) = oneshot::channel();
-        let settlement = Settlement {
-            settled,
-            closed: doubts.closed.clone(),
-        };
-        (settlement, sender)
+        let closed = doubts.closed.clone();
+        (Settlement { settled, closed }, sender)
     }
 
     /// Waits for the reconcile of the field (cancel safe).
@@ -414,10 +412,7 @@ async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, how: &Settle, key: &Ho
         let known = table.live_holds(key);
         let keep = known.to_string();
         // Some layouts keep deadlines in the clients' clocks (the fair queue's).
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |since| since.as_millis())
-            .to_string();
+        let now = epoch_ms().to_string();
         let mut args = vec![&*key.field, &keep, redis.publish_arg, &now];
         args.extend(layout_args.iter().map(String::as_str));
         let reply = how

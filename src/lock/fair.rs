@@ -5,12 +5,13 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use fred::prelude::Value;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
+use crate::clock::epoch_ms;
 use crate::error::{Error, Result};
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::kit::protocol::{sealed, AcquireCall, Protocol, Waits};
@@ -308,7 +309,7 @@ impl<Q: Queued> Protocol for Q {
             call.lease_arg(),
             call.field.to_string(),
             acquiring.wait_ms.to_string(),
-            now_ms().to_string(),
+            epoch_ms().to_string(),
             if acquiring.once { "1" } else { "0" }.to_owned(),
         ];
         let reply = call.run(Q::ACQUIRE, keys, args);
@@ -375,7 +376,7 @@ impl<Q: Queued> Protocol for Q {
                     name::fair_timeout_key(name),
                     name::lock_channel(name),
                 ],
-                &[now_ms().to_string().as_str(), client.redis.publish_arg],
+                &[epoch_ms().to_string().as_str(), client.redis.publish_arg],
             )
             .await;
         match reply {
@@ -405,14 +406,6 @@ async fn name_wrong_type(client: Arc<ClientInner>, name: String, err: Error) -> 
     err
 }
 
-/// The client's clock in epoch ms: fair-lock deadlines are client time, as Redisson's
-/// (`System.currentTimeMillis()`; protocol §0.3).
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as u64)
-}
-
 /// `FAIR_RELEASE`'s keys and arguments for one release.
 fn encode_release(release: &Release, publish: &'static str) -> Encoded {
     let name = &*release.name;
@@ -426,7 +419,7 @@ fn encode_release(release: &Release, publish: &'static str) -> Encoded {
         &[
             release.lease_ms.to_string().as_str(),
             &release.field,
-            now_ms().to_string().as_str(),
+            epoch_ms().to_string().as_str(),
             publish,
         ],
     )

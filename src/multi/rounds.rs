@@ -11,7 +11,6 @@ use tokio::time::Instant;
 use super::guard::MultiGuard;
 use crate::config::{lease_millis, WhenUnavailable};
 use crate::error::{Error, Result};
-use crate::kit::wait::script_error;
 use crate::kit::Attempt;
 use crate::lock::{Lock, LockGuard};
 use crate::owner::Owner;
@@ -85,12 +84,9 @@ impl Parts {
     }
 
     pub(super) fn with_owner(&self, owner: Owner) -> Parts {
+        let locks = self.locks.iter().map(|lock| lock.with_owner(owner));
         Parts {
-            locks: self
-                .locks
-                .iter()
-                .map(|lock| lock.with_owner(owner))
-                .collect(),
+            locks: locks.collect(),
             kind: self.kind,
         }
     }
@@ -346,7 +342,7 @@ async fn relet_all(held: Vec<LockGuard>, lease_ms: u64, quorum: usize) -> Result
                 .redis
                 .query::<i64>("PEXPIRE", lock.name(), &[ms])
                 .await
-                .map_err(|err| script_error(client, lock.name(), err));
+                .map_err(|err| client.redis_error(lock.name(), err));
             (sent_at, reply)
         }
     }))

@@ -8,9 +8,10 @@ use fred::prelude::Value;
 use tokio::time::Instant;
 
 use super::Taken;
+use crate::clock::epoch_ms;
 use crate::config::lease_millis;
 use crate::error::{Error, Result};
-use crate::kit::wait::{script_error, TryOutcome};
+use crate::kit::wait::TryOutcome;
 use crate::kit::{Acquisition, Attempt, Client, ClientInner};
 use crate::name;
 use crate::transport::script::lua_scripts;
@@ -56,7 +57,7 @@ impl super::GiveBack for PermitRelease {
             .prefixed_key(name::SEMAPHORE_CHANNEL_PREFIX, name)
             .key(&name::permit_timeout_key(name));
         self.format.member(&mut out, &self.id);
-        out.number(now_ms()).arg(publish);
+        out.number(epoch_ms()).arg(publish);
         out.finish()
     }
 }
@@ -364,7 +365,7 @@ impl PermitExpirableSemaphore {
         args.key(&self.name)
             .key(&self.timeout_key())
             .prefixed_key(name::SEMAPHORE_CHANNEL_PREFIX, &self.name)
-            .number(now_ms())
+            .number(epoch_ms())
             .arg(self.client.redis.publish_arg);
         let reply = self.write(&AVAILABLE, &args.finish()).await?;
         integer(&reply).ok_or_else(|| unexpected("available permits", &reply))
@@ -387,7 +388,7 @@ impl PermitExpirableSemaphore {
         let lease_ms = lease
             .map(|lease| lease_millis(lease, "lease"))
             .transpose()?;
-        let now = now_ms();
+        let now = epoch_ms();
         let mut args = self.args(3, 64);
         args.key(&self.name)
             .key(&self.timeout_key())
@@ -437,7 +438,7 @@ impl PermitExpirableSemaphore {
             )));
         }
         // Checked once here, so that no attempt fails on it.
-        deadline(now_ms(), lease_ms)?;
+        deadline(epoch_ms(), lease_ms)?;
         let span = tracing::debug_span!("ferrisson.acquire", semaphore = %self.name);
         let attempt = || self.attempt(lease_ms);
         let acquired = super::acquire_loop(&self.client, &self.name, wait, attempt, span).await?;
@@ -450,9 +451,9 @@ impl PermitExpirableSemaphore {
     /// One run of the acquire script for a fresh permit id, made cancel safe: if its caller is
     /// gone when the reply comes, the janitor releases the permit it took.
     async fn attempt(&self, lease_ms: Option<u64>) -> Result<TryOutcome<Permit>> {
-        let raw = *uuid::Uuid::new_v4().as_bytes();
-        let id = encode_hex(&raw);
-        let now = now_ms();
+        // 32 lowercase hex digits, as Redisson shows ids.
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let now = epoch_ms();
         let mut args = self.args(3, 128);
         args.key(&self.name)
             .key(&self.timeout_key())
@@ -487,7 +488,7 @@ impl PermitExpirableSemaphore {
             // Retry when the first permit's lease ends (at once if it has already: the next
             // attempt's reclaim step takes it back).
             Some(Reply::NextExpiry(at)) => Ok(TryOutcome::Busy(
-                i64::try_from(at.saturating_sub(now_ms())).unwrap_or(i64::MAX),
+                i64::try_from(at.saturating_sub(epoch_ms())).unwrap_or(i64::MAX),
             )),
             // No permit expires: only a release message helps.
             Some(Reply::None) => Ok(TryOutcome::Busy(-1)),
@@ -552,7 +553,7 @@ impl PermitExpirableSemaphore {
     }
 
     fn error(&self, err: fred::error::Error) -> Error {
-        script_error(&self.client, &self.name, err)
+        self.client.redis_error(&self.name, err)
     }
 }
 
@@ -596,15 +597,6 @@ fn taken(reply: &Value) -> bool {
     matches!(read_reply(reply), Some(Reply::Taken))
 }
 
-/// The client's clock in epoch milliseconds, as Redisson reads it (`System.currentTimeMillis`).
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
-}
-
 /// The lease end written for a permit taken at `now` with `lease_ms` (None: never).
 fn deadline(now: u64, lease_ms: Option<u64>) -> Result<u64> {
     match lease_ms {
@@ -627,16 +619,6 @@ fn check_id(id: &str) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn encode_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(2 * bytes.len());
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
-    }
-    out
 }
 
 /// The bytes of a hex string (either case), as Redisson's `ByteBufUtil.decodeHexDump`.
@@ -820,8 +802,10 @@ mod tests {
     #[test]
     fn ids_go_to_hex_and_back() {
         let raw = [0x00, 0x7f, 0x80, 0xff, 0x12, 0xab];
-        assert_eq!(encode_hex(&raw), "007f80ff12ab");
         assert_eq!(decode_hex("007F80ff12AB").as_deref(), Some(&raw[..]));
+        let id = uuid::Uuid::from_u128(0x007f80ff12ab).simple().to_string();
+        assert_eq!(id, "00000000000000000000007f80ff12ab");
+        assert_eq!(decode_hex(&id).map(|bytes| bytes.len()), Some(16));
         assert_eq!(decode_hex("abc"), None, "odd length");
         assert_eq!(decode_hex("zz"), None, "not hex");
         assert!(check_id("").is_err());

@@ -86,6 +86,7 @@ use syn::visit::{self, Visit};
 
 /// The top-level modules (the folders) and their layers. A new module goes here.
 const MODULES: &[(&str, u8)] = &[
+    ("clock", 0),
     ("config", 0),
     ("error", 0),
     ("metrics", 0),
