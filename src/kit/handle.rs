@@ -566,8 +566,8 @@ impl<P: Protocol> Handle<P> {
 
     /// Rejects an unusable name ([`ClientInner::check_name`]).
     pub(crate) fn check_name(&self) -> Result<()> {
-        let channel = crate::name::lock_channel(self.name());
-        self.client.check_name("lock", self.name(), &[&channel])
+        let channel = || [crate::name::lock_channel(self.name())];
+        self.client.check_name("lock", self.name(), channel)
     }
 
     /// The client, once it is checked open and the name usable: what every command checks

@@ -72,15 +72,24 @@ impl ClientInner {
     /// hash to another slot: the scripts, which take them all as keys, would fail with
     /// CROSSSLOT. Redisson's naming keeps them in the name's slot for plain names and valid
     /// hash tags, not for a `}` without `{` or a `{` without a closing `}` (protocol §15.1).
-    pub(crate) fn check_name(&self, what: &str, name: &str, others: &[&str]) -> Result<()> {
+    /// `others` is called only in a cluster: an acquire elsewhere builds no key names for it.
+    pub(crate) fn check_name<const N: usize>(
+        &self,
+        what: &str,
+        name: &str,
+        others: impl FnOnce() -> [String; N],
+    ) -> Result<()> {
         if name.is_empty() {
             return Err(Error::InvalidArgument(format!(
                 "a {what} name must not be empty"
             )));
         }
+        if !self.redis.clustered {
+            return Ok(());
+        }
         let slot = |key: &str| fred::util::redis_keyslot(key.as_bytes());
-        match others.iter().find(|other| slot(other) != slot(name)) {
-            Some(other) if self.redis.clustered => Err(Error::InvalidArgument(format!(
+        match others().into_iter().find(|other| slot(other) != slot(name)) {
+            Some(other) => Err(Error::InvalidArgument(format!(
                 "{what} name `{name}` cannot be used in a cluster: `{other}` hashes to another \
                  slot (use a plain name or a valid {{hash tag}})"
             ))),

@@ -245,12 +245,9 @@ impl CountDownLatch {
     }
 
     fn check(&self) -> Result<()> {
-        check_name(
-            &self.client,
-            "count-down latch",
-            &self.name,
-            &[&self.channel()],
-        )
+        check_name(&self.client, "count-down latch", &self.name, || {
+            [self.channel()]
+        })
     }
 
     fn channel(&self) -> String {

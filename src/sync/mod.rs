@@ -178,7 +178,12 @@ async fn give_back_now<G: GiveBack>(client: &ClientInner, release: G) -> Result<
 }
 
 /// Rejects a closed client and an unusable name ([`ClientInner::check_name`]).
-fn check_name(client: &ClientInner, what: &str, name: &str, others: &[&str]) -> Result<()> {
+fn check_name<const N: usize>(
+    client: &ClientInner,
+    what: &str,
+    name: &str,
+    others: impl FnOnce() -> [String; N],
+) -> Result<()> {
     client.ensure_open()?;
     client.check_name(what, name, others)
 }

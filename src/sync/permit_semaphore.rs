@@ -548,8 +548,8 @@ impl PermitExpirableSemaphore {
     }
 
     fn check_name(&self) -> Result<()> {
-        let others = [&*name::semaphore_channel(&self.name), &*self.timeout_key()];
-        super::check_name(&self.client, "semaphore", &self.name, &others)
+        let others = || [name::semaphore_channel(&self.name), self.timeout_key()];
+        super::check_name(&self.client, "semaphore", &self.name, others)
     }
 
     fn error(&self, err: fred::error::Error) -> Error {

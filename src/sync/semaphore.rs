@@ -421,7 +421,7 @@ impl Semaphore {
     }
 
     fn check(&self) -> Result<()> {
-        check_name(&self.client, "semaphore", &self.name, &[&self.channel()])
+        check_name(&self.client, "semaphore", &self.name, || [self.channel()])
     }
 
     fn channel(&self) -> String {
