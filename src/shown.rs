@@ -7,7 +7,7 @@
 
 use std::fmt::{self, Display, Formatter, Write};
 
-use fred::types::Value;
+use fred::types::{Key, Value};
 
 /// Array elements (and map entries) shown before the rest is summarised: an unexpected reply
 /// to a batch of 100 renewals should not fill a screen.
@@ -29,31 +29,9 @@ impl Display for Reply<'_> {
             Value::Bytes(bytes) => quoted(f, bytes),
             Value::Queued => f.write_str("QUEUED"),
             Value::Array(values) if values.is_empty() => f.write_str("(empty array)"),
-            Value::Array(values) => {
-                f.write_char('[')?;
-                for (i, value) in values.iter().take(MAX_ELEMENTS).enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    Reply(value).fmt(f)?;
-                }
-                more(f, values.len())?;
-                f.write_char(']')
-            }
+            Value::Array(values) => elements(f, "[]", values.iter().map(|value| (None, value))),
             Value::Map(map) if map.is_empty() => f.write_str("(empty map)"),
-            Value::Map(map) => {
-                f.write_char('{')?;
-                for (i, (key, value)) in map.iter().take(MAX_ELEMENTS).enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    quoted(f, key.as_bytes())?;
-                    f.write_str(" => ")?;
-                    Reply(value).fmt(f)?;
-                }
-                more(f, map.len())?;
-                f.write_char('}')
-            }
+            Value::Map(map) => elements(f, "{}", map.iter().map(|(key, value)| (Some(key), value))),
         }
     }
 }
@@ -70,11 +48,29 @@ impl<T: Display> Display for OrNone<'_, T> {
     }
 }
 
-fn more(f: &mut Formatter<'_>, len: usize) -> fmt::Result {
+/// The first [`MAX_ELEMENTS`] of an array's elements or a map's entries, within `brackets`.
+fn elements<'v>(
+    f: &mut Formatter<'_>,
+    brackets: &str,
+    items: impl ExactSizeIterator<Item = (Option<&'v Key>, &'v Value)>,
+) -> fmt::Result {
+    let len = items.len();
+    let (open, close) = brackets.split_at(1);
+    f.write_str(open)?;
+    for (i, (key, value)) in items.take(MAX_ELEMENTS).enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        if let Some(key) = key {
+            quoted(f, key.as_bytes())?;
+            f.write_str(" => ")?;
+        }
+        Reply(value).fmt(f)?;
+    }
     if len > MAX_ELEMENTS {
         write!(f, ", … ({} more)", len - MAX_ELEMENTS)?;
     }
-    Ok(())
+    f.write_str(close)
 }
 
 /// Quotes a string as `redis-cli` does, except that valid UTF-8 beyond ASCII is kept as text.
