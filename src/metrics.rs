@@ -188,17 +188,12 @@ mod recorded {
     /// client's holds) calls it under its lock, for every hold it gains or loses; once
     /// retired (the client shut down or dropped, its remaining holds subtracted), it changes
     /// the gauge no more, so that guards dropped after a shutdown are not subtracted twice.
+    #[derive(Default)]
     pub(crate) struct Held {
         retired: AtomicBool,
     }
 
     impl Held {
-        pub(crate) fn new() -> Held {
-            Held {
-                retired: AtomicBool::new(false),
-            }
-        }
-
         #[inline]
         pub(crate) fn add(&self, holds: u32) {
             if !self.retired.load(Ordering::Relaxed) {
@@ -250,14 +245,10 @@ mod recorded {
     }
 
     /// Without the feature: nothing to count.
+    #[derive(Default)]
     pub(crate) struct Held;
 
     impl Held {
-        #[inline]
-        pub(crate) fn new() -> Held {
-            Held
-        }
-
         nothing! {
             self:
             add(u32);

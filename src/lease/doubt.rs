@@ -132,6 +132,7 @@ impl Settlement {
 }
 
 /// The holder fields in doubt and the epochs of lock-changing calls.
+#[derive(Default)]
 pub(crate) struct Doubts {
     /// The fields in doubt.
     fields: Mutex<HashMap<HoldKey, Field>>,
@@ -184,15 +185,8 @@ impl Field {
 impl Doubts {
     pub(crate) fn new(closed: CancellationToken) -> Arc<Doubts> {
         Arc::new(Doubts {
-            fields: Mutex::new(HashMap::default()),
-            count: AtomicUsize::new(0),
-            epoch: AtomicUsize::new(0),
-            active: [AtomicUsize::new(0), AtomicUsize::new(0)],
-            drained: Notify::new(),
-            changed: Notify::new(),
             closed,
-            #[cfg(test)]
-            switch: None,
+            ..Doubts::default()
         })
     }
 

@@ -138,7 +138,7 @@ impl LeaseTable {
             next_generation: AtomicU64::new(1),
             watchdog_ms,
             doubts,
-            held: metrics::Held::new(),
+            held: Default::default(),
         }
     }
 
