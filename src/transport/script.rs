@@ -549,26 +549,14 @@ impl LockCall {
     }
 
     /// The call's shape inside [`BATCH`] (lua/batch.lua): its operation, which implies its
-    /// numbers of keys and arguments.
-    fn shape(&self) -> &'static str {
+    /// numbers of keys and arguments; and how many keys and arguments it has.
+    fn shape(&self) -> (&'static str, usize) {
         match self {
-            LockCall::Acquire { op, .. } => op.shape,
-            LockCall::Release { to: None, .. } => "release",
+            LockCall::Acquire { op, .. } => (op.shape, 1 + 2),
+            LockCall::Release { to: None, .. } => ("release", 2 + 3),
             LockCall::Release { to: Some(heir), .. } => match heir.unless_listeners_above {
-                None => "handoff",
-                Some(_) => "handoff_if_alone",
-            },
-        }
-    }
-
-    /// How many keys and arguments the call has.
-    fn pieces(&self) -> usize {
-        match self {
-            LockCall::Acquire { .. } => 1 + 2,
-            LockCall::Release { to: None, .. } => 2 + 3,
-            LockCall::Release { to: Some(heir), .. } => match heir.unless_listeners_above {
-                None => 2 + 5,
-                Some(_) => 2 + 6,
+                None => ("handoff", 2 + 5),
+                Some(_) => ("handoff_if_alone", 2 + 6),
             },
         }
     }
@@ -626,7 +614,7 @@ impl LockCall {
 
     /// The keys and arguments of this call run alone, as its own script.
     pub(crate) fn encode(&self) -> Encoded {
-        let mut out = ScriptArgs::with_capacity(self.pieces(), self.size_hint());
+        let mut out = ScriptArgs::with_capacity(self.shape().1, self.size_hint());
         self.keys(&mut out);
         self.args(&mut out);
         out.finish()
@@ -634,20 +622,19 @@ impl LockCall {
 
     /// The keys and arguments of one [`BATCH`] run of `calls`, in their order.
     pub(crate) fn encode_batch<'a>(calls: impl Iterator<Item = &'a LockCall> + Clone) -> Encoded {
-        let (mut pieces, mut bytes) = (1, 8);
+        let (mut pieces, mut bytes, mut count) = (1, 8, 0);
         for call in calls.clone() {
-            pieces += 1 + call.pieces();
+            pieces += 1 + call.shape().1;
             bytes += call.size_hint() + 16;
+            count += 1;
         }
         let mut out = ScriptArgs::with_capacity(pieces, bytes);
-        let mut count = 0;
         for call in calls.clone() {
             call.keys(&mut out);
-            count += 1;
         }
         out.number(count);
         for call in calls {
-            out.arg(call.shape());
+            out.arg(call.shape().0);
             call.args(&mut out);
         }
         out.finish()
