@@ -264,10 +264,7 @@ impl LeaseTable {
 
     /// Whether this client has a hold of `key` whose lease is not known lost.
     pub(crate) fn holds(&self, key: &HoldKey) -> bool {
-        self.entries
-            .lock()
-            .get(key)
-            .is_some_and(|entry| !entry.lost && entry.holds > 0)
+        self.live_holds(key) > 0
     }
 
     /// This client's holds of lock `name`: each holder field with its hold count and whether
