@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
 use crate::transport::script::{LockCall, BATCH};
+use crate::transport::Counted;
 
 /// A lock call's reply, with whether the replicas have its writes (`src/transport/replica_sync.rs`).
 pub(crate) type Reply = Result<(Value, Replicated), RedisError>;
@@ -55,15 +56,6 @@ pub(crate) struct Dispatcher {
     /// (a hand-off at low contention is one such call).
     busy: Arc<AtomicUsize>,
     sender: Sender,
-}
-
-/// Counts one direct call in [`Dispatcher::busy`] until dropped (also when its future is).
-struct DirectCall<'a>(&'a AtomicUsize);
-
-impl Drop for DirectCall<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// One queued script call and where its reply goes.
@@ -112,7 +104,7 @@ impl Dispatcher {
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if idle {
-            let _direct = DirectCall(&self.busy);
+            let _direct = Counted(&self.busy);
             // Boxed: the direct path holds a whole fred command future, which would otherwise
             // size every queued call's future (and its `InFlight` box) too.
             return Box::pin(self.sender.alone(call)).await;

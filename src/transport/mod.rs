@@ -15,6 +15,7 @@ pub(crate) mod script;
 pub(crate) mod sentinel;
 pub(crate) mod tls;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +51,16 @@ fn not_replicated(name: &str) -> RedisError {
             replica_sync::NOT_REPLICATED
         ),
     )
+}
+
+/// Takes back one counted in a counter when dropped (also when the future that holds it is): a
+/// direct call in `Dispatcher::busy`, a parked waiter of a channel.
+pub(crate) struct Counted<'a>(pub(crate) &'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The command connections and how lock commands are sent on them.

@@ -568,14 +568,8 @@ impl Subscription {
     /// # Cancel safety
     /// Cancel safe: a permit handed to a dropped wait goes back to the entry for the next waiter.
     pub(crate) async fn wait(&self, bound: Option<Duration>) -> Wake {
-        struct Parked<'a>(&'a AtomicUsize);
-        impl Drop for Parked<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
         self.entry.parked.fetch_add(1, Ordering::Relaxed);
-        let _parked = Parked(&self.entry.parked);
+        let _parked = super::Counted(&self.entry.parked);
         let acquire = self.entry.permits.acquire();
         let permit = match bound {
             Some(bound) => match tokio::time::timeout(bound, acquire).await {
