@@ -264,13 +264,7 @@ impl PubSub {
         if !entry.confirmed.load(Ordering::Acquire) {
             return None;
         }
-        *entry.wake.lock() = Some(wake);
-        entry.refs.fetch_add(1, Ordering::Relaxed);
-        Some(Subscription {
-            shared: Arc::clone(&self.shared),
-            entry: Arc::clone(entry),
-            watcher: false,
-        })
+        Some(self.take_share(entry, Some(wake)))
     }
 
     /// Takes a share of `channel`'s subscription and returns once the server has confirmed it.
@@ -298,8 +292,7 @@ impl PubSub {
 
     /// A share of `channel` for a waiter woken by `wake`, or for a watcher (`None`).
     async fn share(&self, channel: &Arc<str>, wake: Option<WakeRule>) -> Result<Subscription> {
-        let watcher = wake.is_none();
-        let entry = {
+        let subscription = {
             let mut entries = self.shared.entries.lock();
             let entry = entries.entry(Arc::clone(channel)).or_insert_with(|| {
                 Arc::new(Entry {
@@ -313,19 +306,7 @@ impl PubSub {
                     state: tokio::sync::Mutex::new(ServerState::default()),
                 })
             });
-            entry.refs.fetch_add(1, Ordering::Relaxed);
-            match wake {
-                Some(wake) => *entry.wake.lock() = Some(wake),
-                None => {
-                    entry.watchers.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Arc::clone(entry)
-        };
-        let subscription = Subscription {
-            shared: Arc::clone(&self.shared),
-            entry,
-            watcher,
+            self.take_share(entry, wake)
         };
         let mut state = subscription.entry.state.lock().await;
         if !state.confirmed {
@@ -337,6 +318,22 @@ impl PubSub {
         }
         drop(state);
         Ok(subscription)
+    }
+
+    /// A share of `entry` for a waiter woken by `wake`, or for a watcher (`None`); under `entries`.
+    fn take_share(&self, entry: &Arc<Entry>, wake: Option<WakeRule>) -> Subscription {
+        entry.refs.fetch_add(1, Ordering::Relaxed);
+        match wake {
+            Some(wake) => *entry.wake.lock() = Some(wake),
+            None => {
+                entry.watchers.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Subscription {
+            shared: Arc::clone(&self.shared),
+            entry: Arc::clone(entry),
+            watcher: wake.is_none(),
+        }
     }
 }
 
