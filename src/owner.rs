@@ -136,13 +136,7 @@ impl fmt::Debug for Owner {
 /// Tokio documents task ids as unique numbers and prints them in decimal; read that number
 /// without allocating.
 fn task_number(task: tokio::task::Id) -> u64 {
-    use std::io::Write as _;
-    let mut buf = [0u8; 20]; // u64::MAX has 20 digits
-    let mut rest = &mut buf[..];
-    let written = write!(rest, "{task}").map(|()| 20 - rest.len());
-    let number = written
-        .ok()
-        .and_then(|len| std::str::from_utf8(&buf[..len]).ok()?.parse().ok());
+    let number = on_stack(format_args!("{task}"), |text| text.parse().ok()).flatten();
     match number.filter(|number| *number < EXPLICIT_SPACE) {
         Some(number) => number,
         None => {
@@ -188,19 +182,21 @@ fn digit_count(value: u64) -> usize {
 }
 
 fn build_holder_field(client_id: &str, owner: Owner) -> Arc<str> {
-    use std::io::Write as _;
     let mut digits = itoa::Buffer::new();
     let id = digits.format(owner.0);
+    on_stack(format_args!("{client_id}:{id}"), |field| Arc::from(field))
+        .unwrap_or_else(|| Arc::from(format!("{client_id}:{id}"))) // a client id longer than a uuid
+}
+
+/// `with` the text of `args`, formatted in a buffer on the stack; `None` if it takes more than
+/// 96 bytes.
+fn on_stack<T>(args: std::fmt::Arguments<'_>, with: impl FnOnce(&str) -> T) -> Option<T> {
+    use std::io::Write as _;
     let mut buf = [0u8; 96];
     let mut rest = &mut buf[..];
-    let written = write!(rest, "{client_id}:{id}").map(|()| 96 - rest.len());
-    match written
-        .ok()
-        .and_then(|len| std::str::from_utf8(&buf[..len]).ok())
-    {
-        Some(field) => Arc::from(field),
-        None => Arc::from(format!("{client_id}:{id}")), // a client id longer than a uuid
-    }
+    rest.write_fmt(args).ok()?;
+    let len = 96 - rest.len();
+    std::str::from_utf8(&buf[..len]).ok().map(with)
 }
 
 #[cfg(test)]
