@@ -174,8 +174,7 @@ impl Client {
             .with_connection_config(|connection| {
                 connection.connection_timeout = config.connect_timeout;
                 connection.internal_command_timeout = config.response_timeout;
-                // The subscriber follows redirections itself (fred's default); the command
-                // connections are set to 0 below.
+                // The command connections' is set to 0 below.
                 connection.max_redirections = SUBSCRIBER_REDIRECTIONS;
             })
             .with_performance_config(|performance| {
