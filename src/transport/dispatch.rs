@@ -167,12 +167,8 @@ async fn dispatch(
             biased;
             // First, so that a batch pushed in the previous turn is written before the next one.
             Some(done) = in_flight.next(), if !in_flight.is_empty() => outstanding -= done,
-            count = queued.recv_many(&mut calls, room), if open && room > 0 =>
-            {
-                if count == 0 {
-                    open = false;
-                }
-            }
+            // 0: the channel is closed (and empty).
+            count = queued.recv_many(&mut calls, room), if open && room > 0 => open = count > 0,
             // Unreachable: gathered calls always leave while no batch is out. Were it reached,
             // the gathered callers would get the "closed" error.
             else => break,
