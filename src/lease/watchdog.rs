@@ -734,7 +734,6 @@ impl Watchdog {
                 }));
             }
             Command::Unwatch(generation) => self.unwatch(generation),
-            // An older generation's bucket entry becomes stale by the overwrite.
             Command::Track(key, generation, lease_end) => {
                 let expiry = self.tick_at(lease_end);
                 // Renew a third of the timeout from now, or before the key's TTL ends if a
