@@ -241,14 +241,10 @@ impl<P: Protocol> AcquireCall<'_, P> {
         let redis = Arc::clone(&self.lock.client().redis);
         let rollback = self.release();
         Box::pin(async move {
+            let encoded = crate::transport::script::encode(&keys, &args);
+            let rollback = Rollback::Hold(rollback);
             redis
-                .run_acquire(
-                    script,
-                    &keys,
-                    &args,
-                    acquired::<P>,
-                    Rollback::Hold(rollback),
-                )
+                .run_acquire_encoded(script, &encoded, acquired::<P>, rollback)
                 .await
         })
     }

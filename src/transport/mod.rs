@@ -163,25 +163,12 @@ impl Redis {
         }
     }
 
-    /// Runs a primitive's own acquire script (`keys`, `args`; never batched) with
-    /// `write_options`. With synced writes it is followed by `WAIT`, and an acquisition
+    /// Runs a primitive's own acquire script (never batched), its keys and arguments encoded
+    /// ([`script::encode`], or [`script::ScriptArgs::bytes`] for arguments that are not text),
+    /// with `write_options`. With synced writes it is followed by `WAIT`, and an acquisition
     /// (`acquired` reads the reply) that no replica acknowledged is rolled back as in
     /// [`Redis::run_lock_call`] (one `RELEASE` of `rollback`). Cancel safety as
     /// [`Script::run_encoded`].
-    pub(crate) async fn run_acquire<K: AsRef<str>, A: AsRef<str>>(
-        &self,
-        script: &'static Script,
-        keys: &[K],
-        args: &[A],
-        acquired: fn(&Value) -> bool,
-        rollback: Rollback,
-    ) -> Result<Value, RedisError> {
-        self.run_acquire_encoded(script, &script::encode(keys, args), acquired, rollback)
-            .await
-    }
-
-    /// [`Redis::run_acquire`] with the keys and arguments already encoded (for arguments that
-    /// are not text: [`script::ScriptArgs::bytes`]).
     pub(crate) async fn run_acquire_encoded(
         &self,
         script: &'static Script,
