@@ -154,9 +154,9 @@ pub(crate) async fn release_or_hand_off(
         doubts,
     } = releaser;
     // Set once the caller's own hold was handed over: later rounds only clean up after a waiter
-    // that left, and do not change the caller's outcome.
+    // that left, and do not change the caller's outcome (a full release).
     let mut handed_over = false;
-    loop {
+    let released = loop {
         let key = release.key();
         // Rounds after a hand-off release the heir's hold: the caller's outcome is known.
         if handed_over {
@@ -165,11 +165,7 @@ pub(crate) async fn release_or_hand_off(
         // A field in doubt is brought down to this client's count by the reconciler, which the
         // lease table already lowered for this hold: that does this release's work.
         if doubts.take_release(&key, &mut watcher) {
-            return Ok(if handed_over {
-                Released::Reply(Value::Integer(1))
-            } else {
-                Released::Settling
-            });
+            break Ok(Released::Settling);
         }
         if let Some(by) = release.script {
             // A primitive's own release: no local hand-off (its waiters do not line up here).
@@ -177,11 +173,7 @@ pub(crate) async fn release_or_hand_off(
             if reply.as_ref().is_err_and(outcome_unknown) {
                 doubts.mark_release(&key, watcher.take());
             }
-            return if handed_over {
-                Ok(Released::Reply(Value::Integer(1)))
-            } else {
-                reply.map(Released::Reply)
-            };
+            break reply.map(Released::Reply);
         }
         // No hand-offs while anything is in doubt: a field in doubt must not receive a hold
         // that the reconciler does not count.
@@ -204,12 +196,7 @@ pub(crate) async fn release_or_hand_off(
                 if reply.as_ref().is_err_and(outcome_unknown) {
                     doubts.mark_release(&key, watcher.take());
                 }
-                let reply = plain_release_reply(plain, reply);
-                return if handed_over {
-                    Ok(Released::Reply(Value::Integer(1)))
-                } else {
-                    reply.map(Released::Reply)
-                };
+                break plain_release_reply(plain, reply).map(Released::Reply);
             }
         };
         // Becomes a plain release if another field holds the lock too (lua/release.lua): not
@@ -237,22 +224,26 @@ pub(crate) async fn release_or_hand_off(
         if handed {
             crate::metrics::handed_off();
         }
+        handed_over |= handed;
         match claim.settle(handed) {
             // The waiter left while the lock was being handed to it: release its hold too.
             Some(lease_ms) => {
-                handed_over = true;
                 release = Release {
                     field: to_field,
                     lease_ms,
                     ..release
                 };
             }
-            None if handed || handed_over => return Ok(Released::Reply(Value::Integer(1))),
+            None if handed_over => break Ok(Released::Reply(Value::Integer(1))),
             // Not handed over: another field held the lock too and the script fell back to
             // the plain full release, or the call failed.
-            None => return plain_release_reply(plain, reply).map(Released::Reply),
+            None => break plain_release_reply(plain, reply).map(Released::Reply),
         }
+    };
+    if handed_over {
+        return Ok(Released::Reply(Value::Integer(1)));
     }
+    released
 }
 
 /// Reads `lua/release.lua`'s reply to a call that freed the lock (1 + the number of subscribers
