@@ -92,7 +92,7 @@ impl<P: Protocol> Guard<P> {
     /// ```
     pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
         // The hold's own future, not one around it: the guard's handle is not needed to release.
-        self.hold.release()
+        self.hold.release(false)
     }
 
     /// Releases as [`unlock`](Guard::unlock) does, but settles a release of unknown outcome
@@ -128,7 +128,7 @@ impl<P: Protocol> Guard<P> {
     /// # Ok(()) }
     /// ```
     pub fn unlock_settled(self) -> impl Future<Output = Result<()>> + Send + 'static {
-        self.hold.release_settled()
+        self.hold.release(true)
     }
 
     /// Takes the lock once more with the same owner and lease kind (a reentrant acquire;
@@ -249,7 +249,7 @@ impl<P: Protocol> Guard<P> {
     /// # Ok(()) }
     /// ```
     pub fn acquisition(&self) -> &Acquisition {
-        self.hold.acquisition()
+        &self.hold.acquisition
     }
 
     /// The owner holding this hold.
@@ -286,11 +286,6 @@ impl<P: Protocol> Guard<P> {
     /// ```
     pub fn lock(&self) -> &Handle<P> {
         &self.lock
-    }
-
-    /// The hold's fixed lease was set again on the server (see `Hold::relet`).
-    pub(crate) fn relet(&mut self, lease_ms: u64, sent_at: tokio::time::Instant) {
-        self.hold.relet(lease_ms, sent_at);
     }
 }
 

@@ -402,7 +402,7 @@ impl<P: Protocol> Handle<P> {
         P::end(acquiring, matches!(outcome, Ok(Some(_)))).await;
         match outcome {
             Ok(acquired) => Ok(acquired.map(|(mut guard, acquisition)| {
-                guard.hold.set_acquisition(acquisition);
+                guard.hold.acquisition = acquisition;
                 guard
             })),
             Err(err) => Err(self.kind.explain(self, err).await),

@@ -27,7 +27,8 @@ pub(crate) struct Hold {
     /// table keeps the key's end (`lease_end`), which the owner's later acquires and releases
     /// move; `is_lost` and `lost` go by whichever comes first.
     lease_ends: Option<Instant>,
-    acquisition: Acquisition,
+    /// A placeholder until the wait loop reports how the acquisition went.
+    pub(crate) acquisition: Acquisition,
     /// The primitive's own release script (`None`: `RELEASE`).
     release_by: Option<&'static ReleaseScript>,
     /// Set once the hold is released or detached, so that `Drop` does nothing.
@@ -37,9 +38,8 @@ pub(crate) struct Hold {
 impl Hold {
     /// Records a hold of `key` just taken (by an acquire sent at `sent_at`, or handed over by a
     /// local releaser) in the lease table and wraps it; also tells whether it re-entered a hold
-    /// the owner had. Synchronous, so nothing can drop the hold unseen. The acquisition is a
-    /// placeholder until the wait loop reports how it went ([`Hold::set_acquisition`]). The hold
-    /// is released with `release_by`, the primitive's own release script (`None`: `RELEASE`).
+    /// the owner had. Synchronous, so nothing can drop the hold unseen. The hold is released
+    /// with `release_by`, the primitive's own release script (`None`: `RELEASE`).
     pub(crate) fn acquired(
         client: Arc<ClientInner>,
         key: &HoldKey,
@@ -64,20 +64,11 @@ impl Hold {
     }
 
     /// Releases the hold now, with the outcomes that [`Guard::unlock`](super::Guard::unlock)
-    /// documents (see `finish`). Cancel safe: once sent, the janitor finishes the release;
-    /// before that, dropping the future drops the hold, which releases.
-    pub(crate) async fn release(self) -> Result<()> {
-        self.finish(false).await
-    }
-
-    /// [`Hold::release`], but bounded by the hold's proven lease end, settling a release of
+    /// documents; with `settle`, bounded by the hold's proven lease end, settling a release of
     /// unknown outcome as [`Guard::unlock_settled`](super::Guard::unlock_settled) documents.
-    /// Cancel safe as `release`.
-    pub(crate) async fn release_settled(self) -> Result<()> {
-        self.finish(true).await
-    }
-
-    async fn finish(mut self, settle: bool) -> Result<()> {
+    /// Cancel safe: once sent, the janitor finishes the release; before that, dropping the
+    /// future drops the hold, which releases.
+    pub(crate) async fn release(mut self, settle: bool) -> Result<()> {
         self.done = true;
         self.client.ensure_open()?;
         // Read before the release: a hold whose key is past its proven end never reports `Ok`.
@@ -201,14 +192,6 @@ impl Hold {
         }
         self.lease_ends = sent_at.checked_add(Duration::from_millis(lease_ms));
         self.ticket.lease = Lease::Fixed(lease_ms);
-    }
-
-    pub(crate) fn acquisition(&self) -> &Acquisition {
-        &self.acquisition
-    }
-
-    pub(crate) fn set_acquisition(&mut self, acquisition: Acquisition) {
-        self.acquisition = acquisition;
     }
 
     pub(crate) fn field(&self) -> &str {
