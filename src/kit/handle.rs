@@ -388,8 +388,8 @@ impl<P: Protocol> Handle<P> {
                 };
                 // A local releaser may hand the lock over: the hold is then adopted as is.
                 let adopt = hand_off.map(|extra| {
-                    let field = &field;
-                    move |sent_at| self.adopt(owner, field, lease, sent_at, extra()).0
+                    let call = &call;
+                    move |sent_at| self.adopt(call, sent_at, extra()).0
                 });
                 let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
                 tracing::Instrument::instrument(waited, span).await
@@ -417,26 +417,19 @@ impl<P: Protocol> Handle<P> {
         call: &Call<'_>,
         acquiring: &P::Acquiring,
     ) -> Result<TryOutcome<Guard<P>>> {
-        let Call {
-            owner,
-            field,
-            lease,
-            lease_ms,
-            ..
-        } = *call;
-        let key = self.key(field);
+        let key = self.key(call.field);
         let send = self.kind.send(AcquireCall {
             lock: self,
-            field,
+            field: call.field,
             base: call.base,
-            lease_ms,
+            lease_ms: call.lease_ms,
             acquiring,
         });
         let read = |reply: std::result::Result<Value, fred::error::Error>, sent_at| {
             let reply = reply.map_err(|err| self.kind.script_error(self, err))?;
             match P::read(&reply) {
                 Some(Reply::Acquired(extra)) => {
-                    let (guard, reentered) = self.adopt(owner, field, lease, sent_at, extra);
+                    let (guard, reentered) = self.adopt(call, sent_at, extra);
                     Ok(TryOutcome::Acquired(guard, reentered))
                 }
                 Some(Reply::Busy(ttl)) => Ok(TryOutcome::Busy(self.kind.busy(ttl, acquiring))),
@@ -453,11 +446,10 @@ impl<P: Protocol> Handle<P> {
                 ))),
             }
         };
-        let client = self.client();
         acquire_call(
-            client,
+            self.client(),
             &key,
-            lease_ms,
+            call.lease_ms,
             P::RELEASE,
             acquired::<P>,
             send,
@@ -469,18 +461,12 @@ impl<P: Protocol> Handle<P> {
     /// Registers a hold this owner just got (by its own acquire, or handed over by a local
     /// releaser) and builds its guard; also tells whether the hold re-entered one the owner
     /// had. Synchronous, so nothing can drop the hold unseen.
-    fn adopt(
-        &self,
-        owner: Owner,
-        field: &Arc<str>,
-        lease: Lease,
-        sent_at: Instant,
-        extra: P::Extra,
-    ) -> (Guard<P>, bool) {
-        let key = self.key(field);
-        let (hold, reentered) = Hold::acquired(self.client_arc(), &key, lease, sent_at, P::RELEASE);
+    fn adopt(&self, call: &Call<'_>, sent_at: Instant, extra: P::Extra) -> (Guard<P>, bool) {
+        let key = self.key(call.field);
+        let client = self.client_arc();
+        let (hold, reentered) = Hold::acquired(client, &key, call.lease, sent_at, P::RELEASE);
         let guard = Guard {
-            lock: self.with_owner(owner),
+            lock: self.with_owner(call.owner),
             hold,
             extra,
         };
