@@ -505,20 +505,34 @@ impl<P: Protocol> Handle<P> {
     /// Deletes the lock whoever holds it (`FORCE_RELEASE`); with `announce`, publishes the
     /// unlock message (the spin lock, which has no channel, does not).
     pub(crate) async fn force_release(&self, announce: bool) -> Result<bool> {
-        let client = self.checked()?;
         let channel = crate::name::lock_channel(self.name());
         let keys: &[&str] = if announce {
             &[self.name(), &channel]
         } else {
             &[self.name()]
         };
-        let reply = script::FORCE_RELEASE
-            .run(
-                &client.redis.pool,
-                &client.redis.write_options,
-                keys,
-                &[client.redis.publish_arg],
-            )
+        let publish = self.client.redis.publish_arg;
+        self.run_flag(&script::FORCE_RELEASE, true, keys, &[publish])
+            .await
+    }
+
+    /// Runs `script` (a write, or read-only) on `keys` with `args`, once the lock is checked
+    /// (see [`Handle::checked`]), and reads a reply of 1 as `true`.
+    pub(crate) async fn run_flag<K: AsRef<str> + Sync>(
+        &self,
+        script: &'static script::Script,
+        write: bool,
+        keys: &[K],
+        args: &[&str],
+    ) -> Result<bool> {
+        let redis = &self.checked()?.redis;
+        let options = if write {
+            &redis.write_options
+        } else {
+            &redis.read_options
+        };
+        let reply = script
+            .run(&redis.pool, options, keys, args)
             .await
             .map_err(|err| self.redis_error(err))?;
         Ok(reply.as_i64() == Some(1))

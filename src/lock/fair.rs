@@ -364,24 +364,18 @@ impl<Q: Queued> Protocol for Q {
     /// Deletes the lock whoever holds it and tells the queue's head (Redisson's
     /// `forceUnlock`); the queue stays.
     async fn force_release(&self, lock: &Handle<Q>) -> Result<bool> {
-        let client = lock.checked()?;
         let name = lock.name();
-        let reply = FAIR_FORCE_RELEASE
-            .run(
-                &client.redis.pool,
-                &client.redis.write_options,
-                &[
-                    name.to_owned(),
-                    name::fair_queue_key(name),
-                    name::fair_timeout_key(name),
-                    name::lock_channel(name),
-                ],
-                &[epoch_ms().to_string().as_str(), client.redis.publish_arg],
-            )
-            .await;
-        match reply {
-            Ok(reply) => Ok(reply.as_i64() == Some(1)),
-            Err(err) => Err(self.explain(lock, lock.redis_error(err)).await),
+        let keys = [
+            name.to_owned(),
+            name::fair_queue_key(name),
+            name::fair_timeout_key(name),
+            name::lock_channel(name),
+        ];
+        let now = epoch_ms().to_string();
+        let args = [now.as_str(), lock.client().redis.publish_arg];
+        match lock.run_flag(&FAIR_FORCE_RELEASE, true, &keys, &args).await {
+            Err(err) => Err(self.explain(lock, err).await),
+            flag => flag,
         }
     }
 }

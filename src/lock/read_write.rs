@@ -280,18 +280,10 @@ fn write_field(base: &str) -> Arc<str> {
 
 /// Deletes the lock if it is in `mode`, and publishes that side's message.
 async fn force_release<P: Protocol>(lock: &Handle<P>, mode: &str) -> Result<bool> {
-    let client = lock.checked()?;
     let channel = name::rwlock_channel(lock.name());
-    let reply = FORCE_RELEASE
-        .run(
-            &client.redis.pool,
-            &client.redis.write_options,
-            &[lock.name(), channel.as_str()],
-            &[mode, client.redis.publish_arg],
-        )
+    let args = [mode, lock.client().redis.publish_arg];
+    lock.run_flag(&FORCE_RELEASE, true, &[lock.name(), &channel], &args)
         .await
-        .map_err(|err| lock.redis_error(err))?;
-    Ok(reply.as_i64() == Some(1))
 }
 
 /// Both sides' waiters park on the one channel `redisson_rwlock:` + T(N) (a read release sends
@@ -338,17 +330,8 @@ impl Protocol for Read {
     /// In read mode, or a writer holds read holds too: Redisson 3.24+'s `isLocked()` (up to
     /// 3.23 it tested read mode only).
     async fn is_locked(&self, lock: &ReadLock) -> Result<bool> {
-        let client = lock.checked()?;
-        let reply = READ_IS_LOCKED
-            .run(
-                &client.redis.pool,
-                &client.redis.read_options,
-                &[lock.name()],
-                &[] as &[&str],
-            )
+        lock.run_flag(&READ_IS_LOCKED, false, &[lock.name()], &[])
             .await
-            .map_err(|err| lock.redis_error(err))?;
-        Ok(reply.as_i64() == Some(1))
     }
 
     /// Deletes the lock if it is in read mode, and publishes `0`.
