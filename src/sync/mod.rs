@@ -82,15 +82,9 @@ async fn give_back_logged<G: GiveBack>(redis: Arc<Redis>, release: G, why: &'sta
 /// blocks) when the guard is dropped before it was released or forgotten.
 struct Taken<G: GiveBack> {
     client: Arc<ClientInner>,
+    /// What to give back; taken out (for a release now, or to forget it) so that the drop gives
+    /// back nothing.
     release: Option<G>,
-}
-
-impl<G: GiveBack> Taken<G> {
-    /// What to give back, taken out so that the drop gives back nothing: for a release now, or
-    /// to forget it.
-    fn settle(&mut self) -> Option<G> {
-        self.release.take()
-    }
 }
 
 impl<G: GiveBack> Drop for Taken<G> {

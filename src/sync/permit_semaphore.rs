@@ -709,7 +709,8 @@ impl Permit {
     pub async fn release(mut self) -> Result<()> {
         // The permit is moved into the future: dropped unpolled, it releases as a dropped one.
         self.semaphore.client.ensure_open()?;
-        let release = (self.taken.settle()).unwrap_or_else(|| self.semaphore.release_of(&self.id));
+        let taken = self.taken.release.take();
+        let release = taken.unwrap_or_else(|| self.semaphore.release_of(&self.id));
         let reply = self.semaphore.send_release(release).await?;
         match self.semaphore.release_result(reply) {
             Err(Error::NotHeld { name }) => Err(Error::LeaseLost { name }),
@@ -727,7 +728,7 @@ impl Permit {
     /// # Ok(()) }
     /// ```
     pub fn forget(mut self) -> String {
-        self.taken.settle();
+        self.taken.release.take();
         self.id
     }
 

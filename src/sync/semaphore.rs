@@ -2,7 +2,6 @@
 //! at the semaphore's name, changed by `lua/semaphore.lua`, and the channel `redisson_sc:` +
 //! T(name) on which every increase publishes the permits now available.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -283,10 +282,8 @@ impl Semaphore {
         let delta = delta.to_string();
         let channel = self.channel();
         let mode = self.client.redis.publish_arg;
-        match self
-            .write(&ADD, &[&self.name, &channel], &[&delta, mode])
-            .await?
-        {
+        let keys = [&*self.name, &channel];
+        match write(&self.client, &self.name, &ADD, &keys, &[&delta, mode]).await? {
             Value::Integer(_) => Ok(()),
             other => Err(unexpected("semaphore add", &other)),
         }
@@ -307,7 +304,7 @@ impl Semaphore {
     /// ```
     pub async fn drain_permits(&self) -> Result<i64> {
         self.check()?;
-        match self.write(&DRAIN, &[&self.name], &[]).await? {
+        match write(&self.client, &self.name, &DRAIN, &[&self.name], &[]).await? {
             Value::Integer(drained) => Ok(drained),
             other => Err(unexpected("semaphore drain", &other)),
         }
@@ -345,7 +342,7 @@ impl Semaphore {
     /// ```
     pub async fn delete(&self) -> Result<bool> {
         self.check()?;
-        match self.write(&DELETE, &[&self.name], &[]).await? {
+        match write(&self.client, &self.name, &DELETE, &[&self.name], &[]).await? {
             Value::Integer(deleted) => Ok(deleted > 0),
             other => Err(unexpected("semaphore delete", &other)),
         }
@@ -359,7 +356,8 @@ impl Semaphore {
         let ttl = ttl_ms.map(|ms| ms.to_string());
         let mut args = vec![permits.as_str(), mode];
         args.extend(ttl.as_deref());
-        match self.write(&TRY_SET, &[&self.name, &channel], &args).await? {
+        let keys = [&*self.name, &channel];
+        match write(&self.client, &self.name, &TRY_SET, &keys, &args).await? {
             Value::Integer(set) => Ok(set == 1),
             other => Err(unexpected("semaphore try-set", &other)),
         }
@@ -409,15 +407,6 @@ impl Semaphore {
             name: Arc::clone(&self.name),
             permits,
         }
-    }
-
-    fn write<'a>(
-        &'a self,
-        script: &'static Script,
-        keys: &'a [&'a str],
-        args: &'a [&'a str],
-    ) -> impl Future<Output = Result<Value>> + Send + 'a {
-        write(&self.client, &self.name, script, keys, args)
     }
 
     fn check(&self) -> Result<()> {
@@ -521,7 +510,7 @@ impl SemaphorePermits {
     pub async fn release(mut self) -> Result<()> {
         // From here `send_release`'s in-flight call finishes the release even if this future
         // is dropped; before (never polled), the guard's drop sends it.
-        match self.taken.settle() {
+        match self.taken.release.take() {
             Some(release) => send_release(&self.semaphore.client, release).await,
             None => Ok(()),
         }
@@ -537,7 +526,7 @@ impl SemaphorePermits {
     /// # Ok(()) }
     /// ```
     pub fn forget(mut self) {
-        self.taken.settle();
+        self.taken.release.take();
     }
 
     /// How the acquisition went (its wait, what woke it, its attempts).
