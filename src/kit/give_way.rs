@@ -223,8 +223,7 @@ impl PlainRelease<'_> {
     /// Settles the release: its unlock message reached `receivers` subscribers (0 when it did
     /// not free the lock). If any of them is another client's, this client gives way.
     pub(crate) fn settle(mut self, receivers: u64) {
-        let took = self.sent_at.elapsed();
-        self.finish(receivers, took);
+        self.finish(receivers, self.sent_at.elapsed());
     }
 
     fn finish(&mut self, receivers: u64, took: Duration) {

@@ -303,22 +303,20 @@ impl Claim {
             self.queue.in_row.store(0, Ordering::Relaxed);
         }
         let mut state = self.slot.state.lock();
-        match (*state, handed) {
-            (SlotState::Taken, true) => {
-                self.queue.in_row.fetch_add(1, Ordering::Relaxed);
-                *state = SlotState::Owned(self.sent_at);
+        match *state {
+            SlotState::Taken => {
+                *state = if handed {
+                    self.queue.in_row.fetch_add(1, Ordering::Relaxed);
+                    SlotState::Owned(self.sent_at)
+                } else {
+                    SlotState::Queued
+                };
                 drop(state);
+                // The waiter adopts the hold, or may be waiting out the hand-off in `turn`.
                 self.slot.notify.notify_one();
                 None
             }
-            (SlotState::Taken, false) => {
-                *state = SlotState::Queued;
-                drop(state);
-                // The waiter may be waiting out the hand-off in `turn`.
-                self.slot.notify.notify_one();
-                None
-            }
-            (SlotState::Abandoned, true) => Some(self.slot.lease_ms),
+            SlotState::Abandoned if handed => Some(self.slot.lease_ms),
             _ => None,
         }
     }

@@ -239,7 +239,13 @@ impl<P: Protocol> AcquireCall<'_, P> {
         args: Vec<A>,
     ) -> BoxFuture<'static, Result<Value, fred::error::Error>> {
         let redis = Arc::clone(&self.lock.client().redis);
-        let rollback = self.release();
+        // The release of the hold this call may take.
+        let rollback = Release {
+            name: self.lock.name_arc(),
+            field: Arc::clone(self.field),
+            lease_ms: self.lease_ms,
+            script: P::RELEASE,
+        };
         Box::pin(async move {
             let encoded = crate::transport::script::encode(&keys, &args);
             let rollback = Rollback::Hold(rollback);
@@ -247,16 +253,6 @@ impl<P: Protocol> AcquireCall<'_, P> {
                 .run_acquire_encoded(script, &encoded, acquired::<P>, rollback)
                 .await
         })
-    }
-
-    /// The release of the hold this call may take.
-    pub(crate) fn release(&self) -> Release {
-        Release {
-            name: self.lock.name_arc(),
-            field: Arc::clone(self.field),
-            lease_ms: self.lease_ms,
-            script: P::RELEASE,
-        }
     }
 
     /// The lease this call asks for, in ms (the script's argument).
