@@ -388,71 +388,93 @@ where
     let out_of_time = |answered, outage| out_of_time(client, wait, answered, outage);
     loop {
         let untried = std::mem::take(&mut in_line_first);
-        let outcome = if untried {
-            // No TTL of its own: wait until the lock's expiry as the waiters ahead learned it
-            // (else the watchdog timeout). A hand-off or an unlock message normally comes
-            // first; the bound covers a holder that vanished, or a wake-up taken by a waiter
-            // that then went away.
-            let known = place.as_ref().and_then(|place| place.known_expiry());
-            let ttl = match known {
-                Some(at) => at.saturating_duration_since(Instant::now()),
-                None => client.watchdog_timeout(),
-            };
-            Some(Ok(TryOutcome::Busy(
-                i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
-            )))
-        } else {
-            give_way(client, waiter, deadline).await;
-            attempts += 1;
-            if let Some(wake) = unanswered.take() {
-                wake.answered();
-            }
-            attempt_within(time_left(), attempts == 1, &mut attempt).await
-        };
-        let outcome = match outcome {
-            Some(outcome) => outcome,
-            None => {
-                tracing::debug!(attempts, "not acquired within the wait bound");
-                return out_of_time(answered, outage);
-            }
-        };
-        let ttl_ms = match outcome {
-            Ok(TryOutcome::Acquired(hold, _)) if hold.lapsed() => {
-                lapse(hold, &mut lapses, &mut backoff, time_left()).await;
-                answered = true;
-                outage = None;
-                continue;
-            }
-            Ok(TryOutcome::Acquired(hold, reentered)) => {
-                if let Some(place) = place.take() {
-                    super::handoff::Place::done(place);
+        // In a block, and with nothing awaited while it is alive: the attempt's outcome (a
+        // guard, an error) would otherwise keep its storage in every parked waiter's future.
+        let step = {
+            let outcome = if untried {
+                // No TTL of its own: wait until the lock's expiry as the waiters ahead learned it
+                // (else the watchdog timeout). A hand-off or an unlock message normally comes
+                // first; the bound covers a holder that vanished, or a wake-up taken by a waiter
+                // that then went away.
+                let known = place.as_ref().and_then(|place| place.known_expiry());
+                let ttl = match known {
+                    Some(at) => at.saturating_duration_since(Instant::now()),
+                    None => client.watchdog_timeout(),
+                };
+                Some(Ok(TryOutcome::Busy(
+                    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+                )))
+            } else {
+                if must_give_way(client, waiter, deadline) {
+                    // Boxed, as the attempt: rare, and its future would size every parked waiter's.
+                    let give_way = &client.handoffs().give_way;
+                    Box::pin(give_way.wait_turn(&waiter.name, deadline)).await;
                 }
-                let how = metrics::How::of(woken_by, reentered);
-                return Ok(Some((hold, acquired(woken_by, attempts, how))));
+                attempts += 1;
+                if let Some(wake) = unanswered.take() {
+                    wake.answered();
+                }
+                // Boxed: an attempt's future (the script call, its settling) is the loop's largest
+                // state, and inline it would size every parked waiter's future too.
+                Box::pin(attempt_within(time_left(), attempts == 1, &mut attempt)).await
+            };
+            let outcome = match outcome {
+                Some(outcome) => outcome,
+                None => {
+                    tracing::debug!(attempts, "not acquired within the wait bound");
+                    return out_of_time(answered, outage);
+                }
+            };
+            match outcome {
+                Ok(TryOutcome::Acquired(hold, _)) if hold.lapsed() => {
+                    Step::Lapsed(lapse(hold, &mut lapses, backoff, time_left()))
+                }
+                Ok(TryOutcome::Acquired(hold, reentered)) => {
+                    if let Some(place) = place.take() {
+                        super::handoff::Place::done(place);
+                    }
+                    let how = metrics::How::of(woken_by, reentered);
+                    return Ok(Some((hold, acquired(woken_by, attempts, how))));
+                }
+                Ok(TryOutcome::Busy(ttl_ms)) => Step::Busy(ttl_ms),
+                Err(err)
+                    if err.is_transient()
+                        && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
+                {
+                    // Redis is unreachable: wait for it within the bound, backing off.
+                    let pause = match time_left() {
+                        Some(left) if left.is_zero() => return Err(client.explain(err)),
+                        Some(left) => backoff.min(left),
+                        None => backoff,
+                    };
+                    tracing::debug!(error = %err, ?pause, "redis unavailable; waiting for it");
+                    outage = Some(err);
+                    Step::Pause(pause)
+                }
+                Err(err) => return Err(client.explain(err)),
             }
-            Ok(TryOutcome::Busy(ttl_ms)) => {
+        };
+        let ttl_ms = match step {
+            Step::Busy(ttl_ms) => {
                 answered = true;
                 outage = None;
                 ttl_ms
             }
-            Err(err)
-                if err.is_transient()
-                    && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
-            {
-                // Redis is unreachable: wait for it within the bound, backing off.
-                let pause = match time_left() {
-                    Some(left) if left.is_zero() => return Err(client.explain(err)),
-                    Some(left) => backoff.min(left),
-                    None => backoff,
-                };
-                tracing::debug!(error = %err, ?pause, "redis unavailable; waiting for it");
-                outage = Some(err);
+            Step::Lapsed(pause) => {
+                if let Some(pause) = pause {
+                    tokio::time::sleep(pause).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+                answered = true;
+                outage = None;
+                continue;
+            }
+            Step::Pause(pause) => {
                 tokio::time::sleep(pause).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
                 subscription = None; // re-subscribe once Redis is back
                 continue;
             }
-            Err(err) => return Err(client.explain(err)),
         };
         backoff = Duration::from_millis(50);
         lapses = 0;
@@ -537,7 +559,10 @@ where
                 }
                 let hold = adopt(sent_at);
                 if hold.lapsed() {
-                    lapse(hold, &mut lapses, &mut backoff, time_left()).await;
+                    if let Some(pause) = lapse(hold, &mut lapses, backoff, time_left()) {
+                        tokio::time::sleep(pause).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                    }
                     answered = true;
                     continue;
                 }
@@ -548,39 +573,48 @@ where
     }
 }
 
+/// What the wait loop does after an attempt that did not end the acquire: park (the lock is busy
+/// for this many ms), retry after giving up a lapsed acquisition (at once, or after the pause
+/// [`lapse`] asks for), or pause while Redis is unreachable. Small, so that no attempt's outcome
+/// lives on in a parked waiter's future.
+enum Step {
+    Busy(i64),
+    Lapsed(Option<Duration>),
+    Pause(Duration),
+}
+
 /// Gives up an acquisition whose lease ran out before it could be handed out (see [`Lapse`]):
 /// dropping it puts its field in doubt, and the reconciler takes back whatever the server kept
 /// of it (the field's next acquire waits for that). The first in a row is retried at once
 /// (a frozen process is the usual cause, and the lock may be free); later ones in a row back
-/// off, bounded by the time `left`, so that a lease too short for the round trip does not spin.
-async fn lapse<T>(hold: T, lapses: &mut u32, backoff: &mut Duration, left: Option<Duration>) {
+/// off (the pause returned, bounded by the time `left`), so that a lease too short for the
+/// round trip does not spin.
+fn lapse<T>(
+    hold: T,
+    lapses: &mut u32,
+    backoff: Duration,
+    left: Option<Duration>,
+) -> Option<Duration> {
     drop(hold);
     *lapses += 1;
     tracing::debug!(
         lapses,
         "acquired only after the lease ran out; not handed out"
     );
-    if *lapses > 1 {
-        tokio::time::sleep(left.map_or(*backoff, |left| left.min(*backoff))).await;
-        *backoff = (*backoff * 2).min(Duration::from_secs(1));
-    }
+    (*lapses > 1).then(|| left.map_or(backoff, |left| left.min(backoff)))
 }
 
-/// Waits, before an attempt, while this client gives way on the lock to other clients' waiters
-/// after a release of its own (see `give_way.rs`), at most until `deadline`. Not for a lone try
-/// (no time to wait), nor for a re-entry by a holder.
-async fn give_way(client: &(impl Waiting + ?Sized), waiter: &Waiter, deadline: Option<Instant>) {
-    if client.handoffs().give_way.is_idle()
+/// Whether an attempt must first wait while this client gives way on the lock to other
+/// clients' waiters after a release of its own (see `give_way.rs`), at most until `deadline`.
+/// Not for a lone try (no time to wait), nor for a re-entry by a holder.
+fn must_give_way(
+    client: &(impl Waiting + ?Sized),
+    waiter: &Waiter,
+    deadline: Option<Instant>,
+) -> bool {
+    !(client.handoffs().give_way.is_idle()
         || deadline.is_some_and(|deadline| deadline <= Instant::now())
-        || waiter.holds(client)
-    {
-        return;
-    }
-    client
-        .handoffs()
-        .give_way
-        .wait_turn(&waiter.name, deadline)
-        .await;
+        || waiter.holds(client))
 }
 
 /// Runs one attempt within `left` of the wait bound (`None`: no bound); `None` when the bound ran
