@@ -218,20 +218,24 @@ pub fn start() -> tokio::task::JoinHandle<RedisCluster> {
     tokio::spawn(RedisCluster::start(MASTERS, REPLICAS_PER_MASTER))
 }
 
-/// The whole scenario: waits for the cluster `starting`, then runs every size of the plan's
-/// `cluster` in its `compare_rounds` rounds of turns on `single` (its URL and a raw client) and
-/// on the cluster. `progress` reports each turn.
+/// Waits for the cluster `starting`: `Err` says why it did not start.
+pub async fn started(starting: tokio::task::JoinHandle<RedisCluster>) -> Res<RedisCluster> {
+    starting
+        .await
+        .map_err(|e| format!("the cluster did not start: {e}"))
+}
+
+/// The whole scenario: every size of the plan's `cluster` in its `compare_rounds` rounds of
+/// turns on `single` (its URL and a raw client) and on the `started` cluster. `progress`
+/// reports each turn.
 pub async fn run(
-    starting: tokio::task::JoinHandle<RedisCluster>,
+    started: &Res<RedisCluster>,
     single: (&str, &RawClient),
     plan: &Plan,
     progress: impl Fn(String),
 ) -> Outcome {
     let rounds = plan.compare_rounds.max(1);
     let turn_length = plan.duration / rounds;
-    let started = starting
-        .await
-        .map_err(|e| format!("the cluster did not start: {e}"));
     let mut outcome = Outcome {
         nodes: started
             .as_ref()
@@ -303,6 +307,5 @@ pub async fn run(
             cluster: combined(clustered),
         });
     }
-    drop(cluster);
     outcome
 }

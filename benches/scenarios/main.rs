@@ -8,8 +8,9 @@
 //! scenarios `limit`, `uncontended`, `hot`, `waiters`, `held`, `peers` and `processes` (P worker
 //! processes, this binary run again, × T tasks on one lock) against it, and `cluster`: the
 //! uncontended and hot loops on a local 3-master Redis Cluster of its own, taking turns with the
-//! same loops on that server, and `family` (each primitive of the lock family under contention,
-//! against the reentrant lock and its closest peer: `family.rs`). Prints a
+//! same loops on that server, `costs` (what one uncontended cycle of each primitive costs the
+//! servers, counted: `costs.rs`) and `family` (each primitive of the lock family under
+//! contention, against the reentrant lock and its closest peer: `family.rs`). Prints a
 //! table with every target as a ratio against the baselines of the same run, and writes
 //! `target/bench/run.json` (machine, settings, every scenario's rows and the target checks),
 //! `target/bench/summary.json` (complete runs only), `target/bench/family.json` and charts
@@ -23,16 +24,22 @@
 //!   reset the server's command statistics (`CONFIG RESETSTAT`) for the held, waiters and
 //!   cluster scenarios, and other clients of that server distort the numbers.
 //!
+//! * `--write-baseline`: the figures the regression gate holds (`gate.rs`) become the committed
+//!   baseline `benches/scenarios/baseline.json` instead of being checked against it.
+//!
 //! `cargo bench` passes `--bench` to this harness-less target. Without it (as under
 //! `cargo test --all-targets`) it runs a tiny smoke configuration in a few seconds that writes
-//! to `target/bench-smoke/` and fails only when one of ferrisson's own scenarios fails.
+//! to `target/bench-smoke/` and fails when one of ferrisson's own scenarios fails or when the
+//! gate finds a count or a byte figure above the baseline.
 
 #[path = "../../tests/it/support/mod.rs"]
 mod support;
 
 mod cluster;
+mod costs;
 mod family;
 mod ferrisson;
+mod gate;
 mod limit;
 mod measure;
 mod peers;
@@ -187,7 +194,7 @@ impl Plan {
                 uncontended_summary: 4,
                 hot_tasks: vec![2],
                 hot_summary: 2,
-                waiters: vec![10],
+                waiters: vec![1_000],
                 held: vec![HeldRun::new(100, ms(300), 2)],
                 warmup: ms(30),
                 duration: ms(150),
@@ -217,7 +224,7 @@ impl Plan {
     }
 }
 
-pub const SCENARIOS: [&str; 9] = [
+pub const SCENARIOS: [&str; 10] = [
     "limit",
     "uncontended",
     "hot",
@@ -225,6 +232,7 @@ pub const SCENARIOS: [&str; 9] = [
     "held",
     "peers",
     "cluster",
+    "costs",
     "processes",
     "family",
 ];
@@ -235,6 +243,8 @@ struct Options {
     only: Option<Vec<String>>,
     /// `--tasks 64`: only these T in `uncontended`, `hot` and `limit`.
     tasks: Option<Vec<usize>>,
+    /// `--write-baseline`: the gated figures become the committed baseline (`gate.rs`).
+    write_baseline: bool,
 }
 
 impl Options {
@@ -244,6 +254,7 @@ impl Options {
         let mut url = None;
         let mut only = None;
         let mut tasks = None;
+        let mut write_baseline = false;
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             let mut value = |name: &str| match arg.split_once('=') {
@@ -253,6 +264,7 @@ impl Options {
             match arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag) {
                 "--bench" => bench = true,
                 "--quick" => quick = true,
+                "--write-baseline" => write_baseline = true,
                 "--url" => url = Some(value("--url")?),
                 "--only" => {
                     let list: Vec<String> = value("--only")?
@@ -278,7 +290,7 @@ impl Options {
                 }
                 "--help" | "-h" => {
                     println!(
-                        "cargo bench --bench scenarios -- [--quick] [--url URL] [--tasks T,...] [--only {}]",
+                        "cargo bench --bench scenarios -- [--quick] [--url URL] [--tasks T,...] [--write-baseline] [--only {}]",
                         SCENARIOS.join(",")
                     );
                     std::process::exit(0);
@@ -297,6 +309,7 @@ impl Options {
             url,
             only,
             tasks,
+            write_baseline,
         })
     }
 
@@ -419,6 +432,7 @@ fn main() {
     let mut run = Run::new(plan.clone(), machine);
     run.complete = options.only.is_none() && options.tasks.is_none();
     let mut family = None;
+    let mut costs = None;
     runtime.block_on(async {
         // The smoke starts the cluster (2–3 s) while the other scenarios run; a measuring run
         // starts it at its scenario, so that the start disturbs no other measurement.
@@ -434,22 +448,42 @@ fn main() {
         if options.runs("hot") {
             run.hot = Some(run_hot(&plan, &url, options.runs("peers")).await);
         }
+        // The cluster's start allocates on this process's heap: it must be over before the
+        // scenarios that count the heap (the regression gate holds their bytes, `gate.rs`).
+        let mut cluster = match cluster_starting.take() {
+            Some(starting) => Some(cluster::started(starting).await),
+            None => None,
+        };
         if options.runs("waiters") {
             run.waiters = Some(run_waiters(&plan, &url, &raw).await);
         }
         if options.runs("held") {
             run.held = Some(run_held(&plan, &url, &raw).await);
         }
-        if options.runs("cluster") {
-            run.cluster = Some(
-                cluster::run(
-                    cluster_starting.take().unwrap_or_else(cluster::start),
-                    (&url, &raw),
-                    &plan,
-                    |line| progress!("{line}"),
-                )
-                .await,
-            );
+        if options.runs("cluster") || options.runs("costs") {
+            let started = match cluster.take() {
+                Some(started) => started,
+                None => cluster::started(cluster::start()).await,
+            };
+            if options.runs("cluster") {
+                let progress = |line| progress!("{line}");
+                run.cluster = Some(cluster::run(&started, (&url, &raw), &plan, progress).await);
+            }
+            if options.runs("costs") {
+                let on_cluster = async {
+                    let cluster = started.as_ref().map_err(Clone::clone)?;
+                    costs::run(&cluster.url(), &cluster.master_clients).await
+                };
+                let measured = costs::Run {
+                    single: costs::run(&url, std::slice::from_ref(&raw)).await,
+                    cluster: on_cluster.await,
+                    held_lock_bytes: costs::held_lock_bytes(&url, costs::HELD_LOCKS).await,
+                };
+                progress!("costs: {}", costs::summary(&measured));
+                costs = Some(measured);
+            }
+            // Stops the cluster: it must not share the machine with the scenarios after it.
+            drop(started);
         }
         if options.runs("processes") {
             run.processes = Some(run_processes(&plan, &url).await);
@@ -471,9 +505,31 @@ fn main() {
             std::process::exit(1);
         }
     }
-    drop(server);
     let mut failures = run.ferrisson_failures();
     failures.extend(family.iter().flat_map(family::Report::failures));
+    if let Some(costs) = &costs {
+        println!("\n{}", costs::render(costs));
+        failures.extend(costs.failures());
+        if let Err(e) = costs::write(costs, &out_dir) {
+            eprintln!("error: writing results to {}: {e}", out_dir.display());
+            std::process::exit(1);
+        }
+    }
+    let figures = gate::Figures::of(&run, costs.as_ref());
+    if options.write_baseline {
+        match gate::write_baseline(&figures) {
+            Ok(path) => println!("\ngate: wrote the baseline {}", path.display()),
+            Err(e) => failures.push(format!("gate: writing the baseline: {e}")),
+        }
+    } else {
+        let verdict = gate::check(&figures);
+        println!("\ngate (against {}):", gate::baseline_path().display());
+        for line in &verdict.lines {
+            println!("  {line}");
+        }
+        failures.extend(verdict.failures);
+    }
+    drop(server);
     if !failures.is_empty() {
         eprintln!("error: ferrisson scenarios failed:");
         for failure in &failures {
