@@ -371,42 +371,61 @@ impl<P: Protocol> Handle<P> {
             unbounded,
         };
         let attempt = || self.attempt(&call, &acquiring);
-        let outcome = match self.kind.waits() {
-            Waits::Channel {
-                channel,
-                wake,
-                hand_off,
-            } => {
-                let waiter = Waiter {
-                    name: self.name_arc(),
-                    holder: Some(Holder {
-                        field: Arc::clone(&field),
-                        lease_ms,
-                    }),
-                    wake,
+        // In a block that ends before the last await: the acquire's outcome (a guard) alive
+        // across an await would keep its storage in every parked waiter's future.
+        let err = {
+            let outcome = match self.kind.waits() {
+                Waits::Channel {
                     channel,
-                };
-                // A local releaser may hand the lock over: the hold is then adopted as is.
-                let adopt = hand_off.map(|extra| {
-                    let call = &call;
-                    move |sent_at| self.adopt(call, sent_at, extra()).0
-                });
-                let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
-                tracing::Instrument::instrument(waited, span).await
-            }
-            Waits::Poll(backoff) => {
-                let polled = poll_loop(client, wait, backoff, attempt);
-                tracing::Instrument::instrument(polled, span).await
+                    wake,
+                    hand_off,
+                } => {
+                    let waiter = Waiter {
+                        name: self.name_arc(),
+                        holder: Some(Holder {
+                            field: Arc::clone(&field),
+                            lease_ms,
+                        }),
+                        wake,
+                        channel,
+                    };
+                    // A local releaser may hand the lock over: the hold is then adopted as is.
+                    let adopt = hand_off.map(|extra| {
+                        let call = &call;
+                        move |sent_at| self.adopt(call, sent_at, extra()).0
+                    });
+                    let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
+                    tracing::Instrument::instrument(waited, span).await
+                }
+                Waits::Poll(backoff) => {
+                    let polled = poll_loop(client, wait, backoff, attempt);
+                    tracing::Instrument::instrument(polled, span).await
+                }
+            };
+            let outcome = match P::end(acquiring, matches!(outcome, Ok(Some(_)))) {
+                None => outcome,
+                // The outcome goes along into the box, for the same reason.
+                Some(ending) => {
+                    Box::pin(async move {
+                        ending.await;
+                        outcome
+                    })
+                    .await
+                }
+            };
+            match outcome {
+                Ok(acquired) => {
+                    return Ok(acquired.map(|(mut guard, acquisition)| {
+                        guard.hold.acquisition = acquisition;
+                        guard
+                    }))
+                }
+                Err(err) => err,
             }
         };
-        P::end(acquiring, matches!(outcome, Ok(Some(_)))).await;
-        match outcome {
-            Ok(acquired) => Ok(acquired.map(|(mut guard, acquisition)| {
-                guard.hold.acquisition = acquisition;
-                guard
-            })),
-            Err(err) => Err(self.kind.explain(self, err).await),
-        }
+        // Boxed: a primitive's explanation may ask Redis (the fair lock's, a whole command
+        // future inline), and this future is what a parked waiter costs.
+        Err(Box::pin(self.kind.explain(self, err)).await)
     }
 
     /// One run of the primitive's acquire script, made cancel safe by the kit; on success the

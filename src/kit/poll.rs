@@ -181,11 +181,12 @@ where
         // Whether Redis ever answered, and the outage that failed the last attempt: what the
         // wait reports when it runs out (as the pub/sub primitives do).
         let mut answered = false;
-        let mut outage: Option<Error> = None;
+        let mut outage: Option<Box<Error>> = None;
         loop {
             attempts += 1;
-            // A dropped attempt is settled by the kit.
-            match attempt_within(limit.left(), attempts == 1, &mut attempt).await {
+            // A dropped attempt is settled by the kit. Boxed, as in the wait loop: inline, the
+            // attempt's future would size the whole acquire's, pauses and all.
+            match Box::pin(attempt_within(limit.left(), attempts == 1, &mut attempt)).await {
                 // Its lease ended before it could be handed out (see `Lapse`): let it go
                 // (dropping it gives it up) and poll on.
                 Some(Ok(TryOutcome::Acquired(hold, _))) if hold.lapsed() => {
@@ -217,7 +218,7 @@ where
                         && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
                 {
                     tracing::debug!(error = %err, "redis unavailable; polling on");
-                    outage = Some(err);
+                    outage = Some(Box::new(err));
                 }
                 Some(Err(err)) => return Err(client.explain(err)),
                 None => break,

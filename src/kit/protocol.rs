@@ -139,11 +139,12 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
         lock.redis_error(err)
     }
 
-    /// Ends an acquire (`acquired` or not), after its last attempt.
+    /// Ends an acquire (`acquired` or not), after its last attempt: at once, or by the future
+    /// returned (the fair lock leaving its queue).
     #[doc(hidden)]
-    fn end(acquiring: Self::Acquiring, _acquired: bool) -> impl Future<Output = ()> + Send {
+    fn end(acquiring: Self::Acquiring, _acquired: bool) -> Option<impl Future<Output = ()> + Send> {
         drop(acquiring);
-        std::future::ready(())
+        None::<std::future::Ready<()>>
     }
 
     /// The error an operation of this primitive reports for `err` (the fair lock names the one

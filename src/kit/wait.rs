@@ -163,10 +163,10 @@ pub(crate) fn out_of_time<T>(
     client: &(impl Waiting + ?Sized),
     wait: Option<Duration>,
     answered: bool,
-    outage: Option<Error>,
+    outage: Option<Box<Error>>,
 ) -> Result<Option<T>> {
     match outage {
-        Some(err) => Err(client.explain(err)),
+        Some(err) => Err(client.explain(*err)),
         None if !answered => Err(Error::Timeout(wait.unwrap_or_default())),
         None => Ok(None),
     }
@@ -280,20 +280,25 @@ pub(crate) fn lock_channel(name: &str, _field: &str) -> String {
 /// on drop, and a hand-off that arrives for a dropped waiter is released again.
 ///
 /// `client` is any [`Waiting`] client: a [`ClientInner`], or the model checks' client.
-pub(crate) async fn acquire_with_wait<T: Lapse, F, Fut>(
-    client: &(impl Waiting + ?Sized),
-    waiter: &Waiter,
+pub(crate) fn acquire_with_wait<'a, T, F, Fut, C, A>(
+    client: &'a C,
+    waiter: &'a Waiter,
     wait: Option<Duration>,
     attempt: F,
-    adopt: Option<impl FnMut(Instant) -> T>,
-) -> Result<Option<(T, Acquisition)>>
+    adopt: Option<A>,
+) -> impl Future<Output = Result<Option<(T, Acquisition)>>> + 'a
 where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<TryOutcome<T>>>,
+    T: Lapse + 'a,
+    C: Waiting + ?Sized,
+    F: FnMut() -> Fut + 'a,
+    Fut: Future<Output = Result<TryOutcome<T>>> + 'a,
+    A: FnMut(Instant) -> T + 'a,
 {
-    let outcome = wait_loop(client, waiter, wait, attempt, adopt).await;
-    count_failure(&outcome);
-    outcome
+    // A combinator, not an `async` wrapper, which would keep the loop's future twice (as
+    // captured and as awaited).
+    futures::FutureExt::inspect(wait_loop(client, waiter, wait, attempt, adopt), |outcome| {
+        count_failure(outcome)
+    })
 }
 
 /// Counts an acquire that ended without a hold in the metrics: acquisitions are counted where
@@ -330,247 +335,277 @@ impl WaitBound {
 }
 
 /// [`acquire_with_wait`]'s loop.
-async fn wait_loop<T: Lapse, F, Fut>(
-    client: &(impl Waiting + ?Sized),
-    waiter: &Waiter,
+///
+/// A plain fn around an `async move` block rather than an `async fn`: an `async fn` keeps its
+/// arguments twice in its future (as passed and as moved into its body), and this future is
+/// what every parked waiter costs.
+#[allow(clippy::manual_async_fn)] // on purpose: see above
+fn wait_loop<'a, T, F, Fut, C, A>(
+    client: &'a C,
+    waiter: &'a Waiter,
     wait: Option<Duration>,
     mut attempt: F,
-    mut adopt: Option<impl FnMut(Instant) -> T>,
-) -> Result<Option<(T, Acquisition)>>
+    mut adopt: Option<A>,
+) -> impl Future<Output = Result<Option<(T, Acquisition)>>> + 'a
 where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<TryOutcome<T>>>,
+    T: Lapse + 'a,
+    C: Waiting + ?Sized,
+    F: FnMut() -> Fut + 'a,
+    Fut: Future<Output = Result<TryOutcome<T>>> + 'a,
+    A: FnMut(Instant) -> T + 'a,
 {
-    let limit = WaitBound::new(wait);
-    let (start, deadline, time_left) = (limit.start, limit.deadline, || limit.left());
-    let acquired = |woken_by, attempts, how| Acquisition::record(start, woken_by, attempts, how);
-    // Waiting already (a live subscription): join it first, so that no retry is needed after
-    // the first attempt. Only when nobody waits does the uncontended path stay subscription-free.
-    let mut subscription = if client.pubsub().is_idle() {
-        None // no subscription at all: skip deriving the channel
-    } else {
-        client.pubsub().join_active(&waiter.channel(), waiter.wake)
-    };
-    // Without a place, no releaser hands this waiter the lock, and step 0 never applies.
-    let hands_off = adopt.is_some();
-    let join_line = |retrying| {
-        let holder = waiter.holder.as_ref().filter(|_| hands_off)?;
-        client.handoffs().join(
-            &waiter.name,
-            &holder.field,
-            holder.lease_ms,
-            retrying,
-            client.janitor(),
-        )
-    };
-    let mut place = None;
-    // Step 0 (see the module docs): behind this client's other waiters, without a first attempt.
-    let mut in_line_first = false;
-    if subscription.is_some() {
-        let may_wait = time_left().is_none_or(|left| !left.is_zero());
-        if may_wait && client.handoffs().contended(&waiter.name) && !waiter.holds(client) {
-            place = join_line(false);
-            in_line_first = place.is_some();
+    async move {
+        // Plain calls below rather than closures over these locals: each closure would keep its
+        // captures in every parked waiter's future.
+        let limit = WaitBound::new(wait);
+        // Waiting already (a live subscription): join it first, so that no retry is needed after
+        // the first attempt. Only when nobody waits does the uncontended path stay subscription-free.
+        let mut subscription = if client.pubsub().is_idle() {
+            None // no subscription at all: skip deriving the channel
+        } else {
+            client.pubsub().join_active(&waiter.channel(), waiter.wake)
+        };
+        // Without a place, no releaser hands this waiter the lock, and step 0 never applies.
+        let hands_off = adopt.is_some();
+        let mut place = None;
+        // Step 0 (see the module docs): behind this client's other waiters, without a first attempt.
+        let mut in_line_first = false;
+        if subscription.is_some() {
+            let may_wait = limit.left().is_none_or(|left| !left.is_zero());
+            if may_wait && client.handoffs().contended(&waiter.name) && !waiter.holds(client) {
+                place = join_line(client, waiter, hands_off, false);
+                in_line_first = place.is_some();
+            }
         }
-    }
-    let mut woken_by = WokenBy::Immediate;
-    // A wake-up taken from the channel that no attempt of this waiter has answered yet: passed
-    // on to the next waiter if this one goes away first (see `Subscription::unanswered`).
-    let mut unanswered: Option<Unanswered> = None;
-    let mut attempts = 0u32;
-    let mut backoff = Duration::from_millis(50);
-    // What the wait reports when its bound runs out: the lock is busy only if Redis said so.
-    // While Redis is unreachable (or silent), the caller gets that error instead.
-    let mut answered = false;
-    let mut outage: Option<Error> = None;
-    // Acquisitions in a row that came too late to be held (see `Lapse`).
-    let mut lapses = 0u32;
-    let out_of_time = |answered, outage| out_of_time(client, wait, answered, outage);
-    loop {
-        let untried = std::mem::take(&mut in_line_first);
-        // In a block, and with nothing awaited while it is alive: the attempt's outcome (a
-        // guard, an error) would otherwise keep its storage in every parked waiter's future.
-        let step = {
-            let outcome = if untried {
-                // No TTL of its own: wait until the lock's expiry as the waiters ahead learned it
-                // (else the watchdog timeout). A hand-off or an unlock message normally comes
-                // first; the bound covers a holder that vanished, or a wake-up taken by a waiter
-                // that then went away.
-                let known = place.as_ref().and_then(|place| place.known_expiry());
-                let ttl = match known {
-                    Some(at) => at.saturating_duration_since(Instant::now()),
-                    None => client.watchdog_timeout(),
-                };
-                Some(Ok(TryOutcome::Busy(
-                    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
-                )))
-            } else {
-                if must_give_way(client, waiter, deadline) {
-                    // Boxed, as the attempt: rare, and its future would size every parked waiter's.
-                    let give_way = &client.handoffs().give_way;
-                    Box::pin(give_way.wait_turn(&waiter.name, deadline)).await;
-                }
-                attempts += 1;
-                if let Some(wake) = unanswered.take() {
-                    wake.answered();
-                }
-                // Boxed: an attempt's future (the script call, its settling) is the loop's largest
-                // state, and inline it would size every parked waiter's future too.
-                Box::pin(attempt_within(time_left(), attempts == 1, &mut attempt)).await
-            };
-            let outcome = match outcome {
-                Some(outcome) => outcome,
-                None => {
-                    tracing::debug!(attempts, "not acquired within the wait bound");
-                    return out_of_time(answered, outage);
-                }
-            };
-            match outcome {
-                Ok(TryOutcome::Acquired(hold, _)) if hold.lapsed() => {
-                    Step::Lapsed(lapse(hold, &mut lapses, backoff, time_left()))
-                }
-                Ok(TryOutcome::Acquired(hold, reentered)) => {
-                    if let Some(place) = place.take() {
-                        super::handoff::Place::done(place);
-                    }
-                    let how = metrics::How::of(woken_by, reentered);
-                    return Ok(Some((hold, acquired(woken_by, attempts, how))));
-                }
-                Ok(TryOutcome::Busy(ttl_ms)) => Step::Busy(ttl_ms),
-                Err(err)
-                    if err.is_transient()
-                        && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
-                {
-                    // Redis is unreachable: wait for it within the bound, backing off.
-                    let pause = match time_left() {
-                        Some(left) if left.is_zero() => return Err(client.explain(err)),
-                        Some(left) => backoff.min(left),
-                        None => backoff,
+        let mut woken_by = WokenBy::Immediate;
+        // A wake-up taken from the channel that no attempt of this waiter has answered yet: passed
+        // on to the next waiter if this one goes away first (see `Subscription::unanswered`).
+        let mut unanswered: Option<Unanswered> = None;
+        let mut attempts = 0u32;
+        let mut backoff = Duration::from_millis(50);
+        // What the wait reports when its bound runs out: the lock is busy only if Redis said so.
+        // While Redis is unreachable (or silent), the caller gets that error instead.
+        let mut answered = false;
+        // Boxed: rare, and inline it would size every parked waiter's future.
+        let mut outage: Option<Box<Error>> = None;
+        // Acquisitions in a row that came too late to be held (see `Lapse`).
+        let mut lapses = 0u32;
+        loop {
+            let untried = std::mem::take(&mut in_line_first);
+            // In a block, and with nothing awaited while it is alive: the attempt's outcome (a
+            // guard, an error) would otherwise keep its storage in every parked waiter's future.
+            let step = {
+                let outcome = if untried {
+                    // No TTL of its own: wait until the lock's expiry as the waiters ahead learned it
+                    // (else the watchdog timeout). A hand-off or an unlock message normally comes
+                    // first; the bound covers a holder that vanished, or a wake-up taken by a waiter
+                    // that then went away.
+                    let known = place.as_ref().and_then(|place| place.known_expiry());
+                    let ttl = match known {
+                        Some(at) => at.saturating_duration_since(Instant::now()),
+                        None => client.watchdog_timeout(),
                     };
-                    tracing::debug!(error = %err, ?pause, "redis unavailable; waiting for it");
-                    outage = Some(err);
-                    Step::Pause(pause)
+                    Some(Ok(TryOutcome::Busy(
+                        i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+                    )))
+                } else {
+                    if must_give_way(client, waiter, limit.deadline) {
+                        // Boxed, as the attempt: rare, and its future would size every parked waiter's.
+                        let give_way = &client.handoffs().give_way;
+                        Box::pin(give_way.wait_turn(&waiter.name, limit.deadline)).await;
+                    }
+                    attempts += 1;
+                    if let Some(wake) = unanswered.take() {
+                        wake.answered();
+                    }
+                    // Boxed: an attempt's future (the script call, its settling) is the loop's largest
+                    // state, and inline it would size every parked waiter's future too.
+                    Box::pin(attempt_within(limit.left(), attempts == 1, &mut attempt)).await
+                };
+                let outcome = match outcome {
+                    Some(outcome) => outcome,
+                    None => {
+                        tracing::debug!(attempts, "not acquired within the wait bound");
+                        return out_of_time(client, wait, answered, outage);
+                    }
+                };
+                match outcome {
+                    Ok(TryOutcome::Acquired(hold, _)) if hold.lapsed() => {
+                        Step::Lapsed(lapse(hold, &mut lapses, backoff, limit.left()))
+                    }
+                    Ok(TryOutcome::Acquired(hold, reentered)) => {
+                        if let Some(place) = place.take() {
+                            super::handoff::Place::done(place);
+                        }
+                        let how = metrics::How::of(woken_by, reentered);
+                        return Ok(Some((
+                            hold,
+                            Acquisition::record(limit.start, woken_by, attempts, how),
+                        )));
+                    }
+                    Ok(TryOutcome::Busy(ttl_ms)) => Step::Busy(ttl_ms),
+                    Err(err)
+                        if err.is_transient()
+                            && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
+                    {
+                        // Redis is unreachable: wait for it within the bound, backing off.
+                        let pause = match limit.left() {
+                            Some(left) if left.is_zero() => return Err(client.explain(err)),
+                            Some(left) => backoff.min(left),
+                            None => backoff,
+                        };
+                        tracing::debug!(error = %err, ?pause, "redis unavailable; waiting for it");
+                        outage = Some(Box::new(err));
+                        Step::Pause(pause)
+                    }
+                    Err(err) => return Err(client.explain(err)),
                 }
-                Err(err) => return Err(client.explain(err)),
-            }
-        };
-        let ttl_ms = match step {
-            Step::Busy(ttl_ms) => {
-                answered = true;
-                outage = None;
-                ttl_ms
-            }
-            Step::Lapsed(pause) => {
-                if let Some(pause) = pause {
-                    tokio::time::sleep(pause).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
-                }
-                answered = true;
-                outage = None;
-                continue;
-            }
-            Step::Pause(pause) => {
-                tokio::time::sleep(pause).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-                subscription = None; // re-subscribe once Redis is back
-                continue;
-            }
-        };
-        backoff = Duration::from_millis(50);
-        lapses = 0;
-        if time_left().is_some_and(|left| left.is_zero()) {
-            tracing::debug!(attempts, "not acquired within the wait bound");
-            return Ok(None);
-        }
-        // In line from the first refusal on, marked as retrying (the retry after subscribing is
-        // still to come), so that this client's other owners queue behind this waiter from now.
-        if place.is_none() {
-            place = join_line(true);
-        }
-        let Some(share) = subscription.as_ref() else {
-            // Subscribe (bounded by the time left), then retry at once (step 3).
-            // Boxed: the subscribe future is large and runs once per acquire at most, while a
-            // parked waiter's future should stay small (it is what a waiting task costs).
-            let channel = waiter.channel();
-            let subscribe = Box::pin(client.pubsub().subscribe(&channel, waiter.wake));
-            let share = match time_left() {
-                Some(left) => match tokio::time::timeout(left, subscribe).await {
-                    Ok(share) => share,
-                    Err(_) => return out_of_time(answered, outage),
-                },
-                None => subscribe.await,
             };
-            match share {
-                Ok(share) => subscription = Some(share),
-                Err(err)
-                    if err.is_transient()
-                        && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
-                {
-                    outage = Some(err);
-                    tokio::time::sleep(time_left().map_or(backoff, |left| left.min(backoff))).await;
+            let ttl_ms = match step {
+                Step::Busy(ttl_ms) => {
+                    answered = true;
+                    outage = None;
+                    ttl_ms
                 }
-                Err(err) => return Err(client.explain(err)),
-            }
-            continue;
-        };
-        // A negative TTL: the lock has no expiry (wait for a message only) or just vanished.
-        let bound = match (ttl_ms, time_left()) {
-            (-2 | 0, _) => continue,
-            (ttl, left) if ttl > 0 => {
-                let ttl = Duration::from_millis(ttl as u64);
-                Some(left.map_or(ttl, |left| left.min(ttl)))
-            }
-            (_, left) => left,
-        };
-        // Step 4: in line for a local hand-off, keeping the place across retries. Only now, with
-        // no attempt of ours running, may a releaser hand the lock to this place.
-        if let Some(place) = &place {
-            if !untried && ttl_ms > 0 {
-                // A lease too long for the clock is no expiry worth noting.
-                if let Some(at) = Instant::now().checked_add(Duration::from_millis(ttl_ms as u64)) {
-                    place.note_expiry(at);
-                }
-            }
-            place.requeue();
-        }
-        let handed = async {
-            match &place {
-                Some(place) => place.notified().await,
-                None => std::future::pending().await,
-            }
-        };
-        woken_by = tokio::select! {
-            wake = share.wait(bound) => match wake {
-                Wake::Message => {
-                    unanswered = Some(share.unanswered());
-                    WokenBy::Message
-                }
-                Wake::Timeout => WokenBy::Ttl,
-            },
-            () = handed => WokenBy::Message,
-        };
-        if let (Some(current), Some(adopt)) = (&place, adopt.as_mut()) {
-            if let Turn::Owned(sent_at) = current.turn().await {
-                if let Some(wake) = unanswered.take() {
-                    wake.answered(); // the lock is this waiter's: nobody else can take it
-                }
-                if let Some(place) = place.take() {
-                    place.done();
-                }
-                let hold = adopt(sent_at);
-                if hold.lapsed() {
-                    if let Some(pause) = lapse(hold, &mut lapses, backoff, time_left()) {
+                Step::Lapsed(pause) => {
+                    if let Some(pause) = pause {
                         tokio::time::sleep(pause).await;
                         backoff = (backoff * 2).min(Duration::from_secs(1));
                     }
                     answered = true;
+                    outage = None;
                     continue;
                 }
-                let acquisition = acquired(WokenBy::Message, attempts, metrics::How::Handoff);
-                return Ok(Some((hold, acquisition)));
+                Step::Pause(pause) => {
+                    tokio::time::sleep(pause).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    subscription = None; // re-subscribe once Redis is back
+                    continue;
+                }
+            };
+            backoff = Duration::from_millis(50);
+            lapses = 0;
+            if limit.left().is_some_and(|left| left.is_zero()) {
+                tracing::debug!(attempts, "not acquired within the wait bound");
+                return Ok(None);
+            }
+            // In line from the first refusal on, marked as retrying (the retry after subscribing is
+            // still to come), so that this client's other owners queue behind this waiter from now.
+            if place.is_none() {
+                place = join_line(client, waiter, hands_off, true);
+            }
+            let Some(share) = subscription.as_ref() else {
+                // Subscribe (bounded by the time left), then retry at once (step 3).
+                // Boxed: the subscribe future is large and runs once per acquire at most, while a
+                // parked waiter's future should stay small (it is what a waiting task costs).
+                let channel = waiter.channel();
+                let subscribe = Box::pin(client.pubsub().subscribe(&channel, waiter.wake));
+                let share = match limit.left() {
+                    Some(left) => match tokio::time::timeout(left, subscribe).await {
+                        Ok(share) => share,
+                        Err(_) => return out_of_time(client, wait, answered, outage),
+                    },
+                    None => subscribe.await,
+                };
+                match share {
+                    Ok(share) => subscription = Some(share),
+                    Err(err)
+                        if err.is_transient()
+                            && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
+                    {
+                        outage = Some(Box::new(err));
+                        tokio::time::sleep(limit.left().map_or(backoff, |left| left.min(backoff)))
+                            .await;
+                    }
+                    Err(err) => return Err(client.explain(err)),
+                }
+                continue;
+            };
+            // A negative TTL: the lock has no expiry (wait for a message only) or just vanished.
+            let bound = match (ttl_ms, limit.left()) {
+                (-2 | 0, _) => continue,
+                (ttl, left) if ttl > 0 => {
+                    let ttl = Duration::from_millis(ttl as u64);
+                    Some(left.map_or(ttl, |left| left.min(ttl)))
+                }
+                (_, left) => left,
+            };
+            // Step 4: in line for a local hand-off, keeping the place across retries. Only now, with
+            // no attempt of ours running, may a releaser hand the lock to this place.
+            if let Some(place) = &place {
+                if !untried && ttl_ms > 0 {
+                    // A lease too long for the clock is no expiry worth noting.
+                    if let Some(at) =
+                        Instant::now().checked_add(Duration::from_millis(ttl_ms as u64))
+                    {
+                        place.note_expiry(at);
+                    }
+                }
+                place.requeue();
+            }
+            let handed = async {
+                match &place {
+                    Some(place) => place.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            woken_by = tokio::select! {
+                wake = share.wait(bound) => match wake {
+                    Wake::Message => {
+                        unanswered = Some(share.unanswered());
+                        WokenBy::Message
+                    }
+                    Wake::Timeout => WokenBy::Ttl,
+                },
+                () = handed => WokenBy::Message,
+            };
+            if let (Some(current), Some(adopt)) = (&place, adopt.as_mut()) {
+                if let Turn::Owned(sent_at) = current.turn().await {
+                    if let Some(wake) = unanswered.take() {
+                        wake.answered(); // the lock is this waiter's: nobody else can take it
+                    }
+                    if let Some(place) = place.take() {
+                        place.done();
+                    }
+                    let hold = adopt(sent_at);
+                    if hold.lapsed() {
+                        if let Some(pause) = lapse(hold, &mut lapses, backoff, limit.left()) {
+                            tokio::time::sleep(pause).await;
+                            backoff = (backoff * 2).min(Duration::from_secs(1));
+                        }
+                        answered = true;
+                        continue;
+                    }
+                    let acquisition = Acquisition::record(
+                        limit.start,
+                        WokenBy::Message,
+                        attempts,
+                        metrics::How::Handoff,
+                    );
+                    return Ok(Some((hold, acquisition)));
+                }
             }
         }
     }
+}
+
+/// In line for a local hand-off of the lock `waiter` waits for (`retrying`: after a refusal);
+/// `None` when this waiter takes no hand-off (`hands_off` false, or no holder) or the client
+/// hands off nothing.
+fn join_line(
+    client: &(impl Waiting + ?Sized),
+    waiter: &Waiter,
+    hands_off: bool,
+    retrying: bool,
+) -> Option<super::handoff::Place> {
+    let holder = waiter.holder.as_ref().filter(|_| hands_off)?;
+    client.handoffs().join(
+        &waiter.name,
+        &holder.field,
+        holder.lease_ms,
+        retrying,
+        client.janitor(),
+    )
 }
 
 /// What the wait loop does after an attempt that did not end the acquire: park (the lock is busy

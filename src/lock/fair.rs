@@ -340,17 +340,18 @@ impl<Q: Queued> Protocol for Q {
     }
 
     /// A waiter that acquired was taken out of the queue by the script; any other leaves it.
-    fn end(acquiring: Acquiring, acquired: bool) -> impl Future<Output = ()> + Send {
+    fn end(acquiring: Acquiring, acquired: bool) -> Option<impl Future<Output = ()> + Send> {
         let Acquiring {
             in_flight, give_up, ..
         } = acquiring;
         drop(in_flight);
-        async move {
-            match give_up {
-                Some(give_up) if acquired => give_up.disarm(),
-                Some(give_up) => give_up.run().await,
-                None => {}
+        match give_up {
+            Some(give_up) if acquired => {
+                give_up.disarm();
+                None
             }
+            Some(give_up) => Some(give_up.run()),
+            None => None,
         }
     }
 

@@ -241,7 +241,8 @@ impl CountDownLatch {
         }
         // Out of time: one last look, as Java's `await(timeout)`, whose loop ends on the count
         // (a latch deleted meanwhile, which sends no `0`, is open).
-        Ok(self.count().await? == 0)
+        // Boxed: a command future is large, and inline it would size every parked waiter's.
+        Ok(Box::pin(self.count()).await? == 0)
     }
 
     fn check(&self) -> Result<()> {
