@@ -85,7 +85,16 @@ pub async fn uncontended(
     warmup: Duration,
     duration: Duration,
 ) -> Outcome<Throughput> {
-    let client = connect(url).await?;
+    uncontended_on(connect(url).await?, tasks, warmup, duration).await
+}
+
+/// [`uncontended`] on `client` (configured as the caller needs), which it shuts down after.
+pub async fn uncontended_on(
+    client: Client,
+    tasks: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Outcome<Throughput> {
     let window = Window::new(Start::After(warmup), duration);
     let handles = (0..tasks)
         .map(|i| {

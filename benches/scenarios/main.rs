@@ -9,7 +9,8 @@
 //! processes, this binary run again, × T tasks on one lock) against it, and `cluster`: the
 //! uncontended and hot loops on a local 3-master Redis Cluster of its own, taking turns with the
 //! same loops on that server, `costs` (what one uncontended cycle of each primitive costs the
-//! servers, counted: `costs.rs`) and `family` (each primitive of the lock family under
+//! servers, counted: `costs.rs`), `synced` (the uncontended loop with and without waiting for
+//! a replica after every write: `synced.rs`) and `family` (each primitive of the lock family under
 //! contention, against the reentrant lock and its closest peer: `family.rs`). Prints a
 //! table with every target as a ratio against the baselines of the same run, and writes
 //! `target/bench/run.json` (machine, settings, every scenario's rows and the target checks),
@@ -45,6 +46,7 @@ mod measure;
 mod peers;
 mod processes;
 mod report;
+mod synced;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -125,6 +127,8 @@ pub struct Plan {
     pub processes: Vec<(usize, usize)>,
     /// The cluster scenario's sizes, each run in `compare_rounds` rounds of turns.
     pub cluster: Vec<(cluster::Kind, usize)>,
+    /// T of the synced-writes scenario's uncontended loop.
+    pub synced: Vec<usize>,
 }
 
 /// The processes scenario's (P, T) in full and quick runs: 2 and 4 processes on 2 cores, with
@@ -167,6 +171,7 @@ impl Plan {
                 compare_rounds: 5,
                 processes: PROCESS_SPREADS.to_vec(),
                 cluster: CLUSTER_SIZES.to_vec(),
+                synced: vec![1, 64],
             },
             Mode::Quick => Plan {
                 mode,
@@ -187,6 +192,7 @@ impl Plan {
                 compare_rounds: 2,
                 processes: PROCESS_SPREADS.to_vec(),
                 cluster: CLUSTER_SIZES.to_vec(),
+                synced: vec![1, 64],
             },
             Mode::Smoke => Plan {
                 mode,
@@ -205,6 +211,7 @@ impl Plan {
                 processes: vec![(2, 2)],
                 // Hot at T = 2, where the fresh-start hang of issue 24 showed.
                 cluster: vec![(cluster::Kind::Uncontended, 4), (cluster::Kind::Hot, 2)],
+                synced: vec![1, 4],
             },
         }
     }
@@ -224,7 +231,7 @@ impl Plan {
     }
 }
 
-pub const SCENARIOS: [&str; 10] = [
+pub const SCENARIOS: [&str; 11] = [
     "limit",
     "uncontended",
     "hot",
@@ -233,6 +240,7 @@ pub const SCENARIOS: [&str; 10] = [
     "peers",
     "cluster",
     "costs",
+    "synced",
     "processes",
     "family",
 ];
@@ -433,6 +441,7 @@ fn main() {
     run.complete = options.only.is_none() && options.tasks.is_none();
     let mut family = None;
     let mut costs = None;
+    let mut synced = None;
     runtime.block_on(async {
         // The smoke starts the cluster (2–3 s) while the other scenarios run; a measuring run
         // starts it at its scenario, so that the start disturbs no other measurement.
@@ -485,6 +494,10 @@ fn main() {
             // Stops the cluster: it must not share the machine with the scenarios after it.
             drop(started);
         }
+        if options.runs("synced") {
+            let progress = |line| progress!("{line}");
+            synced = Some(synced::run(&plan, &plan.synced, progress).await);
+        }
         if options.runs("processes") {
             run.processes = Some(run_processes(&plan, &url).await);
         }
@@ -507,6 +520,14 @@ fn main() {
     }
     let mut failures = run.ferrisson_failures();
     failures.extend(family.iter().flat_map(family::Report::failures));
+    if let Some(synced) = &synced {
+        println!("\n{}", synced::render(synced));
+        failures.extend(synced.failures());
+        if let Err(e) = synced::write(synced, &out_dir) {
+            eprintln!("error: writing results to {}: {e}", out_dir.display());
+            std::process::exit(1);
+        }
+    }
     if let Some(costs) = &costs {
         println!("\n{}", costs::render(costs));
         failures.extend(costs.failures());
