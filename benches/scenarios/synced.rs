@@ -42,7 +42,7 @@ pub struct Row {
     pub synced: Res<Side>,
 }
 
-/// Samples of each kind of write in the floor.
+/// Samples of each kind of write in the floor (at most: the plan's PING samples if fewer).
 pub const FLOOR_SAMPLES: usize = 2_000;
 
 /// The floor: p50 of a plain `SET` and of a `SET` + `WAIT 1`, in µs.
@@ -95,7 +95,8 @@ pub async fn run(plan: &Plan, tasks: &[usize], progress: impl Fn(String)) -> Out
     };
     let started = tokio::task::spawn_blocking(|| {
         std::panic::catch_unwind(|| {
-            let master = RedisServer::start();
+            // No 5 s wait for more replicas before the first (diskless) sync.
+            let master = RedisServer::start_with_args(&["--repl-diskless-sync-delay", "0"]);
             let port = master.port().to_string();
             let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
             (master, replica)
@@ -119,7 +120,8 @@ pub async fn run(plan: &Plan, tasks: &[usize], progress: impl Fn(String)) -> Out
         Err(_) => outcome.servers = Err("the replica did not stream within 30 s".into()),
     }
     if outcome.servers.is_ok() {
-        outcome.floor = crate::bounded(plan.baseline_timeout(), floor(&url)).await;
+        let samples = plan.ping_samples.min(FLOOR_SAMPLES);
+        outcome.floor = crate::bounded(plan.baseline_timeout(), floor(&url, samples)).await;
         progress(format!(
             "synced: floor {}",
             crate::show(&outcome.floor, |f| format!(
@@ -187,13 +189,13 @@ async fn turn(
 
 /// [`Floor`]: one connection, the two kinds of write alternating so that both see the same
 /// drift of the machine.
-async fn floor(url: &str) -> Res<Floor> {
+async fn floor(url: &str, samples: usize) -> Res<Floor> {
     use fred::interfaces::{ClientLike, KeysInterface};
     let raw = measure::fred_client(url).await?;
     let key = "ferrisson-bench:synced:floor";
     let (mut set, mut set_wait) = (measure::histogram(), measure::histogram());
     let measured = async {
-        for i in 0..2 * FLOOR_SAMPLES {
+        for i in 0..2 * samples {
             let waits = i % 2 == 1;
             let started = Instant::now();
             let pipeline = raw.pipeline();
