@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -42,7 +43,7 @@ thread_local! {
 /// assert_eq!(Owner::current(), Owner::current());
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Owner(u64);
+pub struct Owner(NonZeroU64);
 
 impl Owner {
     /// A new explicit owner, distinct from every other owner in this process.
@@ -52,7 +53,7 @@ impl Owner {
     /// ```
     #[allow(clippy::new_without_default)] // a default would suggest a shared value; each call is unique
     pub fn new() -> Owner {
-        Owner(EXPLICIT_SPACE | NEXT_EXPLICIT.fetch_add(1, Ordering::Relaxed))
+        Owner::of(EXPLICIT_SPACE | NEXT_EXPLICIT.fetch_add(1, Ordering::Relaxed))
     }
 
     /// The owner whose id is `id`: Redisson's explicit `threadId` argument (`lockAsync(leaseTime,
@@ -84,7 +85,7 @@ impl Owner {
                 i64::MAX
             )));
         }
-        Ok(Owner(id))
+        Ok(Owner::of(id))
     }
 
     /// The implicit owner: the current tokio task, or the current OS thread outside a task.
@@ -98,7 +99,7 @@ impl Owner {
     /// ```
     pub fn current() -> Owner {
         match tokio::task::try_id() {
-            Some(task) => Owner(task_number(task)),
+            Some(task) => Owner::of(task_number(task)),
             None => Owner::current_thread(),
         }
     }
@@ -106,7 +107,7 @@ impl Owner {
     /// The current OS thread as owner, even inside a tokio task: the identity of the
     /// [`blocking`](crate::blocking) API, exactly Java's thread model.
     pub(crate) fn current_thread() -> Owner {
-        Owner(THREAD_OWNER.with(|id| *id))
+        Owner::of(THREAD_OWNER.with(|id| *id))
     }
 
     /// The numeric id, as it appears after the client uuid in the holder field.
@@ -116,20 +117,27 @@ impl Owner {
     /// assert!(owner.id() < (1 << 63));
     /// ```
     pub fn id(&self) -> u64 {
-        self.0
+        self.0.get()
+    }
+
+    /// The owner of a nonzero `id`: every id handed out or accepted is (a space bit, a task
+    /// number from 1, or `from_id`'s check). Nonzero, so that an `Option<Owner>`, which every
+    /// handle and guard keeps, is 8 bytes rather than 16.
+    fn of(id: u64) -> Owner {
+        Owner(NonZeroU64::new(id).unwrap_or(NonZeroU64::MIN))
     }
 }
 
 impl fmt::Debug for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = if self.0 & THREAD_SPACE != 0 {
+        let kind = if self.0.get() & THREAD_SPACE != 0 {
             "thread"
-        } else if self.0 & EXPLICIT_SPACE != 0 {
+        } else if self.0.get() & EXPLICIT_SPACE != 0 {
             "explicit"
         } else {
             "task"
         };
-        write!(f, "Owner({kind} {})", self.0)
+        write!(f, "Owner({kind} {})", self.0.get())
     }
 }
 
@@ -163,15 +171,15 @@ pub(crate) fn holder_field(client_id: &str, owner: Owner) -> Arc<str> {
         if let Some((id, field)) = &*last {
             // Same owner id, so the field ends in ":<that id>"; same length and prefix, so the
             // client id before it is this one.
-            if *id == owner.0
-                && field.len() == client_id.len() + 1 + digit_count(owner.0)
+            if *id == owner.id()
+                && field.len() == client_id.len() + 1 + digit_count(owner.id())
                 && field.starts_with(client_id)
             {
                 return Arc::clone(field);
             }
         }
         let field = build_holder_field(client_id, owner);
-        *last = Some((owner.0, Arc::clone(&field)));
+        *last = Some((owner.id(), Arc::clone(&field)));
         field
     })
 }
@@ -183,7 +191,7 @@ fn digit_count(value: u64) -> usize {
 
 fn build_holder_field(client_id: &str, owner: Owner) -> Arc<str> {
     let mut digits = itoa::Buffer::new();
-    let id = digits.format(owner.0);
+    let id = digits.format(owner.id());
     on_stack(format_args!("{client_id}:{id}"), |field| Arc::from(field))
         .unwrap_or_else(|| Arc::from(format!("{client_id}:{id}"))) // a client id longer than a uuid
 }
