@@ -314,12 +314,6 @@ pub fn render(run: &Run) -> String {
     out
 }
 
-/// Writes `costs.json` to `dir`.
-pub fn write(run: &Run, dir: &std::path::Path) -> std::io::Result<()> {
-    let json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join("costs.json"), json + "\n")
-}
-
 /// Live heap per held lock: `locks` locks taken by one client with the default watchdog (whose
 /// first renewal, a third of 30 s away, stays out of the window), their guards kept in a `Vec`
 /// as a service would keep them; read once the client's background work on them (the

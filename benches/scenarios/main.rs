@@ -511,30 +511,31 @@ fn main() {
         eprintln!("error: writing results to {}: {e}", out_dir.display());
         std::process::exit(1);
     }
-    if let Some(family) = &family {
-        println!("\n{}", family::render(family));
-        if let Err(e) = family::write(family, &out_dir, plan.mode.name()) {
+    // A scenario with a table of its own: printed, then written to `out_dir` (or the run ends).
+    let shown = |table: String, written: std::io::Result<()>| {
+        println!("\n{table}");
+        if let Err(e) = written {
             eprintln!("error: writing results to {}: {e}", out_dir.display());
             std::process::exit(1);
         }
-    }
+    };
     let mut failures = run.ferrisson_failures();
-    failures.extend(family.iter().flat_map(family::Report::failures));
+    if let Some(family) = &family {
+        shown(
+            family::render(family),
+            family::write(family, &out_dir, plan.mode.name()),
+        );
+        failures.extend(family.failures());
+    }
     if let Some(synced) = &synced {
-        println!("\n{}", synced::render(synced));
+        let written = report::write_json(&out_dir, "synced.json", synced);
+        shown(synced::render(synced), written);
         failures.extend(synced.failures());
-        if let Err(e) = synced::write(synced, &out_dir) {
-            eprintln!("error: writing results to {}: {e}", out_dir.display());
-            std::process::exit(1);
-        }
     }
     if let Some(costs) = &costs {
-        println!("\n{}", costs::render(costs));
+        let written = report::write_json(&out_dir, "costs.json", costs);
+        shown(costs::render(costs), written);
         failures.extend(costs.failures());
-        if let Err(e) = costs::write(costs, &out_dir) {
-            eprintln!("error: writing results to {}: {e}", out_dir.display());
-            std::process::exit(1);
-        }
     }
     let figures = gate::Figures::of(&run, costs.as_ref());
     if options.write_baseline {

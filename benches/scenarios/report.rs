@@ -1160,7 +1160,12 @@ pub fn summary(run: &Run) -> Value {
     })
 }
 
-fn write_json(dir: &Path, name: &str, value: &Value) -> std::io::Result<()> {
+/// Writes `value` as pretty JSON to `dir/name`.
+pub fn write_json<T: serde::Serialize + ?Sized>(
+    dir: &Path,
+    name: &str,
+    value: &T,
+) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
     std::fs::write(dir.join(name), text + "\n")
 }

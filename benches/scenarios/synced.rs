@@ -308,9 +308,3 @@ pub fn render(outcome: &Outcome) -> String {
     }
     out
 }
-
-/// Writes `synced.json` to `dir`.
-pub fn write(outcome: &Outcome, dir: &std::path::Path) -> std::io::Result<()> {
-    let json = serde_json::to_string_pretty(outcome).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join("synced.json"), json + "\n")
-}
