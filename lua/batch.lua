@@ -10,9 +10,11 @@
 --   release  2 keys (name, channel) 3 arguments (lease, field, mode)
 --   handoff  2 keys (name, channel) 5 arguments (lease, field, mode, heir, heir lease)
 --   handoff_if_alone  the same and a sixth (own: see lua/release.lua)
--- Returns an array with one entry per call: the call's integer reply, false for a nil reply
--- (sent as nil), or the error message (a string) when the call failed or replied with an
--- error. A failed call stops only itself, as it would in a script of its own (every operation
+--   handoff_token  3 keys (name, channel, token key) 6 arguments (lease, field, mode, heir, heir
+--                  lease, own or '' for none): a hand-off to a fenced lock's waiter
+-- Returns an array with one entry per call: the call's reply (an integer, or handoff_token's
+-- {-1, token}), false for a nil reply (sent as nil), or the error message (a string) when the
+-- call failed or replied with an error. A failed call stops only itself, as it would in a script of its own (every operation
 -- checks the key's type before writing).
 local replies = {}
 local k, a = 1, 2
@@ -36,6 +38,10 @@ for call = 1, tonumber(ARGV[1]) do
     ok, reply = pcall(release, KEYS[k], KEYS[k + 1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
       ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
     k, a = k + 2, a + 7
+  elseif shape == 'handoff_token' then
+    ok, reply = pcall(release, KEYS[k], KEYS[k + 1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
+      ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], KEYS[k + 2])
+    k, a = k + 3, a + 7
   else
     return redis.error_reply('ERR unknown call shape in a lock batch: ' .. tostring(shape))
   end

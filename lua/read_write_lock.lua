@@ -98,15 +98,21 @@ local function write_acquire(name, lease, field, read_field)
   return redis.call('pttl', name)
 end
 
--- Release one write hold (§5.5, Redisson >= 3.44).
+-- Release one write hold (§5.5, Redisson >= 3.44), optionally handing the write lock straight to
+-- a writer of the same client when it was the last hold (local hand-off, src/kit/handoff.rs).
 -- Call: write_release(KEYS[1] N, KEYS[2] the channel, ARGV[1] the lease in ms, re-armed on a
--- partial release, ARGV[2] the write field F:write, ARGV[3] the publish mode).
+-- partial release, ARGV[2] the write field F:write, ARGV[3] the publish mode, and for a
+-- hand-off ARGV[4] the heir's write field, ARGV[5] its lease in ms, ARGV[6] own: as
+-- lua/release.lua's, or '' for none).
 -- Returns nil when F:write does not hold the lock (on a missing lock the message 1 is published
 -- anyway, as Redisson >= 3.44 does; <= 3.43 answered 1 there), 0 after a partial release (no
--- message), 1 after the last write hold: the hash is deleted and 1 published (which wakes every
--- waiter), or, when the owner still holds read holds (the downgrade), the mode becomes `read`
--- with no message and no new TTL.
-local function write_release(name, channel, lease, field, publish_mode)
+-- message), -1 after a hand-off (the hash holds `mode` = write and the heir's field with a
+-- fresh lease, as the heir's own write_acquire writes it on a free lock; nothing is published),
+-- and after the last write hold: when the owner still holds read holds (the downgrade), 1 (the
+-- mode becomes `read` with no message and no new TTL), otherwise the hash is deleted and 1
+-- published (which wakes every waiter), and the reply is 1 + the number of subscribers the
+-- message reached (as lua/release.lua's, for src/kit/give_way.rs).
+local function write_release(name, channel, lease, field, publish_mode, heir, heir_lease, own)
   local mode = redis.call('hget', name, 'mode')
   if mode == false then
     publish(channel, '1', publish_mode)
@@ -121,11 +127,18 @@ local function write_release(name, channel, lease, field, publish_mode)
   end
   redis.call('hdel', name, field)
   if redis.call('hlen', name) == 1 then
+    if own == '' then
+      own = nil
+    end
+    if heir and not (own and others_listen(channel, own)) then
+      redis.call('hset', name, heir, '1')
+      redis.call('pexpire', name, heir_lease)
+      return -1
+    end
     redis.call('del', name)
-    publish(channel, '1', publish_mode)
-  else
-    redis.call('hset', name, 'mode', 'read')
+    return 1 + publish(channel, '1', publish_mode)
   end
+  redis.call('hset', name, 'mode', 'read')
   return 1
 end
 

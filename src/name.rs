@@ -44,8 +44,11 @@ pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 
 /// The fenced lock's token counter: `redisson_lock_token:` + T(N) (protocol §7).
 pub(crate) fn fenced_token_key(name: &str) -> String {
-    prefix_name("redisson_lock_token", name)
+    prefix_name(FENCED_TOKEN_PREFIX, name)
 }
+
+/// The prefix of [`fenced_token_key`].
+pub(crate) const FENCED_TOKEN_PREFIX: &str = "redisson_lock_token";
 
 // The names of the other primitives (protocol §1.1). Each is used by its primitive's file.
 

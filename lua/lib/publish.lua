@@ -1,4 +1,5 @@
--- Shared prelude, prepended to every script that announces a release (see src/transport/script.rs).
+-- Shared prelude, prepended to every script that announces a release (see src/transport/script.rs):
+-- `publish`, and `others_listen` for the releases that may hand the lock to a local waiter.
 -- Publishes `message` on `channel` the way the configured mode asks (protocol §1.7, §14.3):
 -- PUBLISH, SPUBLISH, or BOTH (the sharded copy tolerated to fail on servers without it).
 -- Returns how many subscribers received it: SPUBLISH's count in SPUBLISH mode, otherwise
@@ -12,4 +13,17 @@ local function publish(channel, message, mode)
     redis.pcall('spublish', channel, message)
   end
   return receivers
+end
+
+-- Whether anyone besides the releasing client's `own` subscriptions may hear `channel`.
+local function others_listen(channel, own)
+  -- PUBSUB is a non-deterministic command: a script may write after it only under effects
+  -- replication (the default from Redis 5 on; from Redis 7 on this call is a no-op returning
+  -- true). Before Redis 7 the call returns false once the script has written (in a batch after
+  -- other calls): then assume listeners, the safe answer, and release plainly.
+  if redis.replicate_commands and not redis.replicate_commands() then
+    return true
+  end
+  local listeners = redis.call('pubsub', 'numsub', channel)[2] + redis.call('pubsub', 'numpat')
+  return listeners > tonumber(own)
 end

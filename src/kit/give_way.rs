@@ -80,6 +80,8 @@ impl State {
 pub(crate) struct PlainRelease<'a> {
     give_way: &'a GiveWay,
     name: Arc<str>,
+    /// The lock's unlock channel.
+    channel: String,
     /// Registered as in flight (local waiters wait for the outcome).
     pending: Option<Arc<Courtesy>>,
     sent_at: Instant,
@@ -102,10 +104,16 @@ impl GiveWay {
         }
     }
 
-    /// Call before sending a release of `name` that will free the lock unless it is re-entered.
-    /// `local_waiters`: whether this client has waiters of the lock, which could answer its
-    /// unlock message before the reply is read (then their attempts wait for the outcome).
-    pub(crate) fn releasing(&self, name: &Arc<str>, local_waiters: bool) -> PlainRelease<'_> {
+    /// Call before sending a release of `name` that will free the lock unless it is re-entered,
+    /// announcing it on `channel`. `local_waiters`: whether this client has waiters of the
+    /// lock, which could answer its unlock message before the reply is read (then their
+    /// attempts wait for the outcome).
+    pub(crate) fn releasing(
+        &self,
+        name: &Arc<str>,
+        channel: String,
+        local_waiters: bool,
+    ) -> PlainRelease<'_> {
         let pending = local_waiters.then(|| {
             let courtesy = self.entry(name);
             courtesy.state.lock().releasing += 1;
@@ -116,8 +124,9 @@ impl GiveWay {
             name: Arc::clone(name),
             pending,
             sent_at: Instant::now(),
-            subscribed_at_send: self.own_listeners(name) > 0,
+            subscribed_at_send: self.own_listeners(&channel) > 0,
             teardowns_at_send: self.pubsub.teardowns(),
+            channel,
         }
     }
 
@@ -188,10 +197,10 @@ impl GiveWay {
             .is_some_and(|courtesy| !courtesy.state.lock().stale(now))
     }
 
-    /// How many of this client's subscriptions an unlock message of lock `name` would reach:
-    /// 1 while this client may be subscribed to its channel, else 0.
-    pub(crate) fn own_listeners(&self, name: &str) -> u64 {
-        u64::from(self.pubsub.may_receive(&crate::name::lock_channel(name)))
+    /// How many of this client's subscriptions a message on `channel` (a lock's unlock channel)
+    /// would reach: 1 while this client may be subscribed to it, else 0.
+    pub(crate) fn own_listeners(&self, channel: &str) -> u32 {
+        u32::from(self.pubsub.may_receive(channel))
     }
 
     fn entry(&self, name: &Arc<str>) -> Arc<Courtesy> {
@@ -229,7 +238,7 @@ impl PlainRelease<'_> {
     fn finish(&mut self, receivers: u64, took: Duration) {
         let own = u64::from(
             self.subscribed_at_send
-                || self.give_way.own_listeners(&self.name) > 0
+                || self.give_way.own_listeners(&self.channel) > 0
                 || self.give_way.pubsub.teardowns() != self.teardowns_at_send,
         );
         let others = receivers > 0 && receivers > own;

@@ -48,6 +48,8 @@ pub struct Guard<P: Protocol> {
 }
 
 impl<P: Protocol> super::wait::Lapse for Guard<P> {
+    const RECEIVES: super::handoff::Receives = P::RECEIVES;
+
     fn lapsed(&self) -> bool {
         self.is_lost()
     }

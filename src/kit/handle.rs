@@ -392,7 +392,7 @@ impl<P: Protocol> Handle<P> {
                     // A local releaser may hand the lock over: the hold is then adopted as is.
                     let adopt = hand_off.map(|extra| {
                         let call = &call;
-                        move |sent_at| self.adopt(call, sent_at, extra()).0
+                        move |sent_at, token| self.adopt(call, sent_at, extra(token)).0
                     });
                     let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
                     tracing::Instrument::instrument(waited, span).await

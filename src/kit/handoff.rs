@@ -50,7 +50,7 @@ use tokio::time::Instant;
 
 use crate::kit::janitor::Release;
 use crate::transport::pubsub::PubSub;
-use crate::transport::script::Heir;
+use crate::transport::script::{Heir, ReleaseScript};
 
 use super::give_way::{GiveWay, PlainRelease};
 use super::local_state::LocalWaiterState;
@@ -84,6 +84,7 @@ struct Queue {
 struct Slot {
     field: Arc<str>,
     lease_ms: u64,
+    receives: Receives,
     state: Mutex<SlotState>,
     notify: Notify,
 }
@@ -93,8 +94,9 @@ enum SlotState {
     Queued,
     Retrying,
     Taken,
-    /// The lock was handed over; the instant is from before the transfer was sent.
-    Owned(Instant),
+    /// The lock was handed over; the instant is from before the transfer was sent, and the
+    /// number is the fencing token the transfer took (0 for a waiter that takes none).
+    Owned(Instant, u64),
     Abandoned,
 }
 
@@ -108,10 +110,37 @@ pub(crate) struct Place {
     janitor: crate::kit::janitor::Janitor,
 }
 
+/// What a waiter's own acquire would write, and so what a hand-off to it must write: a release
+/// hands the lock only to a waiter whose primitive it can serve (the lock's name is the same for
+/// every primitive of a client, so a queue may mix them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Receives {
+    /// A hold on the reentrant lock's hash (the reentrant and non-reentrant locks), which a
+    /// release by `RELEASE` of any primitive on that hash hands over.
+    Hold,
+    /// A hold on that hash and the lock's next fencing token (the fenced lock), which
+    /// `RELEASE` takes in the same script.
+    FencedHold,
+    /// The write lock's hold (`mode` = write and the writer's field), which only the write
+    /// lock's own release script hands over.
+    WriteHold,
+}
+
+impl Receives {
+    /// Whether a release by `script` (`None`: `RELEASE`) can hand the lock to such a waiter.
+    fn from(self, script: Option<&'static ReleaseScript>) -> bool {
+        match script {
+            None => matches!(self, Receives::Hold | Receives::FencedHold),
+            Some(script) => script.hand_off.as_ref().is_some_and(|by| by.to == self),
+        }
+    }
+}
+
 /// What a waiter finds when it looks at its place.
 pub(crate) enum Turn {
-    /// The lock was handed over: adopt the hold (the instant is from before it was sent).
-    Owned(Instant),
+    /// The lock was handed over: adopt the hold (the instant is from before it was sent; the
+    /// number is the fencing token the hand-off took, 0 for a waiter that takes none).
+    Owned(Instant, u64),
     /// Free to run an attempt (the place is marked `Retrying` until [`Place::requeue`]).
     Retry,
 }
@@ -139,15 +168,16 @@ impl Handoffs {
         }
     }
 
-    /// Call before a plain release of lock `name` (`local_waiters`: as [`Handoffs::claim`]
-    /// reported): settle the result with the release's reply (see `give_way.rs`). `None` when
-    /// giving way is off.
+    /// Call before a plain release of lock `name` announced on `channel` (`local_waiters`: as
+    /// [`Handoffs::claim`] reported): settle the result with the release's reply (see
+    /// `give_way.rs`). `None` when giving way is off.
     pub(crate) fn plain_release(
         &self,
         name: &Arc<str>,
+        channel: impl FnOnce() -> String,
         local_waiters: bool,
     ) -> Option<PlainRelease<'_>> {
-        (self.max_in_row > 0).then(|| self.give_way.releasing(name, local_waiters))
+        (self.max_in_row > 0).then(|| self.give_way.releasing(name, channel(), local_waiters))
     }
 
     /// Whether this client has waiters of lock `name` in line (waiting, retrying, or being
@@ -174,7 +204,7 @@ impl Handoffs {
                     SlotState::Queued => LocalWaiterState::Parked,
                     SlotState::Retrying => LocalWaiterState::Trying,
                     SlotState::Taken => LocalWaiterState::BeingHandedOver,
-                    SlotState::Owned(_) => LocalWaiterState::HandedOver,
+                    SlotState::Owned(..) => LocalWaiterState::HandedOver,
                     SlotState::Abandoned => LocalWaiterState::Left,
                 };
                 (Arc::clone(&slot.field), state)
@@ -184,12 +214,14 @@ impl Handoffs {
     }
 
     /// Joins the local queue of lock `name` at the back: `retrying` while the caller still has
-    /// an attempt of its own to run (no hand-off may reach it before [`Place::requeue`]).
+    /// an attempt of its own to run (no hand-off may reach it before [`Place::requeue`]);
+    /// `receives`: what a hand-off to it writes.
     pub(crate) fn join(
         self: &Arc<Self>,
         name: &Arc<str>,
         field: &Arc<str>,
         lease_ms: u64,
+        receives: Receives,
         retrying: bool,
         janitor: &crate::kit::janitor::Janitor,
     ) -> Option<Place> {
@@ -204,6 +236,7 @@ impl Handoffs {
         let slot = Arc::new(Slot {
             field: Arc::clone(field),
             lease_ms,
+            receives,
             state: Mutex::new(state),
             notify: Notify::new(),
         });
@@ -228,11 +261,17 @@ impl Handoffs {
         })
     }
 
-    /// Claims the first waiting slot of lock `name` for a hand-off, unless hand-offs are off or
-    /// the fairness budget is spent (then, where allowed, the hand-off is a conditional one).
-    /// Returns the claim and the heir to name in the release, or (the caller does a plain
-    /// release) whether this client has waiters of the lock.
-    pub(crate) fn claim(&self, name: &str) -> Result<(Claim, Heir), bool> {
+    /// Claims the first waiting slot of lock `name` that a release by `script` can serve for a
+    /// hand-off, unless hand-offs are off or the fairness budget is spent (then, where allowed,
+    /// the hand-off is a conditional one, which needs the lock's unlock `channel`). Returns
+    /// the claim and the heir to name in the release, or (the caller does a plain release)
+    /// whether this client has waiters of the lock.
+    pub(crate) fn claim(
+        &self,
+        name: &str,
+        script: Option<&'static ReleaseScript>,
+        channel: impl FnOnce() -> String,
+    ) -> Result<(Claim, Heir), bool> {
         let Some(queue) = self.queues.lock().get(name).cloned() else {
             return Err(false);
         };
@@ -250,6 +289,9 @@ impl Handoffs {
         let slot = {
             let slots = queue.slots.lock();
             let slot = slots.iter().find(|slot| {
+                if !slot.receives.from(script) {
+                    return false;
+                }
                 let mut state = slot.state.lock();
                 let waiting = *state == SlotState::Queued;
                 if waiting {
@@ -259,15 +301,17 @@ impl Handoffs {
             });
             match slot {
                 Some(slot) => Arc::clone(slot),
-                // Every waiter is running an attempt of its own: they race for the lock.
+                // Every waiter is running an attempt of its own (they race for the lock), or
+                // takes no hand-off from this release.
                 None => return Err(true),
             }
         };
-        let unless_listeners_above = conditional.then(|| self.give_way.own_listeners(name));
+        let unless_listeners_above = conditional.then(|| self.give_way.own_listeners(&channel()));
         let heir = Heir {
             field: Arc::clone(&slot.field),
             lease_ms: slot.lease_ms,
             unless_listeners_above,
+            fenced: slot.receives == Receives::FencedHold,
         };
         let claim = Claim {
             queue,
@@ -294,20 +338,20 @@ impl Handoffs {
 }
 
 impl Claim {
-    /// Settles the hand-off after the transfer script replied: `handed` when the lock now
-    /// belongs to the claimed slot's field. Returns a hold that nobody owns (the waiter left
-    /// meanwhile), which the caller must release.
-    pub(crate) fn settle(self, handed: bool) -> Option<u64> {
-        if self.conditional && !handed {
+    /// Settles the hand-off after the transfer script replied: `handed` with the fencing token
+    /// it took (0 for none) when the lock now belongs to the claimed slot's field. Returns a
+    /// hold that nobody owns (the waiter left meanwhile), which the caller must release.
+    pub(crate) fn settle(self, handed: Option<u64>) -> Option<u64> {
+        if self.conditional && handed.is_none() {
             // Freed for other clients' waiters: a new budget starts.
             self.queue.in_row.store(0, Ordering::Relaxed);
         }
         let mut state = self.slot.state.lock();
         match *state {
             SlotState::Taken => {
-                *state = if handed {
+                *state = if let Some(token) = handed {
                     self.queue.in_row.fetch_add(1, Ordering::Relaxed);
-                    SlotState::Owned(self.sent_at)
+                    SlotState::Owned(self.sent_at, token)
                 } else {
                     SlotState::Queued
                 };
@@ -316,7 +360,7 @@ impl Claim {
                 self.slot.notify.notify_one();
                 None
             }
-            SlotState::Abandoned if handed => Some(self.slot.lease_ms),
+            SlotState::Abandoned if handed.is_some() => Some(self.slot.lease_ms),
             _ => None,
         }
     }
@@ -338,7 +382,7 @@ impl Place {
             {
                 let mut state = self.slot.state.lock();
                 match *state {
-                    SlotState::Owned(sent_at) => return Turn::Owned(sent_at),
+                    SlotState::Owned(sent_at, token) => return Turn::Owned(sent_at, token),
                     SlotState::Queued | SlotState::Retrying => {
                         *state = SlotState::Retrying;
                         return Turn::Retry;
@@ -381,7 +425,7 @@ impl Drop for Place {
             let mut state = self.slot.state.lock();
             let orphan = match *state {
                 // Handed over but never adopted: release it here.
-                SlotState::Owned(_) => Some(self.slot.lease_ms),
+                SlotState::Owned(..) => Some(self.slot.lease_ms),
                 // `Taken`: a releaser is handing the lock over right now and, finding the slot
                 // abandoned, releases it itself. `Queued`/`Retrying`: marked abandoned before
                 // the slot leaves the queue, so that no releaser can claim it in between.

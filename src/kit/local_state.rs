@@ -25,7 +25,7 @@ pub struct LocalState {
     /// This client's holds of the lock, as its lease table counts them.
     pub holds: Vec<LocalHold>,
     /// This client's waiters in line for a local hand-off, head first. A waiter that cannot be
-    /// handed the lock (the fenced lock's, a semaphore's) waits without a place here.
+    /// handed the lock (a fair lock's, a read lock's, a semaphore's) waits without a place here.
     pub line: Vec<LocalWaiter>,
     /// Hand-offs in a row since the last release that freed the lock for every client.
     pub handoffs_in_row: u32,

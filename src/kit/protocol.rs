@@ -13,6 +13,7 @@ use fred::prelude::Value;
 use futures::future::BoxFuture;
 
 use super::handle::Handle;
+pub(crate) use super::handoff::Receives;
 use super::janitor::Release;
 use super::poll::BackOff;
 use super::wait::{lock_channel, lock_wake};
@@ -56,6 +57,11 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
     #[doc(hidden)]
     const NAMES: (&'static str, &'static str);
 
+    /// What a local hand-off to its waiters writes (with a `hand_off` in
+    /// [`waits`](Protocol::waits)): what its own acquire would.
+    #[doc(hidden)]
+    const RECEIVES: Receives = Receives::Hold;
+
     /// The release script of its holds (`None`, the default: `RELEASE`, which is batched and
     /// may hand the lock to a waiter of this client).
     #[doc(hidden)]
@@ -75,7 +81,7 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
         Waits::Channel {
             channel: lock_channel,
             wake: lock_wake,
-            hand_off: Some(Self::Extra::default),
+            hand_off: Some(|_| Self::Extra::default()),
         }
     }
 
@@ -171,14 +177,15 @@ pub(crate) mod sealed {
 pub enum Waits<E> {
     /// Parked on a channel until a message or the lock's TTL ends the wait. `channel` derives
     /// the channel from the lock's name and the waiter's field. With `hand_off`, a release by
-    /// this client may hand the lock straight to a waiter, whose guard carries `hand_off()`.
+    /// this client may hand the lock straight to a waiter.
     Channel {
         /// The waiter's channel.
         channel: fn(&str, &str) -> String,
         /// How a message on it wakes the channel's waiters.
         wake: WakeRule,
-        /// What a handed-over guard carries, for a primitive that takes hand-offs.
-        hand_off: Option<fn() -> E>,
+        /// For a primitive that takes hand-offs: what a handed-over guard carries, given the
+        /// fencing token the hand-off took (0 when it takes none).
+        hand_off: Option<fn(u64) -> E>,
     },
     /// Polling, pausing by the back-off between attempts (the spin lock).
     Poll(BackOff),

@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 use crate::kit::ClientInner;
 use crate::lease::doubt::{outcome_unknown, Call, Settlement};
 use crate::lease::watchdog::HoldKey;
-use crate::transport::script::LockCall;
+use crate::transport::script::{Heir, LockCall};
+use crate::transport::Redis;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -167,9 +168,9 @@ pub(crate) async fn release_or_hand_off(
         if doubts.take_release(&key, &mut watcher) {
             break Ok(Released::Settling);
         }
-        if let Some(by) = release.script {
-            // A primitive's own release: no local hand-off (its waiters do not line up here).
-            let reply = redis.run_release(&release, by).await;
+        if let Some(by) = release.script.filter(|by| by.hand_off.is_none()) {
+            // A primitive's own release that hands nothing over (its waiters do not line up).
+            let reply = redis.run_release(&release, by, None).await;
             if reply.as_ref().is_err_and(outcome_unknown) {
                 doubts.mark_release(&key, watcher.take());
             }
@@ -180,19 +181,14 @@ pub(crate) async fn release_or_hand_off(
         let claimed = if doubts.any() {
             Err(handoffs.contended(&release.name))
         } else {
-            handoffs.claim(&release.name)
+            handoffs.claim(&release.name, release.script, || release.channel())
         };
         let (claim, heir) = match claimed {
             Ok(claim) => claim,
             Err(local_waiters) => {
-                let plain = handoffs.plain_release(&release.name, local_waiters);
-                let reply = redis
-                    .run_lock_call(LockCall::Release {
-                        release,
-                        publish: redis.publish_arg,
-                        to: None,
-                    })
-                    .await;
+                let plain =
+                    handoffs.plain_release(&release.name, || release.channel(), local_waiters);
+                let reply = send(&redis, &release, None).await;
                 if reply.as_ref().is_err_and(outcome_unknown) {
                     doubts.mark_release(&key, watcher.take());
                 }
@@ -202,15 +198,9 @@ pub(crate) async fn release_or_hand_off(
         // Becomes a plain release if another field holds the lock too (lua/release.lua): not
         // worth making local waiters wait for the outcome of every hand-off. A conditional
         // hand-off becomes one whenever another client listens: then they wait for it.
-        let plain = handoffs.plain_release(&release.name, claim.conditional);
+        let plain = handoffs.plain_release(&release.name, || release.channel(), claim.conditional);
         let to_field = Arc::clone(&heir.field);
-        let reply = redis
-            .run_lock_call(LockCall::Release {
-                release: release.clone(),
-                publish: redis.publish_arg,
-                to: Some(heir),
-            })
-            .await;
+        let reply = send(&redis, &release, Some(heir)).await;
         if reply.as_ref().is_err_and(outcome_unknown) {
             // Either field may now hold what this client does not know of: the releasing
             // field a hold whose release may not have run, the heir one it may have been given.
@@ -220,11 +210,11 @@ pub(crate) async fn release_or_hand_off(
                 field: Arc::clone(&to_field),
             });
         }
-        let handed = matches!(reply, Ok(Value::Integer(-1)));
-        if handed {
+        let handed = reply.as_ref().ok().and_then(handed_over_with);
+        if handed.is_some() {
             crate::metrics::handed_off();
         }
-        handed_over |= handed;
+        handed_over |= handed.is_some();
         match claim.settle(handed) {
             // The waiter left while the lock was being handed to it: release its hold too.
             Some(lease_ms) => {
@@ -244,6 +234,39 @@ pub(crate) async fn release_or_hand_off(
         return Ok(Released::Reply(Value::Integer(1)));
     }
     released
+}
+
+/// Sends one release of `release` that may hand the lock to `to`: `RELEASE` through the
+/// dispatcher (batched), or the primitive's own script that hands over (alone).
+async fn send(
+    redis: &Redis,
+    release: &Release,
+    to: Option<Heir>,
+) -> Result<Value, fred::error::Error> {
+    match release.script {
+        Some(by) => redis.run_release(release, by, to.as_ref()).await,
+        None => {
+            let call = LockCall::Release {
+                release: release.clone(),
+                publish: redis.publish_arg,
+                to,
+            };
+            redis.run_lock_call(call).await
+        }
+    }
+}
+
+/// Whether `lua/release.lua`'s reply is a hand-off's, and the fencing token it took for the heir
+/// (0 when the heir takes none): -1, or `[-1, token]`.
+fn handed_over_with(reply: &Value) -> Option<u64> {
+    match reply {
+        Value::Integer(-1) => Some(0),
+        Value::Array(parts) => match parts.as_slice() {
+            [Value::Integer(-1), Value::Integer(token)] => u64::try_from(*token).ok(),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Reads `lua/release.lua`'s reply to a call that freed the lock (1 + the number of subscribers

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::handoff::{Handoffs, Turn};
+use super::handoff::{Handoffs, Receives, Turn};
 use super::janitor::Janitor;
 use crate::config::WhenUnavailable;
 use crate::error::{Error, Result};
@@ -179,6 +179,10 @@ pub(crate) fn out_of_time<T>(
 /// caller into a section another owner may be in already. The loop drops it instead (which
 /// gives it up: see `LeaseTable::dropped`) and goes on waiting within its bound.
 pub(crate) trait Lapse {
+    /// What a local hand-off of such an acquisition writes (see `handoff.rs`): a constant,
+    /// so that a parked waiter's future keeps no copy of it.
+    const RECEIVES: Receives = Receives::Hold;
+
     /// Whether the lease this acquisition took is already past its proven end.
     fn lapsed(&self) -> bool;
 }
@@ -255,7 +259,7 @@ pub(crate) fn lock_wake(message: i64) -> Wakes {
 }
 
 /// The `adopt` of a waiter that takes no local hand-off (see [`acquire_with_wait`]).
-pub(crate) fn no_hand_off<T>() -> Option<fn(Instant) -> T> {
+pub(crate) fn no_hand_off<T>() -> Option<fn(Instant, u64) -> T> {
     None
 }
 
@@ -267,13 +271,13 @@ pub(crate) fn lock_channel(name: &str, _field: &str) -> String {
 }
 
 /// Runs `attempt` until it acquires, a local releaser hands the lock over (then `adopt` builds
-/// the hold from the instant the hand-off was sent), or `wait` (None: no limit) runs out
+/// the hold from the instant the hand-off was sent and the fencing token it took), or `wait` (None: no limit) runs out
 /// (`Ok(None)`). Counts the outcome in the metrics.
 ///
 /// Without `adopt`, no releaser hands the lock to this waiter (`handoff.rs`): the waiter never
 /// lines up, and every acquisition is its own attempt's. A primitive whose acquire does more
-/// than take the hash (the fenced lock's token, the fair lock's queue) or that has no holder
-/// (a semaphore) waits so.
+/// than a release can do for it (the fair lock's queue, a read hold's timeout key) or that has
+/// no holder (a semaphore) waits so.
 ///
 /// # Cancel safety
 /// Cancel safe as long as `attempt` is: the subscription share and the queue place are released
@@ -292,7 +296,7 @@ where
     C: Waiting + ?Sized,
     F: FnMut() -> Fut + 'a,
     Fut: Future<Output = Result<TryOutcome<T>>> + 'a,
-    A: FnMut(Instant) -> T + 'a,
+    A: FnMut(Instant, u64) -> T + 'a,
 {
     // A combinator, not an `async` wrapper, which would keep the loop's future twice (as
     // captured and as awaited).
@@ -352,7 +356,7 @@ where
     C: Waiting + ?Sized,
     F: FnMut() -> Fut + 'a,
     Fut: Future<Output = Result<TryOutcome<T>>> + 'a,
-    A: FnMut(Instant) -> T + 'a,
+    A: FnMut(Instant, u64) -> T + 'a,
 {
     async move {
         // Plain calls below rather than closures over these locals: each closure would keep its
@@ -373,7 +377,7 @@ where
         if subscription.is_some() {
             let may_wait = limit.left().is_none_or(|left| !left.is_zero());
             if may_wait && client.handoffs().contended(&waiter.name) && !waiter.holds(client) {
-                place = join_line(client, waiter, hands_off, false);
+                place = join_line::<T>(client, waiter, hands_off, false);
                 in_line_first = place.is_some();
             }
         }
@@ -492,7 +496,7 @@ where
             // In line from the first refusal on, marked as retrying (the retry after subscribing is
             // still to come), so that this client's other owners queue behind this waiter from now.
             if place.is_none() {
-                place = join_line(client, waiter, hands_off, true);
+                place = join_line::<T>(client, waiter, hands_off, true);
             }
             let Some(share) = subscription.as_ref() else {
                 // Subscribe (bounded by the time left), then retry at once (step 3).
@@ -560,14 +564,14 @@ where
                 () = handed => WokenBy::Message,
             };
             if let (Some(current), Some(adopt)) = (&place, adopt.as_mut()) {
-                if let Turn::Owned(sent_at) = current.turn().await {
+                if let Turn::Owned(sent_at, token) = current.turn().await {
                     if let Some(wake) = unanswered.take() {
                         wake.answered(); // the lock is this waiter's: nobody else can take it
                     }
                     if let Some(place) = place.take() {
                         place.done();
                     }
-                    let hold = adopt(sent_at);
+                    let hold = adopt(sent_at, token);
                     if hold.lapsed() {
                         if let Some(pause) = lapse(hold, &mut lapses, backoff, limit.left()) {
                             tokio::time::sleep(pause).await;
@@ -589,10 +593,11 @@ where
     }
 }
 
-/// In line for a local hand-off of the lock `waiter` waits for (`retrying`: after a refusal);
+/// In line for a local hand-off of the lock `waiter` waits for (`retrying`: after a refusal),
+/// receiving what a hand-off of a `T` writes;
 /// `None` when this waiter takes no hand-off (`hands_off` false, or no holder) or the client
 /// hands off nothing.
-fn join_line(
+fn join_line<T: Lapse>(
     client: &(impl Waiting + ?Sized),
     waiter: &Waiter,
     hands_off: bool,
@@ -603,6 +608,7 @@ fn join_line(
         &waiter.name,
         &holder.field,
         holder.lease_ms,
+        T::RECEIVES,
         retrying,
         client.janitor(),
     )

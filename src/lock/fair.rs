@@ -40,6 +40,7 @@ lua_scripts! {
 static FAIR_RELEASE: ReleaseScript = ReleaseScript {
     script: &FAIR_RELEASE_SCRIPT,
     encode: encode_release,
+    hand_off: None,
 };
 
 /// Redisson's `fairLockWaitTimeout` default: the wait time W of a waiter without a bound.

@@ -8,7 +8,7 @@ use fred::prelude::Value;
 use futures::future::BoxFuture;
 
 use crate::error::{Error, Result};
-use crate::kit::protocol::{sealed, AcquireCall, Protocol, Reply, Waits};
+use crate::kit::protocol::{sealed, AcquireCall, Protocol, Receives, Reply, Waits};
 use crate::kit::wait::{lock_channel, lock_wake};
 use crate::kit::{Client, Guard, Handle};
 use crate::name;
@@ -148,14 +148,15 @@ impl Protocol for Fenced {
     type Extra = u64;
     type Acquiring = ();
     const NAMES: (&'static str, &'static str) = ("FencedLock", "FencedGuard");
+    const RECEIVES: Receives = Receives::FencedHold;
 
-    /// A waiter is never handed the lock by a release of its own client, since that would
-    /// skip the token: it takes the lock with its own script after the unlock message.
+    /// A release of its own client hands the lock to a waiter as to the reentrant lock's, and
+    /// takes the waiter's fencing token in the same script (`lua/release.lua`'s `token_key`).
     fn waits(&self) -> Waits<u64> {
         Waits::Channel {
             channel: lock_channel,
             wake: lock_wake,
-            hand_off: None,
+            hand_off: Some(|token| token),
         }
     }
 

@@ -13,13 +13,15 @@ use futures::future::BoxFuture;
 use super::reentrant::Lock;
 use crate::error::{Error, Result};
 use crate::kit::janitor::Release;
-use crate::kit::protocol::{read_hash_reply, sealed, AcquireCall, Protocol, Reply, Waits};
+use crate::kit::protocol::{
+    read_hash_reply, sealed, AcquireCall, Protocol, Receives, Reply, Waits,
+};
 use crate::kit::wait::lock_wake;
 use crate::kit::{Client, Guard, Handle};
 use crate::name;
 use crate::owner::Owner;
 use crate::transport::script::lua_scripts;
-use crate::transport::script::{self, Encoded, ReleaseScript};
+use crate::transport::script::{self, Encoded, Heir, ReleaseScript, ScriptHandOff};
 
 lua_scripts! {
     ["lib/read_hold_gone.lua", "read_write_lock.lua"];
@@ -30,7 +32,7 @@ lua_scripts! {
     static READ_RELEASE_SCRIPT = ("read_release",
         "return read_release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2])\n");
     static WRITE_RELEASE_SCRIPT = ("write_release",
-        "return write_release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n");
+        "return write_release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])\n");
     static FORCE_RELEASE = ("read_write_force_release",
         "return force_release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
     static READ_IS_LOCKED = ("read_is_locked", "return read_is_locked(KEYS[1])\n");
@@ -40,12 +42,18 @@ lua_scripts! {
 static READ_RELEASE: ReleaseScript = ReleaseScript {
     script: &READ_RELEASE_SCRIPT,
     encode: encode_read_release,
+    hand_off: None,
 };
 
-/// How the kit releases a write hold.
+/// How the kit releases a write hold, handing the lock to a local writer where it can.
 static WRITE_RELEASE: ReleaseScript = ReleaseScript {
     script: &WRITE_RELEASE_SCRIPT,
     encode: encode_write_release,
+    hand_off: Some(ScriptHandOff {
+        to: Receives::WriteHold,
+        encode: encode_write_hand_off,
+        channel: name::rwlock_channel,
+    }),
 };
 
 /// `read_release`'s keys and arguments (`lua/read_write_lock.lua`). The lease is not sent: a
@@ -69,6 +77,27 @@ fn encode_write_release(release: &Release, publish: &'static str) -> Encoded {
     script::encode(
         &[name, channel.as_str()],
         &[lease.as_str(), &*release.field, publish],
+    )
+}
+
+/// `write_release`'s keys and arguments for a release that hands the lock to `heir`.
+fn encode_write_hand_off(release: &Release, publish: &'static str, heir: &Heir) -> Encoded {
+    let name = &*release.name;
+    let channel = name::rwlock_channel(name);
+    let (lease, heir_lease) = (release.lease_ms.to_string(), heir.lease_ms.to_string());
+    let own = heir
+        .unless_listeners_above
+        .map_or_else(String::new, |own| own.to_string());
+    script::encode(
+        &[name, channel.as_str()],
+        &[
+            lease.as_str(),
+            &*release.field,
+            publish,
+            &*heir.field,
+            heir_lease.as_str(),
+            own.as_str(),
+        ],
     )
 }
 
@@ -289,11 +318,14 @@ async fn force_release<P: Protocol>(lock: &Handle<P>, mode: &str) -> Result<bool
 /// Both sides' waiters park on the one channel `redisson_rwlock:` + T(N) (a read release sends
 /// `0`, which wakes one waiter per client; a write release `1`, which wakes them all). Neither
 /// takes a local hand-off: only `RELEASE`'s hash knows them.
-fn waits() -> Waits<()> {
+/// Readers and writers wait on the lock's one channel; a writer may be handed the write lock by
+/// a writer of its own client (`write_release`), a reader waits for the message (a read hold's
+/// timeout key is more than a release can write for it).
+fn waits(hand_off: Option<fn(u64)>) -> Waits<()> {
     Waits::Channel {
         channel: |name, _| name::rwlock_channel(name),
         wake: lock_wake,
-        hand_off: None,
+        hand_off,
     }
 }
 
@@ -306,7 +338,7 @@ impl Protocol for Read {
     const RELEASE: Option<&'static ReleaseScript> = Some(&READ_RELEASE);
 
     fn waits(&self) -> Waits<()> {
-        waits()
+        waits(None)
     }
 
     fn begin(&self, _lock: &ReadLock, _field: &Arc<str>, _wait: Option<Duration>) {}
@@ -347,9 +379,10 @@ impl Protocol for Write {
     type Acquiring = ();
     const NAMES: (&'static str, &'static str) = ("WriteLock", "WriteGuard");
     const RELEASE: Option<&'static ReleaseScript> = Some(&WRITE_RELEASE);
+    const RECEIVES: Receives = Receives::WriteHold;
 
     fn waits(&self) -> Waits<()> {
-        waits()
+        waits(Some(|_| ()))
     }
 
     /// The writer's field is `<client uuid>:<owner id>:write`.

@@ -18,6 +18,7 @@ static SPIN_RELEASE_SCRIPT: Script =
 static SPIN_RELEASE: ReleaseScript = ReleaseScript {
     script: &SPIN_RELEASE_SCRIPT,
     encode: encode_release,
+    hand_off: None,
 };
 
 /// The reentrant lock's acquire (§6: acquisition is §2.2), batched; a synced-writes rollback is

@@ -134,7 +134,7 @@ impl ModelClient {
                 }
             }
         };
-        let adopt = Some(|_sent_at| Held::taken(self, &name, &field));
+        let adopt = Some(|_sent_at, _token| Held::taken(self, &name, &field));
         match acquire_with_wait(&**self, &waiter, None, attempt, adopt).await {
             Ok(Some((held, _acquisition))) => held,
             Ok(None) => unreachable!("an unbounded wait ends acquired"),
@@ -302,10 +302,11 @@ fn release_of(key: &HoldKey) -> Release {
 async fn release_or_hand_off(server: &Server, handoffs: &Handoffs, mut release: Release) {
     let channel = crate::name::lock_channel(&release.name);
     loop {
-        let (claim, heir) = match handoffs.claim(&release.name) {
+        let (claim, heir) = match handoffs.claim(&release.name, None, || channel.clone()) {
             Ok(claimed) => claimed,
             Err(local_waiters) => {
-                let plain = handoffs.plain_release(&release.name, local_waiters);
+                let plain =
+                    handoffs.plain_release(&release.name, || channel.clone(), local_waiters);
                 let released = server
                     .release(&release.name, &channel, &release.field, None, None)
                     .await;
@@ -315,17 +316,17 @@ async fn release_or_hand_off(server: &Server, handoffs: &Handoffs, mut release: 
                 return;
             }
         };
-        let plain = handoffs.plain_release(&release.name, claim.conditional);
+        let plain = handoffs.plain_release(&release.name, || channel.clone(), claim.conditional);
         let released = server
             .release(
                 &release.name,
                 &channel,
                 &release.field,
                 Some(&heir.field),
-                heir.unless_listeners_above,
+                heir.unless_listeners_above.map(u64::from),
             )
             .await;
-        let handed = released == Released::HandedOver;
+        let handed = (released == Released::HandedOver).then_some(0);
         match claim.settle(handed) {
             // The waiter left while the lock was handed to it: release its hold too.
             Some(lease_ms) => {

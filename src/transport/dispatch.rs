@@ -233,11 +233,12 @@ fn deliver(replies: Vec<oneshot::Sender<Reply>>, reply: Reply) {
     }
 }
 
-/// One call's entry of lua/batch.lua's reply: the call's own integer or nil reply, or its error
-/// message (the scripts never reply with a string).
+/// One call's entry of lua/batch.lua's reply: the call's own integer, nil or array (a fenced
+/// hand-off's `[-1, token]`) reply, or its error message (the scripts never reply with a
+/// string).
 fn decode(value: Value) -> Result<Value, RedisError> {
     match value {
-        Value::Integer(_) | Value::Null => Ok(value),
+        Value::Integer(_) | Value::Null | Value::Array(_) => Ok(value),
         Value::String(_) | Value::Bytes(_) => {
             let message = value.as_string().unwrap_or_default();
             // As fred classifies a server error reply of a script of its own.
@@ -273,7 +274,9 @@ mod tests {
                 "WRONGTYPE Operation against a key".to_owned()
             ))
         );
-        assert!(decode(Value::Array(vec![])).is_err());
+        // A fenced hand-off's reply passes as it is.
+        let handed = Value::Array(vec![Value::Integer(-1), Value::Integer(7)]);
+        assert_eq!(decode(handed.clone()).ok(), Some(handed));
         assert!(decode(Value::Double(1.5)).is_err());
     }
 

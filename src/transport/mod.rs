@@ -28,7 +28,7 @@ use futures::future::BoxFuture;
 
 use dispatch::Dispatcher;
 use replica_sync::ReplicaSync;
-use script::{LockCall, Release, ReleaseScript, Script};
+use script::{Heir, LockCall, Release, ReleaseScript, Script};
 
 /// What takes back an acquisition that no replica acknowledged (synced writes).
 pub(crate) enum Rollback {
@@ -186,15 +186,20 @@ impl Redis {
         self.roll_back(rollback).await
     }
 
-    /// Runs a primitive's own release script (`release.script`; never batched) with
-    /// `write_options`, followed by `WAIT` with synced writes. An unacknowledged release is
+    /// Runs a primitive's own release script (`release.script`; never batched), handing the
+    /// lock to `to` when the script hands over, with `write_options`, followed by `WAIT` with
+    /// synced writes. An unacknowledged release is
     /// logged, as in [`Redis::run_lock_call`]. Cancel safety as [`Script::run_encoded`].
     pub(crate) async fn run_release(
         &self,
         release: &Release,
         by: &'static ReleaseScript,
+        to: Option<&Heir>,
     ) -> Result<Value, RedisError> {
-        let encoded = (by.encode)(release, self.publish_arg);
+        let encoded = match (to, &by.hand_off) {
+            (Some(heir), Some(hand_off)) => (hand_off.encode)(release, self.publish_arg, heir),
+            _ => (by.encode)(release, self.publish_arg),
+        };
         self.run_write(&release.name, by.script, &encoded).await
     }
 

@@ -458,22 +458,45 @@ pub(crate) struct Release {
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
     /// The primitive's own release script; `None` for [`RELEASE`] (the reentrant lock's, which
-    /// the fenced lock shares), the only one that is batched and can hand the lock to a local
-    /// waiter.
+    /// the fenced lock shares), the only one that is batched.
     pub(crate) script: Option<&'static ReleaseScript>,
+}
+
+impl Release {
+    /// The channel a full release of this hold announces itself on.
+    pub(crate) fn channel(&self) -> String {
+        match self.script.and_then(|script| script.hand_off.as_ref()) {
+            Some(hand_off) => (hand_off.channel)(&self.name),
+            None => crate::name::lock_channel(&self.name),
+        }
+    }
 }
 
 /// A primitive's own release script (the spin lock's, which never publishes; the fair lock's,
 /// which tells the queue's head; the read and write locks'), declared as a static in the
-/// primitive's file. It runs alone (never batched, never a hand-off), synced as every lock
-/// write. Whatever the Redisson version it mirrors answers, the script replies as [`RELEASE`]
-/// does to its callers: nil (the field held nothing), 0 (a partial release) or 1 (the hold was
-/// the last).
+/// primitive's file. It runs alone (never batched), synced as every lock write. Whatever the
+/// Redisson version it mirrors answers, the script replies as [`RELEASE`] does to its callers:
+/// nil (the field held nothing), 0 (a partial release) or 1 (the hold was the last); one that
+/// hands over (`hand_off`) replies as [`RELEASE`] does to the kit: -1 after a hand-off, 1 + the
+/// unlock message's receivers after a release that freed the lock.
 pub struct ReleaseScript {
     pub(crate) script: &'static Script,
     /// The call's keys and arguments for one release, given the publish mode's script argument
     /// (`PUBLISH`, `SPUBLISH` or `BOTH`: see `lua/lib/publish.lua`).
     pub(crate) encode: fn(&Release, &'static str) -> Encoded,
+    /// For a script that can hand the lock to a local waiter (the write lock's): how.
+    pub(crate) hand_off: Option<ScriptHandOff>,
+}
+
+/// How a primitive's own release script hands the lock to a local waiter
+/// ([`ReleaseScript::hand_off`]).
+pub struct ScriptHandOff {
+    /// The waiters it hands the lock to.
+    pub(crate) to: crate::kit::handoff::Receives,
+    /// The call's keys and arguments for a release that names `heir`.
+    pub(crate) encode: fn(&Release, &'static str, &Heir) -> Encoded,
+    /// The channel its full release announces itself on, given the lock's name.
+    pub(crate) channel: fn(&str) -> String,
 }
 
 impl std::fmt::Debug for ReleaseScript {
@@ -528,7 +551,10 @@ pub(crate) struct Heir {
     /// With `Some(own)`, hand over only while the unlock channel has no more subscribers than
     /// `own` (this client's): otherwise the release is a plain one, so that waiters of other
     /// clients get their turn (`src/kit/handoff.rs`).
-    pub(crate) unless_listeners_above: Option<u64>,
+    pub(crate) unless_listeners_above: Option<u32>,
+    /// The heir is a fenced lock's waiter: the hand-off takes the next fencing token for it
+    /// (the script replies `[-1, token]`).
+    pub(crate) fenced: bool,
 }
 
 impl LockCall {
@@ -554,6 +580,7 @@ impl LockCall {
         match self {
             LockCall::Acquire { op, .. } => (op.shape, 1 + 2),
             LockCall::Release { to: None, .. } => ("release", 2 + 3),
+            LockCall::Release { to: Some(heir), .. } if heir.fenced => ("handoff_token", 3 + 6),
             LockCall::Release { to: Some(heir), .. } => match heir.unless_listeners_above {
                 None => ("handoff", 2 + 5),
                 Some(_) => ("handoff_if_alone", 2 + 6),
@@ -568,7 +595,9 @@ impl LockCall {
             LockCall::Release { release, to, .. } => {
                 2 * release.name.len()
                     + release.field.len()
-                    + to.as_ref().map_or(0, |heir| heir.field.len() + 40)
+                    + to.as_ref().map_or(0, |heir| {
+                        heir.field.len() + 40 + usize::from(heir.fenced) * (release.name.len() + 24)
+                    })
                     + 64
             }
         }
@@ -579,10 +608,13 @@ impl LockCall {
             LockCall::Acquire { name, .. } => {
                 out.key(name);
             }
-            LockCall::Release { release, .. } => {
+            LockCall::Release { release, to, .. } => {
                 // The channel is derived here rather than kept per held lock (memory).
                 out.key(&release.name)
                     .prefixed_key(crate::name::LOCK_CHANNEL_PREFIX, &release.name);
+                if to.as_ref().is_some_and(|heir| heir.fenced) {
+                    out.prefixed_key(crate::name::FENCED_TOKEN_PREFIX, &release.name);
+                }
             }
         }
     }
@@ -604,8 +636,15 @@ impl LockCall {
                     .arg(publish);
                 if let Some(heir) = to {
                     out.arg(&heir.field).number(heir.lease_ms);
-                    if let Some(own) = heir.unless_listeners_above {
-                        out.number(own);
+                    match heir.unless_listeners_above {
+                        Some(own) => {
+                            out.number(u64::from(own));
+                        }
+                        // A fenced heir's call has a fixed shape: '' for no `own`.
+                        None if heir.fenced => {
+                            out.arg("");
+                        }
+                        None => {}
                     }
                 }
             }
@@ -657,7 +696,7 @@ pub(crate) static RELEASE: Script = Script::new(
     concat!(
         include_str!("../../lua/lib/publish.lua"),
         include_str!("../../lua/release.lua"),
-        "return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])\n"
+        "return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], KEYS[3])\n"
     ),
 );
 /// `ACQUIRE` and `RELEASE` calls of several callers in one run (`src/transport/dispatch.rs`): the same
@@ -744,6 +783,7 @@ e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 [93->-292f] [9
                 field: field.into(),
                 lease_ms,
                 unless_listeners_above: None,
+                fenced: false,
             }),
         }
     }
@@ -780,6 +820,29 @@ e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 [93->-292f] [9
             crate::name::lock_channel("{orders}:42").as_str()
         );
         assert_eq!(text(&tagged)[5..], ["uuid:3", "7"]);
+
+        // A fenced heir adds the token key, and '' for no listener bound (a fixed shape).
+        let mut fenced = release("orders:42", Some(("uuid:4", 9)));
+        if let LockCall::Release { to: Some(heir), .. } = &mut fenced {
+            heir.fenced = true;
+        }
+        assert_eq!(fenced.shape(), ("handoff_token", 9));
+        let encoded = fenced.encode();
+        assert_eq!(encoded.key_count, 3);
+        assert_eq!(
+            text(&encoded),
+            [
+                "orders:42",
+                "redisson_lock__channel:{orders:42}",
+                "redisson_lock_token:{orders:42}",
+                "30000",
+                "uuid:2",
+                "PUBLISH",
+                "uuid:4",
+                "9",
+                ""
+            ]
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The fenced lock (Redisson's `RFencedLock`) against a real redis-server: tokens that strictly
-//! increase across acquisitions, re-entries, clients, processes and local contention (no local hand-off
-//! may skip the token), `token()` and `delete()`, wrong-type keys, a storage write guarded by
-//! the token that rejects a stale holder, and the Redis layout Java reads.
+//! increase across acquisitions, re-entries, clients, processes and local contention (a local
+//! hand-off takes the heir's token in its script), `token()` and `delete()`, wrong-type keys, a
+//! storage write guarded by the token that rejects a stale holder, and the Redis layout Java
+//! reads.
 
 use crate::support;
 
@@ -12,8 +13,10 @@ use std::time::Duration;
 use ferrisson::{Error, FencedGuard, Owner};
 use fred::prelude::*;
 use support::contenders::{self, micros_since_epoch};
-use support::redis_state::{exists, hgetall, pttl, wait_key_gone};
-use support::{connect, raw_client, RedisServer};
+use support::redis_state::{
+    command_calls, exists, hgetall, pttl, reset_stats, script_runs, wait_key_gone,
+};
+use support::{connect, raw_client, wait_parked, RedisServer};
 
 fn token_key(name: &str) -> String {
     format!("redisson_lock_token:{{{name}}}")
@@ -229,7 +232,7 @@ async fn a_storage_write_guarded_by_the_token_rejects_a_stale_holder() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_waiters_are_not_handed_the_lock_so_every_acquisition_takes_a_token() {
+async fn local_waiters_handed_the_lock_each_take_a_token() {
     const TASKS: usize = 4;
     const ROUNDS: usize = 25;
     let server = RedisServer::start();
@@ -262,7 +265,7 @@ async fn local_waiters_are_not_handed_the_lock_so_every_acquisition_takes_a_toke
         taken.windows(2).all(|pair| pair[0] < pair[1]),
         "tokens strictly increase in acquisition order: {taken:?}"
     );
-    // One INCR per acquisition: a hand-off would have given the lock without one.
+    // One INCR per acquisition, hand-offs included.
     assert_eq!(
         client
             .fenced_lock("fenced:local")
@@ -271,6 +274,159 @@ async fn local_waiters_are_not_handed_the_lock_so_every_acquisition_takes_a_toke
             .expect("token"),
         Some((TASKS * ROUNDS) as u64)
     );
+}
+
+#[tokio::test]
+async fn a_release_hands_the_lock_to_a_local_waiter_with_the_next_token_in_one_script() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let name = "fenced:handoff";
+    let holder = client.fenced_lock(name).with_owner(Owner::new());
+    let held = holder
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .expect("holder locks");
+    let waiter = client.fenced_lock(name).with_owner(Owner::new());
+    let waiting = tokio::spawn(async move { waiter.lock_with_lease(Duration::from_secs(7)).await });
+    wait_parked(&client, name, 1).await;
+    reset_stats(&raw).await;
+    let before = held.token();
+    held.unlock().await.expect("holder releases");
+    let handed = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("handed over")
+        .expect("task")
+        .expect("waiter locks");
+
+    assert_eq!(
+        handed.token(),
+        before + 1,
+        "the next token, taken for the heir"
+    );
+    assert_eq!(
+        get(&raw, &token_key(name)).await,
+        Some((before + 1).to_string())
+    );
+    assert_eq!(
+        script_runs(&raw).await,
+        1,
+        "one script: the release that handed over (no acquire of the waiter's own)"
+    );
+    assert_eq!(
+        command_calls(&raw, "publish").await,
+        0,
+        "the lock was never free"
+    );
+    let fields = hgetall(&raw, name).await;
+    assert_eq!(fields.len(), 1, "only the heir holds: {fields:?}");
+    assert_eq!(
+        fields.get(handed.holder_field()).map(String::as_str),
+        Some("1")
+    );
+    let ttl = pttl(&raw, name).await;
+    assert!(
+        (6_000..=7_000).contains(&ttl),
+        "the heir's 7 s lease, got {ttl} ms"
+    );
+    handed.unlock().await.expect("heir releases");
+    wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
+async fn hand_offs_between_fenced_and_reentrant_owners_of_one_name_take_a_token_only_for_the_fenced(
+) {
+    // The fenced lock and the reentrant lock share the hash (protocol §7): one client may hold
+    // a name as either, and its releases hand over to waiters of both.
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let name = "fenced:mixed";
+    let lease = Duration::from_secs(30);
+
+    let plain = client.lock(name).with_owner(Owner::new());
+    let held = plain
+        .lock_with_lease(lease)
+        .await
+        .expect("reentrant holder");
+    let fenced = client.fenced_lock(name).with_owner(Owner::new());
+    let waiting = tokio::spawn(async move { fenced.lock_with_lease(lease).await });
+    wait_parked(&client, name, 1).await;
+    reset_stats(&raw).await;
+    held.unlock().await.expect("reentrant holder releases");
+    let fenced_held = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("handed over")
+        .expect("task")
+        .expect("fenced waiter locks");
+    assert_eq!(
+        script_runs(&raw).await,
+        1,
+        "handed over in the release's script"
+    );
+    assert_eq!(
+        fenced_held.token(),
+        1,
+        "a reentrant releaser takes the fenced heir's token"
+    );
+
+    let reentrant = client.lock(name).with_owner(Owner::new());
+    let waiting = tokio::spawn(async move { reentrant.lock_with_lease(lease).await });
+    wait_parked(&client, name, 1).await;
+    reset_stats(&raw).await;
+    fenced_held.unlock().await.expect("fenced holder releases");
+    let plain_held = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("handed over")
+        .expect("task")
+        .expect("reentrant waiter locks");
+    assert_eq!(
+        script_runs(&raw).await,
+        1,
+        "handed over in the release's script"
+    );
+    assert_eq!(
+        get(&raw, &token_key(name)).await.as_deref(),
+        Some("1"),
+        "no token for a reentrant heir"
+    );
+    plain_held.unlock().await.expect("release");
+    wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
+async fn a_token_key_spoiled_while_waiting_fails_the_heir_with_wrong_type_and_leaves_no_hold() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let name = "fenced:spoiled";
+    let tk = token_key(name);
+    let held = client
+        .fenced_lock(name)
+        .with_owner(Owner::new())
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .expect("holder locks");
+    let waiter = client.fenced_lock(name).with_owner(Owner::new());
+    let waiting = tokio::spawn(async move { waiter.lock().await });
+    wait_parked(&client, name, 1).await;
+    raw.set::<(), _, _>(&tk, "not a number", None, None, false)
+        .await
+        .expect("SET");
+    // The hand-off's INCR fails first: the release is a plain one, and the waiter's own
+    // acquire reports the token key.
+    held.unlock().await.expect("holder releases");
+    let err = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("the waiter ends")
+        .expect("task")
+        .expect_err("the token key is not an integer");
+    match err {
+        Error::WrongType { name } => assert_eq!(name, tk),
+        other => panic!("expected WrongType, got {other:?}"),
+    }
+    assert_eq!(exists(&raw, name).await, 0, "nobody holds the lock");
+    assert_eq!(get(&raw, &tk).await.as_deref(), Some("not a number"));
 }
 
 #[tokio::test]

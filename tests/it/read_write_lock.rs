@@ -3,7 +3,9 @@
 //! downgrade and the refused upgrade, the per-hold timeout keys that keep our read holds alive
 //! through a Java reader's release (with Redisson's own scripts, from the protocol reference),
 //! the watchdog's renewal of read holds, wake-ups (a write release wakes every parked reader, a
-//! read release a writer), lease expiry, wrong types, cancelled acquires and the blocking twin.
+//! read release a writer), local hand-offs between writers (never to a reader, never on a
+//! downgrade, and giving way to other clients), lease expiry, wrong types, cancelled acquires
+//! and the blocking twin.
 
 use crate::support;
 
@@ -11,7 +13,9 @@ use std::time::Duration;
 
 use ferrisson::{Attempt, Error, Owner, ReadWriteLock};
 use fred::prelude::*;
-use support::redis_state::{exists, hgetall, pttl, wait_key_gone};
+use support::redis_state::{
+    command_calls, exists, hgetall, pttl, reset_stats, script_runs, wait_key_gone,
+};
 use support::{connect, connect_with, raw_client, timed_config, RedisServer};
 
 /// T(N) + `:` + F + `:rwlock_timeout:` + k, the timeout key of read hold k (protocol §5.1).
@@ -515,6 +519,199 @@ async fn a_read_release_wakes_a_waiting_writer() {
         "by the message, not the lease"
     );
     guard.unlock().await.expect("release");
+}
+
+/// Runs each side's scripts once, so that the server has them cached and a script counted
+/// later is one run (not a refused `EVALSHA` and its `EVAL`).
+async fn warm_up(client: &ferrisson::Client, name: &str) {
+    let lock = rw(client, name, Owner::new());
+    let read = lock.read_lock().lock().await.expect("read");
+    read.unlock().await.expect("read release");
+    let write = lock.write_lock().lock().await.expect("write");
+    write.unlock().await.expect("write release");
+}
+
+#[tokio::test]
+async fn a_write_release_hands_the_lock_to_a_local_writer_in_one_script() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let name = "rw:handoff";
+    warm_up(&client, name).await;
+    let held = rw(&client, name, Owner::new())
+        .write_lock()
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .expect("write");
+    let heir = Owner::new();
+    let write = rw(&client, name, heir).write_lock();
+    let waiter = tokio::spawn(async move { write.lock_with_lease(Duration::from_secs(7)).await });
+    support::wait_parked(&client, name, 1).await;
+    reset_stats(&raw).await;
+    held.unlock().await.expect("write release");
+    let handed = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("handed over")
+        .expect("task")
+        .expect("write");
+
+    assert_eq!(
+        script_runs(&raw).await,
+        1,
+        "one script: the release that handed over"
+    );
+    assert_eq!(
+        command_calls(&raw, "publish").await,
+        0,
+        "the lock was never free"
+    );
+    let fields = hgetall(&raw, name).await;
+    let heir_field = format!("{}:write", read_field(&client, heir));
+    assert_eq!(fields.len(), 2, "the mode and the heir: {fields:?}");
+    assert_eq!(fields.get("mode").map(String::as_str), Some("write"));
+    assert_eq!(fields.get(&heir_field).map(String::as_str), Some("1"));
+    let ttl = pttl(&raw, name).await;
+    assert!(
+        (6_000..=7_000).contains(&ttl),
+        "the heir's 7 s lease, got {ttl} ms"
+    );
+    handed.unlock().await.expect("release");
+    wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
+async fn a_write_release_hands_nothing_to_a_local_reader_nor_on_a_downgrade() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let name = "rw:no-handoff";
+    let lease = Duration::from_secs(30);
+    warm_up(&client, name).await;
+
+    // A read hold needs its timeout key, which no release writes: the reader takes the lock
+    // itself after the unlock message.
+    let held = rw(&client, name, Owner::new())
+        .write_lock()
+        .lock_with_lease(lease)
+        .await
+        .expect("write");
+    let read = rw(&client, name, Owner::new()).read_lock();
+    let reader = tokio::spawn(async move { read.lock_with_lease(lease).await });
+    support::wait_parked(&client, name, 1).await;
+    reset_stats(&raw).await;
+    held.unlock().await.expect("write release");
+    let reading = tokio::time::timeout(Duration::from_secs(2), reader)
+        .await
+        .expect("woken")
+        .expect("task")
+        .expect("read");
+    assert_eq!(
+        command_calls(&raw, "publish").await,
+        1,
+        "the lock was freed"
+    );
+    assert_eq!(
+        script_runs(&raw).await,
+        2,
+        "the release, then the reader's own acquire"
+    );
+    reading.unlock().await.expect("read release");
+    wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+
+    // A writer that also reads keeps the lock (in read mode) when its write hold goes: a local
+    // writer is not handed it, and waits for the read release.
+    let downgrading = rw(&client, name, Owner::new());
+    let writing = downgrading
+        .write_lock()
+        .lock_with_lease(lease)
+        .await
+        .expect("write");
+    let reading = downgrading
+        .read_lock()
+        .lock_with_lease(lease)
+        .await
+        .expect("read");
+    let write = rw(&client, name, Owner::new()).write_lock();
+    let writer = tokio::spawn(async move { write.lock_with_lease(lease).await });
+    support::wait_parked(&client, name, 1).await;
+    writing.unlock().await.expect("downgrade");
+    assert_eq!(
+        hgetall(&raw, name).await.get("mode").map(String::as_str),
+        Some("read"),
+        "downgraded, not handed over"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!writer.is_finished(), "the writer waits for the read hold");
+    reading.unlock().await.expect("read release");
+    let written = tokio::time::timeout(Duration::from_secs(2), writer)
+        .await
+        .expect("woken by the read release")
+        .expect("task")
+        .expect("write");
+    written.unlock().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_writers_handing_over_give_another_clients_writer_its_turns() {
+    // Four writers of one client take the lock back to back, mostly by hand-off (a budget of 4);
+    // every fifth release frees the lock, and the client gives way to the other client's
+    // writer, whose message it reached.
+    let server = RedisServer::start();
+    let name = "rw:give-way";
+    let mut config = ferrisson::Config::new(server.url());
+    config.max_local_handoffs = 4;
+    let local = connect_with(config.clone()).await;
+    let remote = connect_with(config).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let taken = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let loops: Vec<_> = (0..4)
+        .map(|_| {
+            let write = rw(&local, name, Owner::new()).write_lock();
+            let (stop, taken) = (stop.clone(), taken.clone());
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let guard = write
+                        .lock_with_lease(Duration::from_secs(20))
+                        .await
+                        .expect("write");
+                    taken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    guard.unlock().await.expect("release");
+                }
+            })
+        })
+        .collect();
+    while taken.load(std::sync::atomic::Ordering::SeqCst) < 50 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let write = rw(&remote, name, Owner::new()).write_lock();
+    let mut overtaken = Vec::new();
+    for _ in 0..20 {
+        let before = taken.load(std::sync::atomic::Ordering::SeqCst);
+        let guard = tokio::time::timeout(
+            Duration::from_secs(10),
+            write.lock_with_lease(Duration::from_secs(20)),
+        )
+        .await
+        .expect("the other client got a turn")
+        .expect("write");
+        overtaken.push(taken.load(std::sync::atomic::Ordering::SeqCst) - before);
+        guard.unlock().await.expect("release");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in loops {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("loop ends")
+            .expect("task");
+    }
+    overtaken.sort_unstable();
+    let median = overtaken[overtaken.len() / 2];
+    // As the reentrant lock's (tests/it/handoff.rs): a plain release every 5 local
+    // acquisitions; one more cycle to subscribe, and a rare lost race.
+    assert!(
+        median <= 10,
+        "median {median} local acquisitions: {overtaken:?}"
+    );
 }
 
 /// The messages on `redisson_rwlock:{name}` that `action` publishes, in order, as a raw

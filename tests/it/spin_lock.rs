@@ -12,7 +12,8 @@ use ferrisson::{BackOff, Config, Error, Owner, SyncedWrites, WokenBy};
 use fred::prelude::*;
 use support::contenders;
 use support::redis_state::{
-    channel_of, command_calls, exists, hgetall, numsub, pttl, reset_stats, wait_replicas_streaming,
+    channel_of, command_calls, exists, hgetall, numsub, pttl, reset_stats, script_runs,
+    wait_replicas_streaming,
 };
 use support::{connect, connect_with, raw_client, timed_config, RedisServer};
 use tokio::time::Instant;
@@ -22,11 +23,6 @@ async fn channels(raw: &fred::clients::Client) -> Vec<String> {
     raw.custom(fred::cmd!("PUBSUB"), vec!["CHANNELS"])
         .await
         .expect("PUBSUB CHANNELS")
-}
-
-/// Script runs on the server since the last stats reset (each spin attempt is one).
-async fn script_calls(raw: &fred::clients::Client) -> u64 {
-    command_calls(raw, "evalsha").await + command_calls(raw, "eval").await
 }
 
 #[tokio::test]
@@ -103,7 +99,7 @@ async fn the_default_back_off_grows_from_1_ms_and_is_capped_at_128_ms() {
         .await
         .expect("try");
     assert!(attempt.is_busy());
-    let attempts = script_calls(&raw).await;
+    let attempts = script_runs(&raw).await;
     assert!(
         (16..=60).contains(&attempts),
         "{attempts} attempts in 3 s with the default back-off"
@@ -117,7 +113,7 @@ async fn the_default_back_off_grows_from_1_ms_and_is_capped_at_128_ms() {
         .await
         .expect("try");
     assert!(attempt.is_busy());
-    let attempts = script_calls(&raw).await;
+    let attempts = script_runs(&raw).await;
     assert!(
         (2..=6).contains(&attempts),
         "{attempts} attempts in 1 s, 250 ms apart"

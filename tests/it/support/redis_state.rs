@@ -220,6 +220,11 @@ pub async fn command_calls(raw: &RawClient, name: &str) -> u64 {
     command_stats(raw).await.get(name).copied().unwrap_or(0)
 }
 
+/// Script runs (`EVALSHA` and `EVAL`) on the server since the last reset.
+pub async fn script_runs(raw: &RawClient) -> u64 {
+    command_calls(raw, "evalsha").await + command_calls(raw, "eval").await
+}
+
 /// How many connections of type `kind` (`normal`, `pubsub`, ...) the server has:
 /// `CLIENT LIST TYPE kind`.
 pub async fn clients_of_type(raw: &RawClient, kind: &str) -> usize {
