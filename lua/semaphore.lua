@@ -30,13 +30,13 @@ local function try_acquire(name, p)
   return 0
 end
 
--- release(p) (§10.2): INCRBY p, publish the new count. Replies 1, as lua/release.lua does for a
--- full release (src/transport/script.rs, ReleaseScript), where Redisson replies nothing.
+-- release(p) (§10.2): INCRBY p, publish the new count. Replies 1 + the number of subscribers the
+-- message reached, as lua/release.lua does for a full release (so that the releasing client can
+-- give way to other clients' waiters: src/kit/give_way.rs), where Redisson replies nothing.
 local function release(name, channel, p, mode)
   permits(name)
   local value = redis.call('incrby', name, p)
-  publish(channel, tostring(value), mode)
-  return 1
+  return 1 + publish(channel, tostring(value), mode)
 end
 
 -- trySetPermits(p) and, with a TTL in ms, trySetPermits(p, ttl) (3.29.0+) (§10.2): only when

@@ -50,7 +50,7 @@ use tokio::time::Instant;
 
 use crate::kit::janitor::Release;
 use crate::transport::pubsub::PubSub;
-use crate::transport::script::{Heir, ReleaseScript};
+use crate::transport::script::{GiveBackScript, Heir, ReleaseScript};
 
 use super::give_way::{GiveWay, PlainRelease};
 use super::local_state::LocalWaiterState;
@@ -113,7 +113,7 @@ pub(crate) struct Place {
 /// What a waiter's own acquire would write, and so what a hand-off to it must write: a release
 /// hands the lock only to a waiter whose primitive it can serve (the lock's name is the same for
 /// every primitive of a client, so a queue may mix them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub enum Receives {
     /// A hold on the reentrant lock's hash (the reentrant and non-reentrant locks), which a
     /// release by `RELEASE` of any primitive on that hash hands over.
@@ -121,17 +121,30 @@ pub enum Receives {
     /// A hold on that hash and the lock's next fencing token (the fenced lock), which
     /// `RELEASE` takes in the same script.
     FencedHold,
-    /// The write lock's hold (`mode` = write and the writer's field), which only the write
-    /// lock's own release script hands over.
-    WriteHold,
+    /// A hold that only the primitive's own release script hands over, and releases (the write
+    /// lock's: `mode` = write and the writer's field).
+    HoldOf(&'static ReleaseScript),
+    /// A semaphore's permits, the number its waiter asks for, which a guard of this client
+    /// gives straight to it instead of back to Redis ([`Handoffs::hand_permits`]); a waiter
+    /// that left before taking them gives them back with this script.
+    Permits(&'static GiveBackScript),
 }
 
 impl Receives {
     /// Whether a release by `script` (`None`: `RELEASE`) can hand the lock to such a waiter.
     fn from(self, script: Option<&'static ReleaseScript>) -> bool {
-        match script {
-            None => matches!(self, Receives::Hold | Receives::FencedHold),
-            Some(script) => script.hand_off.as_ref().is_some_and(|by| by.to == self),
+        match (self, script) {
+            (Receives::Hold | Receives::FencedHold, None) => true,
+            (Receives::HoldOf(own), Some(script)) => std::ptr::eq(own, script),
+            _ => false,
+        }
+    }
+
+    /// The release script of such a hold (`None`: `RELEASE`).
+    fn release_script(self) -> Option<&'static ReleaseScript> {
+        match self {
+            Receives::HoldOf(script) => Some(script),
+            _ => None,
         }
     }
 }
@@ -311,7 +324,7 @@ impl Handoffs {
             field: Arc::clone(&slot.field),
             lease_ms: slot.lease_ms,
             unless_listeners_above,
-            fenced: slot.receives == Receives::FencedHold,
+            fenced: matches!(slot.receives, Receives::FencedHold),
         };
         let claim = Claim {
             queue,
@@ -320,6 +333,45 @@ impl Handoffs {
             conditional,
         };
         Ok((claim, heir))
+    }
+
+    /// Hands up to `permits` permits of semaphore `name` (given back by a guard of this
+    /// client) to this client's waiters in line for them, head first, each taking the number it
+    /// asks for, while the hand-off budget lasts (the same budget as a lock's: a spent one gives
+    /// every permit back, so that other clients' waiters get their turn). No call to Redis: the
+    /// permits stay taken there, and change hands here. Returns how many were handed over; the
+    /// caller gives back the rest.
+    pub(crate) fn hand_permits(&self, name: &str, permits: u64) -> u64 {
+        let Some(queue) = self.queues.lock().get(name).cloned() else {
+            return 0;
+        };
+        let mut handed = 0;
+        let slots = queue.slots.lock();
+        for slot in slots.iter() {
+            if !matches!(slot.receives, Receives::Permits(_)) {
+                continue;
+            }
+            let mut state = slot.state.lock();
+            // A waiter running an attempt of its own takes nothing now.
+            if *state != SlotState::Queued {
+                continue;
+            }
+            // In line order: a later waiter never takes what an earlier one is owed.
+            if slot.lease_ms > permits - handed {
+                break;
+            }
+            if queue.in_row.load(Ordering::Relaxed) >= self.max_in_row {
+                queue.in_row.store(0, Ordering::Relaxed);
+                break;
+            }
+            queue.in_row.fetch_add(1, Ordering::Relaxed);
+            *state = SlotState::Owned(Instant::now(), 0);
+            drop(state);
+            handed += slot.lease_ms;
+            slot.notify.notify_one();
+            crate::metrics::handed_off();
+        }
+        handed
     }
 
     fn leave(&self, name: &Arc<str>, queue: &Arc<Queue>, slot: &Arc<Slot>) {
@@ -435,16 +487,26 @@ impl Drop for Place {
             orphan
         };
         self.handoffs.leave(&self.name, &self.queue, &self.slot);
-        if let Some(lease_ms) = orphan {
-            tracing::debug!(lock = %self.name, "releasing a handed-over lock whose waiter left");
-            let release = Release {
+        let Some(lease_ms) = orphan else {
+            return;
+        };
+        if let Receives::Permits(by) = self.slot.receives {
+            tracing::debug!(semaphore = %self.name, "giving back permits handed to a waiter that left");
+            self.janitor.submit(crate::kit::janitor::Job::GiveBack {
                 name: Arc::clone(&self.name),
-                field: Arc::clone(&self.slot.field),
-                lease_ms,
-                script: None,
-            };
-            self.janitor
-                .submit(crate::kit::janitor::Job::Release(release, None));
+                permits: lease_ms,
+                by,
+            });
+            return;
         }
+        tracing::debug!(lock = %self.name, "releasing a handed-over lock whose waiter left");
+        let release = Release {
+            name: Arc::clone(&self.name),
+            field: Arc::clone(&self.slot.field),
+            lease_ms,
+            script: self.slot.receives.release_script(),
+        };
+        self.janitor
+            .submit(crate::kit::janitor::Job::Release(release, None));
     }
 }

@@ -34,6 +34,13 @@ pub(crate) enum Job {
         /// The script's registration, kept until its reply (and the undo) are handled.
         call: Option<Call>,
     },
+    /// Give back `permits` of semaphore `name` that nobody holds (handed to a waiter that left)
+    /// with `by`.
+    GiveBack {
+        name: Arc<str>,
+        permits: u64,
+        by: &'static crate::transport::script::GiveBackScript,
+    },
     /// Answer once every job queued before this one is done.
     Flush(oneshot::Sender<()>),
 }
@@ -146,6 +153,16 @@ async fn run(
                             _ => {}
                         }
                         drop(call);
+                    }));
+                }
+                Some(Job::GiveBack { name, permits, by }) => {
+                    let redis = Arc::clone(&releaser.redis);
+                    running.push(Box::pin(async move {
+                        let encoded = (by.encode)(&name, permits, redis.publish_arg);
+                        match redis.run_write(&name, by.script, &encoded).await {
+                            Ok(_) => tracing::debug!(semaphore = %name, permits, "gave back permits whose waiter left"),
+                            Err(err) => tracing::warn!(semaphore = %name, permits, error = %err, "could not give back permits whose waiter left; they stay taken until someone releases them"),
+                        }
                     }));
                 }
                 Some(Job::Flush(done)) => flushes.push(done),

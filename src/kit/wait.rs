@@ -221,7 +221,8 @@ pub(crate) struct Waiter {
 }
 
 /// A waiting holder: its hash field and the lease it asks for (what a local releaser needs to
-/// hand it the lock).
+/// hand it the lock); for a semaphore's waiter, the semaphore's name and the permits it asks
+/// for.
 pub(crate) struct Holder {
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
@@ -373,8 +374,9 @@ where
         let hands_off = adopt.is_some();
         let mut place = None;
         // Step 0 (see the module docs): behind this client's other waiters, without a first attempt.
+        // Not for a semaphore's permits: they may be free while the waiters in line ask for more.
         let mut in_line_first = false;
-        if subscription.is_some() {
+        if subscription.is_some() && !matches!(T::RECEIVES, Receives::Permits(_)) {
             let may_wait = limit.left().is_none_or(|left| !left.is_zero());
             if may_wait && client.handoffs().contended(&waiter.name) && !waiter.holds(client) {
                 place = join_line::<T>(client, waiter, hands_off, false);

@@ -50,7 +50,6 @@ static WRITE_RELEASE: ReleaseScript = ReleaseScript {
     script: &WRITE_RELEASE_SCRIPT,
     encode: encode_write_release,
     hand_off: Some(ScriptHandOff {
-        to: Receives::WriteHold,
         encode: encode_write_hand_off,
         channel: name::rwlock_channel,
     }),
@@ -379,7 +378,7 @@ impl Protocol for Write {
     type Acquiring = ();
     const NAMES: (&'static str, &'static str) = ("WriteLock", "WriteGuard");
     const RELEASE: Option<&'static ReleaseScript> = Some(&WRITE_RELEASE);
-    const RECEIVES: Receives = Receives::WriteHold;
+    const RECEIVES: Receives = Receives::HoldOf(&WRITE_RELEASE);
 
     fn waits(&self) -> Waits<()> {
         waits(Some(|_| ()))

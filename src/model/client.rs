@@ -357,7 +357,9 @@ async fn run_janitor(
     while let Some(job) = jobs.recv().await {
         match job {
             Job::Release(release, _) => release_or_hand_off(&server, &handoffs, release).await,
-            Job::Settle { .. } | Job::Flush(_) => unreachable!("the model sends only releases"),
+            Job::Settle { .. } | Job::GiveBack { .. } | Job::Flush(_) => {
+                unreachable!("the model sends only releases")
+            }
         }
     }
 }

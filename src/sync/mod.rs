@@ -20,6 +20,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use fred::prelude::Value;
 use futures::future::BoxFuture;
 
@@ -27,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
 use crate::kit::janitor::Job;
 use crate::kit::release::release_error;
-use crate::kit::wait::{acquire_with_wait, no_hand_off, Lapse, TryOutcome, Waiter};
+use crate::kit::wait::{acquire_with_wait, Holder, Lapse, TryOutcome, Waiter};
 use crate::kit::{Acquisition, ClientInner, InFlight};
 use crate::transport::pubsub::Wakes;
 use crate::transport::script::{encode, Encoded, Script};
@@ -36,9 +38,15 @@ use crate::transport::{Redis, Rollback};
 /// What a semaphore's acquire took and its release gives back (permits; one permit by id), sent
 /// alone and synced as every release: for a release, a dropped guard, a cancelled acquire's
 /// undo, and the rollback of an acquire no replica acknowledged. Displayed in log lines.
-trait GiveBack: std::fmt::Display + Send + Sync + 'static {
+trait GiveBack: std::fmt::Display + Send + Sync + Sized + 'static {
     /// The release script.
     const SCRIPT: &'static Script;
+
+    /// Gives what it can to this client's waiters in line (a semaphore's permits), and returns
+    /// what is left to give back to Redis.
+    fn hand_over(self, _client: &ClientInner) -> Option<Self> {
+        Some(self)
+    }
     /// What a background give-back that failed leaves behind, for its log line.
     const IF_LOST: &'static str;
     fn name(&self) -> &Arc<str>;
@@ -92,6 +100,9 @@ impl<G: GiveBack> Drop for Taken<G> {
         let Some(release) = self.release.take() else {
             return;
         };
+        let Some(release) = release.hand_over(&self.client) else {
+            return;
+        };
         let redis = Arc::clone(&self.client.redis);
         self.client.janitor.submit(Job::Settle {
             reply: Box::pin(async move {
@@ -131,28 +142,46 @@ async fn take<G: GiveBack>(
     InFlight::new(send, Some(undo), None, client.janitor.clone()).await
 }
 
+/// How a semaphore's waiter takes a local hand-off: the permits it asks for, and how it builds a
+/// guard of them (`None`: it takes none).
+type HandOff<A> = Option<(u64, A)>;
+
 /// Both semaphores' acquire: runs `attempt` until it takes what it asks for or `wait` (None: no
-/// limit) runs out (`Ok(None)`), woken by the semaphore channel's messages. Nothing is handed
-/// over locally: a semaphore's permits have no holder, and every acquisition is its own
-/// script's.
-async fn acquire_loop<T: Lapse, F, Fut>(
+/// limit) runs out (`Ok(None)`), woken by the semaphore channel's messages. With `hand_off`
+/// (the number of permits asked for, and how to build a guard of them), this client's guards
+/// may give their permits straight to this waiter (`Handoffs::hand_permits`); without, every
+/// acquisition is its own script's.
+async fn acquire_loop<T: Lapse, F, Fut, A>(
     client: &ClientInner,
     name: &Arc<str>,
     wait: Option<Duration>,
     attempt: F,
+    hand_off: HandOff<A>,
     span: tracing::Span,
 ) -> Result<Option<(T, Acquisition)>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<TryOutcome<T>>>,
+    A: FnMut(Instant, u64) -> T,
 {
+    let (holder, adopt) = match hand_off {
+        // A semaphore's line is keyed by its name; the place's lease is the permits asked for.
+        Some((permits, adopt)) => {
+            let holder = Holder {
+                field: Arc::clone(name),
+                lease_ms: permits,
+            };
+            (Some(holder), Some(adopt))
+        }
+        None => (None, None),
+    };
     let waiter = Waiter {
         name: Arc::clone(name),
-        holder: None,
+        holder,
         channel: |name, _| crate::name::semaphore_channel(name),
         wake: permits_wake,
     };
-    let acquired = acquire_with_wait(client, &waiter, wait, attempt, no_hand_off());
+    let acquired = acquire_with_wait(client, &waiter, wait, attempt, adopt);
     tracing::Instrument::instrument(acquired, span).await
 }
 

@@ -20,6 +20,10 @@ use crate::transport::script::{Encoded, Script, ScriptArgs};
 /// The lease end Redisson writes for a permit that never expires (`nonExpirableTimeout`).
 const NEVER: u64 = 922_337_203_685_477;
 
+/// A permit has an id and an expiry of its own: a release cannot hand it over, and every
+/// acquisition is its own script's.
+const NO_HAND_OFF: super::HandOff<fn(Instant, u64) -> Permit> = None;
+
 lua_scripts! {
     ["permit_semaphore.lua"];
     static ACQUIRE = ("permit_acquire",
@@ -441,7 +445,8 @@ impl PermitExpirableSemaphore {
         deadline(epoch_ms(), lease_ms)?;
         let span = tracing::debug_span!("ferrisson.acquire", semaphore = %self.name);
         let attempt = || self.attempt(lease_ms);
-        let acquired = super::acquire_loop(&self.client, &self.name, wait, attempt, span).await?;
+        let acquired =
+            super::acquire_loop(&self.client, &self.name, wait, attempt, NO_HAND_OFF, span).await?;
         Ok(acquired.map(|(mut permit, acquisition)| {
             permit.acquisition = acquisition;
             permit

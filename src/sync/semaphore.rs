@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use fred::prelude::Value;
 
-use super::{check_name, get, integer, unexpected, write, Taken};
+use super::{check_name, get, integer, unexpected, write, GiveBack, Taken};
 use crate::error::{Error, Result};
+use crate::kit::handoff::Receives;
 use crate::kit::wait::TryOutcome;
 use crate::kit::{Acquisition, Attempt, Client, ClientInner};
 use crate::name;
 use crate::transport::script::lua_scripts;
-use crate::transport::script::{encode, Encoded, Script};
+use crate::transport::script::{encode, Encoded, GiveBackScript, Script};
 
 lua_scripts! {
     ["semaphore.lua"];
@@ -39,15 +40,31 @@ impl super::GiveBack for Permits {
     const SCRIPT: &'static Script = &RELEASE_SCRIPT;
     const IF_LOST: &'static str = "they stay taken until someone releases them";
 
+    /// Gives permits to this client's waiters in line first (no call to Redis).
+    fn hand_over(mut self, client: &ClientInner) -> Option<Self> {
+        self.permits -= client.handoffs.hand_permits(&self.name, self.permits);
+        (self.permits > 0).then_some(self)
+    }
+
     fn name(&self) -> &Arc<str> {
         &self.name
     }
 
     fn encoded(&self, publish: &'static str) -> Encoded {
-        let channel = name::semaphore_channel(&self.name);
-        let permits = self.permits.to_string();
-        encode(&[&*self.name, &channel], &[&permits, publish])
+        encode_give_back(&self.name, self.permits, publish)
     }
+}
+
+/// How permits handed to a waiter that left go back to Redis (`RELEASE_SCRIPT`).
+static GIVE_BACK: GiveBackScript = GiveBackScript {
+    script: &RELEASE_SCRIPT,
+    encode: encode_give_back,
+};
+
+/// `release`'s keys and arguments: give back `permits` of semaphore `name`.
+fn encode_give_back(name: &str, permits: u64, publish: &'static str) -> Encoded {
+    let channel = name::semaphore_channel(name);
+    encode(&[name, &channel], &[&permits.to_string(), publish])
 }
 
 impl std::fmt::Display for Permits {
@@ -377,7 +394,13 @@ impl Semaphore {
         }
         let span = tracing::debug_span!("ferrisson.acquire", semaphore = %self.name, permits);
         let attempt = || self.attempt(permits);
-        let acquired = super::acquire_loop(&self.client, &self.name, wait, attempt, span).await?;
+        // A guard of this client may give its permits straight to this waiter.
+        let adopt = |_sent_at, _token| {
+            SemaphorePermits::new(self.clone(), permits, Acquisition::immediate(0))
+        };
+        let hand_off = Some((permits, adopt));
+        let acquired =
+            super::acquire_loop(&self.client, &self.name, wait, attempt, hand_off, span).await?;
         Ok(acquired.map(|(mut permits, acquisition)| {
             permits.acquisition = acquisition;
             permits
@@ -418,13 +441,25 @@ impl Semaphore {
     }
 }
 
-/// Runs `release` (`RELEASE`, synced when configured) as [`super::give_back_now`] does.
+/// Runs `release` (`RELEASE`, synced when configured) as [`super::give_back_now`] does; when its
+/// message reached waiters of other clients, this client gives way to them (`give_way.rs`), as
+/// after a lock's release.
 ///
 /// # Cancel safety
 /// Cancel safe: once sent, the janitor finishes it.
 async fn send_release(client: &ClientInner, release: Permits) -> Result<()> {
+    let handoffs = &client.handoffs;
+    let semaphore = Arc::clone(&release.name);
+    let local_waiters = handoffs.contended(&semaphore);
+    let channel = || name::semaphore_channel(&semaphore);
+    let plain = handoffs.plain_release(&semaphore, channel, local_waiters);
     match super::give_back_now(client, release).await? {
-        Value::Integer(1) => Ok(()),
+        Value::Integer(reached) if reached >= 1 => {
+            if let Some(plain) = plain {
+                plain.settle(reached.unsigned_abs() - 1);
+            }
+            Ok(())
+        }
         other => Err(unexpected("semaphore release", &other)),
     }
 }
@@ -441,7 +476,8 @@ impl std::fmt::Debug for Semaphore {
 /// the model).
 ///
 /// [`release`](SemaphorePermits::release) gives them back now; dropping the guard gives them
-/// back in the background (the client's janitor task, so a drop never blocks);
+/// back in the background (the client's janitor task, so a drop never blocks); either hands
+/// them to this client's waiters in line first;
 /// [`forget`](SemaphorePermits::forget) keeps them taken, Redisson style, for a later
 /// [`Semaphore::release`] by anyone.
 ///
@@ -462,8 +498,11 @@ pub struct SemaphorePermits {
     taken: Taken<Permits>,
 }
 
-/// A semaphore's permits have no lease: they never lapse.
+/// A semaphore's permits have no lease: they never lapse. A guard of this client may hand them
+/// to a waiter.
 impl crate::kit::wait::Lapse for SemaphorePermits {
+    const RECEIVES: Receives = Receives::Permits(&GIVE_BACK);
+
     fn lapsed(&self) -> bool {
         false
     }
@@ -494,9 +533,11 @@ impl SemaphorePermits {
         self.permits
     }
 
-    /// Gives the permits back now (one `release`, publishing the new count).
-    /// [`Error::ReleaseUnknown`] when the release failed after it may have reached Redis: the
-    /// permits may still be taken.
+    /// Gives the permits back now: first to this client's waiters in line for them (a local
+    /// hand-off, no call to Redis: the permits stay taken there and change hands here, within
+    /// the client's [`max_local_handoffs`](crate::Config::max_local_handoffs) budget), the rest
+    /// to Redis (one `release`, publishing the new count). [`Error::ReleaseUnknown`] when the
+    /// release failed after it may have reached Redis: the permits may still be taken.
     ///
     /// # Cancel safety
     /// Cancel safe: a release dropped before it was sent is sent in the background, as for a
@@ -510,8 +551,9 @@ impl SemaphorePermits {
     pub async fn release(mut self) -> Result<()> {
         // From here `send_release`'s in-flight call finishes the release even if this future
         // is dropped; before (never polled), the guard's drop sends it.
-        match self.taken.release.take() {
-            Some(release) => send_release(&self.semaphore.client, release).await,
+        let client = &self.semaphore.client;
+        match self.taken.release.take().and_then(|r| r.hand_over(client)) {
+            Some(release) => send_release(client, release).await,
             None => Ok(()),
         }
     }

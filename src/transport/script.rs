@@ -488,11 +488,24 @@ pub struct ReleaseScript {
     pub(crate) hand_off: Option<ScriptHandOff>,
 }
 
+/// How a semaphore gives back permits nobody holds (handed to a waiter that left): its release
+/// script, declared as a static in the primitive's file.
+pub struct GiveBackScript {
+    pub(crate) script: &'static Script,
+    /// The call's keys and arguments for giving back `permits` of the semaphore `name`, given
+    /// the publish mode's script argument.
+    pub(crate) encode: fn(name: &str, permits: u64, publish: &'static str) -> Encoded,
+}
+
+impl std::fmt::Debug for GiveBackScript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.script.name)
+    }
+}
+
 /// How a primitive's own release script hands the lock to a local waiter
 /// ([`ReleaseScript::hand_off`]).
 pub struct ScriptHandOff {
-    /// The waiters it hands the lock to.
-    pub(crate) to: crate::kit::handoff::Receives,
     /// The call's keys and arguments for a release that names `heir`.
     pub(crate) encode: fn(&Release, &'static str, &Heir) -> Encoded,
     /// The channel its full release announces itself on, given the lock's name.

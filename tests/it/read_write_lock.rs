@@ -521,6 +521,16 @@ async fn a_read_release_wakes_a_waiting_writer() {
     guard.unlock().await.expect("release");
 }
 
+/// The write lock `name`, taken by a new owner of `client` for `lease`.
+async fn hold_write(
+    client: &ferrisson::Client,
+    name: &str,
+    lease: Duration,
+) -> ferrisson::WriteGuard {
+    let write = rw(client, name, Owner::new()).write_lock();
+    write.lock_with_lease(lease).await.expect("write")
+}
+
 /// Runs each side's scripts once, so that the server has them cached and a script counted
 /// later is one run (not a refused `EVALSHA` and its `EVAL`).
 async fn warm_up(client: &ferrisson::Client, name: &str) {
@@ -538,11 +548,7 @@ async fn a_write_release_hands_the_lock_to_a_local_writer_in_one_script() {
     let client = connect(&server).await;
     let name = "rw:handoff";
     warm_up(&client, name).await;
-    let held = rw(&client, name, Owner::new())
-        .write_lock()
-        .lock_with_lease(Duration::from_secs(30))
-        .await
-        .expect("write");
+    let held = hold_write(&client, name, Duration::from_secs(30)).await;
     let heir = Owner::new();
     let write = rw(&client, name, heir).write_lock();
     let waiter = tokio::spawn(async move { write.lock_with_lease(Duration::from_secs(7)).await });
@@ -590,11 +596,7 @@ async fn a_write_release_hands_nothing_to_a_local_reader_nor_on_a_downgrade() {
 
     // A read hold needs its timeout key, which no release writes: the reader takes the lock
     // itself after the unlock message.
-    let held = rw(&client, name, Owner::new())
-        .write_lock()
-        .lock_with_lease(lease)
-        .await
-        .expect("write");
+    let held = hold_write(&client, name, lease).await;
     let read = rw(&client, name, Owner::new()).read_lock();
     let reader = tokio::spawn(async move { read.lock_with_lease(lease).await });
     support::wait_parked(&client, name, 1).await;
@@ -649,6 +651,31 @@ async fn a_write_release_hands_nothing_to_a_local_reader_nor_on_a_downgrade() {
         .expect("task")
         .expect("write");
     written.unlock().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_write_hold_handed_to_a_writer_that_left_is_released_by_the_write_release() {
+    // On this one-thread runtime the writer cannot run between the release, which hands it the
+    // lock, and the abort: it never takes the hold, and its place releases it, as a write hold
+    // (message 1 on the read-write channel, which Java's readers and writers wait on).
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let name = "rw:handoff-orphan";
+    let lease = Duration::from_secs(30);
+    warm_up(&client, name).await;
+    let held = hold_write(&client, name, lease).await;
+    let write = rw(&client, name, Owner::new()).write_lock();
+    let waiter = tokio::spawn(async move { write.lock_with_lease(lease).await });
+    support::wait_parked(&client, name, 1).await;
+    let sent = messages_of(&server, name, async {
+        held.unlock().await.expect("release");
+        waiter.abort();
+        assert!(waiter.await.is_err_and(|err| err.is_cancelled()));
+        wait_key_gone(&raw, name, Duration::from_secs(2)).await;
+    })
+    .await;
+    assert_eq!(sent, ["1"], "released as a write hold");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
