@@ -450,9 +450,12 @@ impl Semaphore {
 async fn send_release(client: &ClientInner, release: Permits) -> Result<()> {
     let handoffs = &client.handoffs;
     let semaphore = Arc::clone(&release.name);
-    let local_waiters = handoffs.contended(&semaphore);
     let channel = || name::semaphore_channel(&semaphore);
-    let plain = handoffs.plain_release(&semaphore, channel, local_waiters);
+    // Unlike after a lock's release, this client's attempts do not wait for the outcome of a
+    // release in flight: with several permits, several releases are in flight at once, and
+    // every attempt would wait behind them (the family scenario's 8 permits among 16 tasks ran
+    // at 0.65-0.69 x the rate before this hand-off with that wait, 0.99-1.27 x without).
+    let plain = handoffs.plain_release(&semaphore, channel, false);
     match super::give_back_now(client, release).await? {
         Value::Integer(reached) if reached >= 1 => {
             if let Some(plain) = plain {
