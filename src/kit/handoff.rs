@@ -1,6 +1,8 @@
 //! Local hand-off: this client's waiters of a lock form a FIFO queue, and a full release by this
 //! client hands the lock straight to the queue's head in the same script (`lua/release.lua`
-//! with a receiving field).
+//! with a receiving field; the write lock's `write_release` likewise), or, for a semaphore's
+//! permits, with no script at all ([`Handoffs::hand_permits`]). A release hands over only what
+//! the waiter's own acquire would have written ([`Receives`]).
 //!
 //! Why: under contention inside one process, a plain release (DEL + PUBLISH) is followed by a
 //! race between the woken waiter's retry and the releasing task's own next acquire, which the

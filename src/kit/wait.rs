@@ -272,13 +272,13 @@ pub(crate) fn lock_channel(name: &str, _field: &str) -> String {
 }
 
 /// Runs `attempt` until it acquires, a local releaser hands the lock over (then `adopt` builds
-/// the hold from the instant the hand-off was sent and the fencing token it took), or `wait` (None: no limit) runs out
-/// (`Ok(None)`). Counts the outcome in the metrics.
+/// the hold from the instant the hand-off was sent and the fencing token it took), or `wait`
+/// (None: no limit) runs out (`Ok(None)`). Counts the outcome in the metrics.
 ///
 /// Without `adopt`, no releaser hands the lock to this waiter (`handoff.rs`): the waiter never
 /// lines up, and every acquisition is its own attempt's. A primitive whose acquire does more
-/// than a release can do for it (the fair lock's queue, a read hold's timeout key) or that has
-/// no holder (a semaphore) waits so.
+/// than a release can do for it (the fair lock's queue, a read hold's timeout key, a permit's
+/// id and expiry) waits so.
 ///
 /// # Cancel safety
 /// Cancel safe as long as `attempt` is: the subscription share and the queue place are released
