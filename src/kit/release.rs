@@ -188,7 +188,7 @@ pub(crate) async fn release_or_hand_off(
             Err(local_waiters) => {
                 let plain =
                     handoffs.plain_release(&release.name, || release.channel(), local_waiters);
-                let reply = send(&redis, &release, None).await;
+                let reply = send(&redis, release, None).await;
                 if reply.as_ref().is_err_and(outcome_unknown) {
                     doubts.mark_release(&key, watcher.take());
                 }
@@ -200,7 +200,7 @@ pub(crate) async fn release_or_hand_off(
         // hand-off becomes one whenever another client listens: then they wait for it.
         let plain = handoffs.plain_release(&release.name, || release.channel(), claim.conditional);
         let to_field = Arc::clone(&heir.field);
-        let reply = send(&redis, &release, Some(heir)).await;
+        let reply = send(&redis, release.clone(), Some(heir)).await;
         if reply.as_ref().is_err_and(outcome_unknown) {
             // Either field may now hold what this client does not know of: the releasing
             // field a hold whose release may not have run, the heir one it may have been given.
@@ -240,14 +240,14 @@ pub(crate) async fn release_or_hand_off(
 /// dispatcher (batched), or the primitive's own script that hands over (alone).
 async fn send(
     redis: &Redis,
-    release: &Release,
+    release: Release,
     to: Option<Heir>,
 ) -> Result<Value, fred::error::Error> {
     match release.script {
-        Some(by) => redis.run_release(release, by, to.as_ref()).await,
+        Some(by) => redis.run_release(&release, by, to.as_ref()).await,
         None => {
             let call = LockCall::Release {
-                release: release.clone(),
+                release,
                 publish: redis.publish_arg,
                 to,
             };

@@ -293,11 +293,7 @@ async fn a_release_hands_the_lock_to_a_local_waiter_with_the_next_token_in_one_s
     reset_stats(&raw).await;
     let before = held.token();
     held.unlock().await.expect("holder releases");
-    let handed = tokio::time::timeout(Duration::from_secs(2), waiting)
-        .await
-        .expect("handed over")
-        .expect("task")
-        .expect("waiter locks");
+    let handed = support::acquired_within(waiting, Duration::from_secs(2)).await;
 
     assert_eq!(
         handed.token(),
@@ -354,11 +350,7 @@ async fn hand_offs_between_fenced_and_reentrant_owners_of_one_name_take_a_token_
     wait_parked(&client, name, 1).await;
     reset_stats(&raw).await;
     held.unlock().await.expect("reentrant holder releases");
-    let fenced_held = tokio::time::timeout(Duration::from_secs(2), waiting)
-        .await
-        .expect("handed over")
-        .expect("task")
-        .expect("fenced waiter locks");
+    let fenced_held = support::acquired_within(waiting, Duration::from_secs(2)).await;
     assert_eq!(
         script_runs(&raw).await,
         1,
@@ -375,11 +367,7 @@ async fn hand_offs_between_fenced_and_reentrant_owners_of_one_name_take_a_token_
     wait_parked(&client, name, 1).await;
     reset_stats(&raw).await;
     fenced_held.unlock().await.expect("fenced holder releases");
-    let plain_held = tokio::time::timeout(Duration::from_secs(2), waiting)
-        .await
-        .expect("handed over")
-        .expect("task")
-        .expect("reentrant waiter locks");
+    let plain_held = support::acquired_within(waiting, Duration::from_secs(2)).await;
     assert_eq!(
         script_runs(&raw).await,
         1,

@@ -555,11 +555,7 @@ async fn a_write_release_hands_the_lock_to_a_local_writer_in_one_script() {
     support::wait_parked(&client, name, 1).await;
     reset_stats(&raw).await;
     held.unlock().await.expect("write release");
-    let handed = tokio::time::timeout(Duration::from_secs(2), waiter)
-        .await
-        .expect("handed over")
-        .expect("task")
-        .expect("write");
+    let handed = support::acquired_within(waiter, Duration::from_secs(2)).await;
 
     assert_eq!(
         script_runs(&raw).await,
@@ -602,11 +598,7 @@ async fn a_write_release_hands_nothing_to_a_local_reader_nor_on_a_downgrade() {
     support::wait_parked(&client, name, 1).await;
     reset_stats(&raw).await;
     held.unlock().await.expect("write release");
-    let reading = tokio::time::timeout(Duration::from_secs(2), reader)
-        .await
-        .expect("woken")
-        .expect("task")
-        .expect("read");
+    let reading = support::acquired_within(reader, Duration::from_secs(2)).await;
     assert_eq!(
         command_calls(&raw, "publish").await,
         1,
@@ -645,11 +637,7 @@ async fn a_write_release_hands_nothing_to_a_local_reader_nor_on_a_downgrade() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!writer.is_finished(), "the writer waits for the read hold");
     reading.unlock().await.expect("read release");
-    let written = tokio::time::timeout(Duration::from_secs(2), writer)
-        .await
-        .expect("woken by the read release")
-        .expect("task")
-        .expect("write");
+    let written = support::acquired_within(writer, Duration::from_secs(2)).await;
     written.unlock().await.expect("release");
 }
 

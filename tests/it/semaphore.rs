@@ -403,11 +403,7 @@ async fn a_guard_hands_its_permits_to_a_local_waiter_without_a_call_to_redis() {
     let raw = fixture.raw.clone();
     reset_stats(&raw).await;
     held.release().await.expect("release");
-    let handed = timeout(Duration::from_secs(2), waiter)
-        .await
-        .expect("handed over")
-        .expect("task")
-        .expect("acquire");
+    let handed = support::acquired_within(waiter, Duration::from_secs(2)).await;
     assert_eq!(handed.permits(), 1);
     assert_eq!(handed.acquisition().woken_by, WokenBy::Message);
     assert_eq!(
@@ -447,11 +443,7 @@ async fn permits_are_handed_to_every_waiter_they_cover_and_the_rest_given_back()
     // 3 permits: 2 to the head, 1 to the next, none to Redis.
     held.release().await.expect("release");
     for (i, waiter) in waiters {
-        let got = timeout(Duration::from_secs(2), waiter)
-            .await
-            .expect("handed over")
-            .expect("task")
-            .expect("acquire");
+        let got = support::acquired_within(waiter, Duration::from_secs(2)).await;
         assert_eq!(got.permits(), [2, 1][i]);
         got.forget();
     }
@@ -466,11 +458,7 @@ async fn permits_are_handed_to_every_waiter_they_cover_and_the_rest_given_back()
     };
     support::wait_parked(&client, name, 1).await;
     all.release().await.expect("release");
-    let got = timeout(Duration::from_secs(2), waiter)
-        .await
-        .expect("handed over")
-        .expect("task")
-        .expect("acquire");
+    let got = support::acquired_within(waiter, Duration::from_secs(2)).await;
     assert_eq!(
         get(&raw, name).await.as_deref(),
         Some("2"),

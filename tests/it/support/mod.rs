@@ -403,6 +403,19 @@ pub async fn wait_parked(client: &ferrisson::Client, name: &str, n: usize) {
     }
 }
 
+/// What the spawned acquire `waiter` took, within `within` (panics if it did not end in time,
+/// panicked, or failed).
+pub async fn acquired_within<T>(
+    waiter: tokio::task::JoinHandle<ferrisson::Result<T>>,
+    within: Duration,
+) -> T {
+    tokio::time::timeout(within, waiter)
+        .await
+        .unwrap_or_else(|_| panic!("the waiter did not acquire within {within:?}"))
+        .expect("waiter task")
+        .expect("the waiter acquires")
+}
+
 /// [`wait_parked`] for one waiter: the one parked on the channel of `name` ending in `channel`
 /// (a fair lock's waiter has a channel of its own).
 pub async fn wait_parked_on(client: &ferrisson::Client, name: &str, channel: &str) {
