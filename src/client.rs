@@ -277,9 +277,8 @@ impl Client {
             ..read_options.clone()
         };
         let sync = sync_wait.map(|wait| Arc::new(ReplicaSync::new(wait)));
-        let (dispatcher, dispatcher_task) = (!clustered)
-            .then(|| Dispatcher::start(pool.clone(), write_options.clone(), sync.clone()))
-            .unzip();
+        let (dispatcher, dispatcher_task) =
+            Dispatcher::start(pool.clone(), write_options.clone(), sync.clone(), clustered);
         let redis = Arc::new(Redis {
             pool,
             dispatcher,
@@ -334,7 +333,7 @@ impl Client {
             subscriber.clone(),
         );
         tasks.extend([watchdog_task, janitor_task, reconciler_task]);
-        tasks.extend(dispatcher_task);
+        tasks.push(dispatcher_task);
         if let Some(sentinels) = &sentinels {
             tasks.push(sentinels.start(redis.pool.clone(), subscriber.clone(), stop.clone()));
         }

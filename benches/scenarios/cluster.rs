@@ -5,7 +5,7 @@
 //!
 //! Why no replicas: on the 2-core machine of docs/benchmarks.md every replica is one more
 //! process replaying every write, on the cores that the client and the masters use; what this
-//! scenario compares is the client's path (one script per call in a cluster, batches on a
+//! scenario compares is the client's path (batches per node in a cluster, batches on a
 //! single server), not replication.
 //!
 //! Turns: for each size, `rounds` rounds of one turn on each server (the single server first in

@@ -16,7 +16,14 @@
 //! like every lock script (`write_options`); a connection error or timeout is every call's
 //! error, as if each had been in flight alone.
 //!
-//! In a cluster, keys of one script must share a hash slot, so there every call is sent alone.
+//! In a cluster, the calls of a batch are grouped by the node that serves their hash slot, and
+//! each group leaves as one run of [`BATCH_ACROSS_SLOTS`] on its node: a script may declare keys
+//! of one slot only, so that one takes the keys as arguments and declares only the first call's
+//! lock name, which routes it. Scripts of the classic form (no shebang) may reach keys of every
+//! slot their node serves, on Redis 6.2, 7.x and Valkey 8. When the dispatcher's slot map is
+//! behind the cluster's (a slot moved), a call whose key the node no longer serves fails alone,
+//! at its first read and before any write, and is sent again alone, which follows the
+//! redirection (`Script::run_synced`).
 
 use fred::clients::Pool;
 use fred::error::{Error as RedisError, ErrorKind};
@@ -30,7 +37,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
-use crate::transport::script::{LockCall, BATCH};
+use crate::transport::script::{LockCall, BATCH, BATCH_ACROSS_SLOTS};
 use crate::transport::Counted;
 
 /// A lock call's reply, with whether the replicas have its writes (`src/transport/replica_sync.rs`).
@@ -72,6 +79,7 @@ impl Dispatcher {
         pool: Pool,
         options: Options,
         sync: Option<Arc<ReplicaSync>>,
+        clustered: bool,
     ) -> (Dispatcher, tokio::task::JoinHandle<()>) {
         let (calls, queued) = mpsc::unbounded_channel();
         let busy = Arc::new(AtomicUsize::new(0));
@@ -79,6 +87,7 @@ impl Dispatcher {
             pool,
             options,
             sync,
+            clustered,
         };
         let task = tokio::spawn(dispatch(sender.clone(), queued, Arc::clone(&busy)));
         (
@@ -138,6 +147,8 @@ struct Sender {
     pool: Pool,
     options: Options,
     sync: Option<Arc<ReplicaSync>>,
+    /// Batches go per node ([`BATCH_ACROSS_SLOTS`]).
+    clustered: bool,
 }
 
 impl Sender {
@@ -197,8 +208,9 @@ async fn dispatch(
     }
 }
 
-/// Sends `calls` (one alone as its own script, several as one [`BATCH`], followed by one `WAIT`
-/// with synced writes) and delivers the replies.
+/// Sends `calls` (one alone as its own script, several as one [`BATCH`], or in a cluster one
+/// [`BATCH_ACROSS_SLOTS`] per node, each followed by one `WAIT` with synced writes) and delivers
+/// the replies.
 async fn send(sender: Sender, mut calls: Vec<Call>) {
     if calls.len() == 1 {
         if let Some(Call { call, reply }) = calls.pop() {
@@ -206,11 +218,88 @@ async fn send(sender: Sender, mut calls: Vec<Call>) {
         }
         return;
     }
+    if sender.clustered {
+        return send_per_node(&sender, calls).await;
+    }
     let encoded = LockCall::encode_batch(calls.iter().map(|queued| &queued.call));
     let replies: Vec<_> = calls.into_iter().map(|queued| queued.reply).collect();
     let sync = sender.sync.as_deref();
     let reply = BATCH.run_synced(&sender.pool, &sender.options, &encoded, sync);
     deliver(replies, reply.await);
+}
+
+/// In a cluster: groups `calls` by the node that serves their slot (in this client's slot map)
+/// and sends each group at once, as one [`BATCH_ACROSS_SLOTS`] or, one call, alone. Without a
+/// slot map every call goes alone.
+async fn send_per_node(sender: &Sender, calls: Vec<Call>) {
+    use fred::interfaces::ClusterInterface;
+
+    let routing = sender.pool.next().cached_cluster_state();
+    let mut groups: Vec<(Option<&fred::types::config::Server>, Vec<Call>)> = Vec::new();
+    for call in calls {
+        let node = routing
+            .as_ref()
+            .and_then(|map| map.get_server(call.call.slot()));
+        match groups
+            .iter_mut()
+            .find(|(served_by, _)| node.is_some() && *served_by == node)
+        {
+            Some((_, group)) => group.push(call),
+            None => groups.push((node, vec![call])),
+        }
+    }
+    let sends = groups
+        .into_iter()
+        .map(|(_, group)| send_to_node(sender, group));
+    futures::future::join_all(sends).await;
+}
+
+/// Sends `calls`, whose slots one node serves, as one [`BATCH_ACROSS_SLOTS`] (one call alone),
+/// and each call that the node refused (its slot has moved) again alone.
+async fn send_to_node(sender: &Sender, mut calls: Vec<Call>) {
+    if calls.len() == 1 {
+        if let Some(Call { call, reply }) = calls.pop() {
+            let _ = reply.send(sender.alone(call).await);
+        }
+        return;
+    }
+    let encoded = LockCall::encode_batch_across_slots(calls.iter().map(|queued| &queued.call));
+    let sync = sender.sync.as_deref();
+    let reply = BATCH_ACROSS_SLOTS
+        .run_synced(&sender.pool, &sender.options, &encoded, sync)
+        .await;
+    let (values, replicated) = match reply {
+        Ok((Value::Array(values), replicated)) if values.len() == calls.len() => {
+            (values, replicated)
+        }
+        other => {
+            deliver(
+                calls.into_iter().map(|queued| queued.reply).collect(),
+                other,
+            );
+            return;
+        }
+    };
+    let mut again = Vec::new();
+    for (queued, value) in calls.into_iter().zip(values) {
+        match decode(value) {
+            Err(err) if not_served_here(&err) => again.push(queued),
+            result => {
+                let _ = queued.reply.send(result.map(|value| (value, replicated)));
+            }
+        }
+    }
+    let resends = again.into_iter().map(|Call { call, reply }| async move {
+        let _ = reply.send(sender.alone(call).await);
+    });
+    futures::future::join_all(resends).await;
+}
+
+/// Whether a call of a [`BATCH_ACROSS_SLOTS`] failed because its node does not serve its key's
+/// slot (Redis 7 and Valkey: "Script attempted to access a non local key in a cluster node";
+/// Redis 6.2: "Lua script attempted ..."). The call failed at its first read: nothing ran.
+fn not_served_here(err: &RedisError) -> bool {
+    err.details().contains("non local key")
 }
 
 /// Splits a [`BATCH`] reply into the callers' replies.
@@ -278,6 +367,25 @@ mod tests {
         let handed = Value::Array(vec![Value::Integer(-1), Value::Integer(7)]);
         assert_eq!(decode(handed.clone()).ok(), Some(handed));
         assert!(decode(Value::Double(1.5)).is_err());
+    }
+
+    #[test]
+    fn a_key_of_another_node_is_told_apart_from_other_failures() {
+        for message in [
+            "ERR Script attempted to access a non local key in a cluster node script: 1f, on @user_script:1.",
+            "ERR Lua script attempted to access a non local key in a cluster node",
+        ] {
+            assert!(not_served_here(&RedisError::new(ErrorKind::Unknown, message)));
+        }
+        for message in [
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "NON_REENTRANT_REACQUIRE",
+        ] {
+            assert!(!not_served_here(&RedisError::new(
+                ErrorKind::Unknown,
+                message
+            )));
+        }
     }
 
     #[test]

@@ -24,7 +24,6 @@ use fred::error::Error as RedisError;
 use fred::interfaces::ClientLike;
 use fred::types::config::Options;
 use fred::types::Value;
-use futures::future::BoxFuture;
 
 use dispatch::Dispatcher;
 use replica_sync::ReplicaSync;
@@ -66,8 +65,8 @@ impl Drop for Counted<'_> {
 /// The command connections and how lock commands are sent on them.
 pub(crate) struct Redis {
     pub(crate) pool: Pool,
-    /// Batches concurrent lock scripts; `None` in a cluster, where every script goes alone.
-    pub(crate) dispatcher: Option<Dispatcher>,
+    /// Batches concurrent lock scripts (in a cluster, one batch per node).
+    pub(crate) dispatcher: Dispatcher,
     /// For scripts that change a lock: never re-sent after a connection loss (a second run could
     /// take or release a hold twice), failing fast when the connection is down.
     pub(crate) write_options: Options,
@@ -81,9 +80,8 @@ pub(crate) struct Redis {
 }
 
 impl Redis {
-    /// Runs an acquire or release script call with `write_options`: through the dispatcher
-    /// outside a cluster (it batches concurrent calls), on its own in a cluster. Cancel safety as
-    /// [`Script::run_encoded`].
+    /// Runs an acquire or release script call with `write_options` through the dispatcher
+    /// (it batches concurrent calls). Cancel safety as [`Script::run_encoded`].
     ///
     /// With synced writes, an acquisition that no replica acknowledged is rolled back here (one
     /// `RELEASE` of the hold it added) and fails with [`replica_sync::NOT_REPLICATED`]
@@ -95,36 +93,7 @@ impl Redis {
             // Boxed, to keep the common future small (see `lock_call_futures_stay_small`).
             return Box::pin(self.run_synced(call)).await;
         }
-        // Not through `send`: one more future level would hold one more copy of `call`.
-        let reply = match &self.dispatcher {
-            Some(dispatcher) => dispatcher.run(call).await,
-            None => self.alone(None, call).await,
-        };
-        reply.map(|(value, _)| value)
-    }
-
-    /// Sends `call` through the dispatcher, or alone in a cluster.
-    async fn send(&self, call: LockCall) -> dispatch::Reply {
-        match &self.dispatcher {
-            Some(dispatcher) => dispatcher.run(call).await,
-            None => self.alone(self.sync.as_deref(), call).await,
-        }
-    }
-
-    /// Runs `call` on its own (in a cluster, where nothing is batched), synced by `sync`.
-    /// Boxed: fred's command future is several KB, and inline it would size every lock call's
-    /// future (and the `InFlight` box each one is copied into) in every mode.
-    fn alone<'a>(
-        &'a self,
-        sync: Option<&'a ReplicaSync>,
-        call: LockCall,
-    ) -> BoxFuture<'a, dispatch::Reply> {
-        Box::pin(dispatch::run_alone(
-            &self.pool,
-            &self.write_options,
-            sync,
-            call,
-        ))
+        self.dispatcher.run(call).await.map(|(value, _)| value)
     }
 
     /// [`Redis::run_lock_call`] with synced writes: what an unacknowledged write means.
@@ -144,7 +113,7 @@ impl Redis {
             LockCall::Release { .. } => None,
         };
         let name = call.name();
-        let (value, replicated) = self.send(call).await?;
+        let (value, replicated) = self.dispatcher.run(call).await?;
         if replicated.is_synced() {
             return Ok(value);
         }
@@ -308,19 +277,15 @@ mod tests {
             lease_ms: 1000,
             op: &script::REENTRANT_ACQUIRE,
         };
-        for batching in [true, false] {
-            let (dispatcher, task) = if batching {
-                let (dispatcher, task) = Dispatcher::start(pool.clone(), Options::default(), None);
-                (Some(dispatcher), Some(task))
-            } else {
-                (None, None)
-            };
+        for clustered in [false, true] {
+            let (dispatcher, task) =
+                Dispatcher::start(pool.clone(), Options::default(), None, clustered);
             let redis = Redis {
                 pool: pool.clone(),
                 dispatcher,
                 write_options: Options::default(),
                 read_options: Options::default(),
-                clustered: !batching,
+                clustered,
                 publish_arg: "PUBLISH",
                 response_timeout: Duration::from_secs(1),
                 sync: None,
@@ -329,9 +294,7 @@ mod tests {
             assert!(size(&future) <= 256, "{} bytes", size(&future));
             drop(future);
             drop(redis);
-            if let Some(task) = task {
-                task.await.expect("the dispatcher ends with its sender");
-            }
+            task.await.expect("the dispatcher ends with its sender");
         }
     }
 }

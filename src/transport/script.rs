@@ -361,6 +361,8 @@ pub(crate) struct ScriptArgs {
     /// The end offset of each piece in `buf`.
     ends: Vec<usize>,
     key_count: usize,
+    /// Keys are appended as arguments from here on ([`BATCH_ACROSS_SLOTS`]).
+    keys_as_args: bool,
 }
 
 impl ScriptArgs {
@@ -370,26 +372,32 @@ impl ScriptArgs {
             buf: BytesMut::with_capacity(bytes),
             ends: Vec::with_capacity(pieces),
             key_count: 0,
+            keys_as_args: false,
         }
     }
 
     /// Appends a key; keys come before every argument.
     pub(crate) fn key(&mut self, key: &str) -> &mut Self {
-        debug_assert_eq!(self.key_count, self.ends.len(), "keys come first");
-        self.key_count += 1;
+        self.declare_key();
         self.arg(key)
     }
 
     /// Appends a key: Redisson's `prefixName(prefix, name)`, `prefix:{name}` (see
     /// [`crate::name::prefix_name`]).
     pub(crate) fn prefixed_key(&mut self, prefix: &str, name: &str) -> &mut Self {
-        debug_assert_eq!(self.key_count, self.ends.len(), "keys come first");
-        self.key_count += 1;
+        self.declare_key();
         for part in crate::name::prefix_name_parts(prefix, name) {
             self.buf.extend_from_slice(part.as_bytes());
         }
         self.ends.push(self.buf.len());
         self
+    }
+
+    fn declare_key(&mut self) {
+        if !self.keys_as_args {
+            debug_assert_eq!(self.key_count, self.ends.len(), "keys come first");
+            self.key_count += 1;
+        }
     }
 
     /// Appends an argument.
@@ -601,6 +609,25 @@ impl LockCall {
         }
     }
 
+    /// How many keys the call has (the first pieces of its [`LockCall::shape`] count).
+    fn key_count(&self) -> usize {
+        match self {
+            LockCall::Acquire { .. } => 1,
+            LockCall::Release { to, .. } => {
+                2 + usize::from(to.as_ref().is_some_and(|heir| heir.fenced))
+            }
+        }
+    }
+
+    /// The hash slot of every key of the call: in a cluster, a client only takes names whose
+    /// keys share their slot (`Client::check_name`), so the lock name's slot is all of them.
+    pub(crate) fn slot(&self) -> u16 {
+        match self {
+            LockCall::Acquire { name, .. } => fred::util::redis_keyslot(name.as_bytes()),
+            LockCall::Release { release, .. } => fred::util::redis_keyslot(release.name.as_bytes()),
+        }
+    }
+
     /// About the bytes this call's keys and arguments take.
     fn size_hint(&self) -> usize {
         match self {
@@ -684,6 +711,41 @@ impl LockCall {
         for call in calls.clone() {
             call.keys(&mut out);
         }
+        Self::encode_calls(out, count, calls)
+    }
+
+    /// The keys and arguments of one [`BATCH_ACROSS_SLOTS`] run of `calls` (in a cluster, calls
+    /// whose slots one node serves), in their order: the first call's lock name as the one key,
+    /// which routes the run; every call's keys, counted, as arguments; then the calls as in
+    /// [`LockCall::encode_batch`].
+    pub(crate) fn encode_batch_across_slots<'a>(
+        calls: impl Iterator<Item = &'a LockCall> + Clone,
+    ) -> Encoded {
+        let (mut pieces, mut bytes, mut count, mut keys) = (3, 24, 0, 0);
+        for call in calls.clone() {
+            pieces += 1 + call.shape().1;
+            bytes += call.size_hint() + 16;
+            count += 1;
+            keys += call.key_count();
+        }
+        let mut out = ScriptArgs::with_capacity(pieces, bytes);
+        if let Some(first) = calls.clone().next() {
+            out.key(&first.name());
+        }
+        out.number(keys as u64);
+        out.keys_as_args = true;
+        for call in calls.clone() {
+            call.keys(&mut out);
+        }
+        Self::encode_calls(out, count, calls)
+    }
+
+    /// Appends the number of calls and each call's shape and arguments.
+    fn encode_calls<'a>(
+        mut out: ScriptArgs,
+        count: u64,
+        calls: impl Iterator<Item = &'a LockCall>,
+    ) -> Encoded {
         out.number(count);
         for call in calls {
             out.arg(call.shape().0);
@@ -721,7 +783,20 @@ pub(crate) static BATCH: Script = Script::new(
         include_str!("../../lua/lib/publish.lua"),
         include_str!("../../lua/acquire.lua"),
         include_str!("../../lua/release.lua"),
-        include_str!("../../lua/batch.lua")
+        include_str!("../../lua/batch.lua"),
+        "return batch(KEYS, 1)\n"
+    ),
+);
+/// [`BATCH`] in a cluster: calls of several hash slots that one node serves, their keys passed
+/// as arguments (`lua/batch_across_slots.lua`; `src/transport/dispatch.rs`).
+pub(crate) static BATCH_ACROSS_SLOTS: Script = Script::new(
+    "batch_across_slots",
+    concat!(
+        include_str!("../../lua/lib/publish.lua"),
+        include_str!("../../lua/acquire.lua"),
+        include_str!("../../lua/release.lua"),
+        include_str!("../../lua/batch.lua"),
+        include_str!("../../lua/batch_across_slots.lua")
     ),
 );
 /// Delete the lock whoever holds it and publish (§2.4).
@@ -737,7 +812,14 @@ pub(crate) static FORCE_RELEASE: Script = Script::new(
 pub(crate) static INSPECT: Script = Script::new("inspect", include_str!("../../lua/inspect.lua"));
 
 /// Every script, for loading them once at connect time.
-pub(crate) static ALL: [&Script; 5] = [&ACQUIRE, &RELEASE, &BATCH, &FORCE_RELEASE, &INSPECT];
+pub(crate) static ALL: [&Script; 6] = [
+    &ACQUIRE,
+    &RELEASE,
+    &BATCH,
+    &BATCH_ACROSS_SLOTS,
+    &FORCE_RELEASE,
+    &INSPECT,
+];
 
 /// Loads every script, and the `upper` layers' (the lease layer's upkeep), into the server's
 /// cache (on every primary in a cluster), so that the first lock operations need no fallback.
@@ -801,15 +883,19 @@ e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 [93->-292f] [9
         }
     }
 
-    #[test]
-    fn a_lone_call_encodes_its_own_keys_and_arguments() {
-        let acquire = LockCall::Acquire {
-            name: "orders:42".into(),
+    /// An acquire of `name` as `uuid:1`.
+    fn acquire(name: &str, lease_ms: u64) -> LockCall {
+        LockCall::Acquire {
+            name: name.into(),
             field: "uuid:1".into(),
-            lease_ms: 30_000,
+            lease_ms,
             op: &REENTRANT_ACQUIRE,
         }
-        .encode();
+    }
+
+    #[test]
+    fn a_lone_call_encodes_its_own_keys_and_arguments() {
+        let acquire = acquire("orders:42", 30_000).encode();
         assert_eq!(acquire.key_count, 1);
         assert_eq!(text(&acquire), ["orders:42", "30000", "uuid:1"]);
         assert_eq!(acquire.first_key(), Some(&b"orders:42"[..]));
@@ -860,15 +946,7 @@ e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 [93->-292f] [9
 
     #[test]
     fn a_batch_puts_every_key_first_then_each_calls_header_and_arguments() {
-        let calls = [
-            LockCall::Acquire {
-                name: "a".into(),
-                field: "uuid:1".into(),
-                lease_ms: 10,
-                op: &REENTRANT_ACQUIRE,
-            },
-            release("b", Some(("uuid:3", 20))),
-        ];
+        let calls = [acquire("a", 10), release("b", Some(("uuid:3", 20)))];
         let batch = LockCall::encode_batch(calls.iter());
         assert_eq!(batch.key_count, 3);
         assert_eq!(
@@ -912,6 +990,35 @@ e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 [93->-292f] [9
                 "1"
             ]
         );
+    }
+
+    #[test]
+    fn a_batch_across_slots_declares_only_the_first_name_and_passes_every_key_as_an_argument() {
+        let calls = [acquire("a", 10), release("b", None)];
+        let batch = LockCall::encode_batch_across_slots(calls.iter());
+        assert_eq!(batch.key_count, 1);
+        assert_eq!(batch.first_key(), Some(&b"a"[..]));
+        assert_eq!(
+            text(&batch),
+            [
+                "a",
+                "3",
+                "a",
+                "b",
+                "redisson_lock__channel:{b}",
+                "2",
+                "acquire",
+                "10",
+                "uuid:1",
+                "release",
+                "30000",
+                "uuid:2",
+                "PUBLISH"
+            ]
+        );
+        // What follows the keys is exactly a batch's calls, as lua/batch.lua reads them.
+        let one_server = LockCall::encode_batch(calls.iter());
+        assert_eq!(text(&batch)[5..], text(&one_server)[3..]);
     }
 
     #[test]

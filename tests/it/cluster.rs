@@ -12,7 +12,7 @@ use ferrisson::{Config, Owner, PublishMode, WokenBy};
 use fred::prelude::*;
 use fred::types::MessageKind;
 use support::cluster::{keyslot, RedisCluster};
-use support::redis_state::{channel_of, command_calls, reset_stats};
+use support::redis_state::{channel_of, command_calls, reset_stats, script_runs};
 use support::{hand_over, hold};
 use tokio::time::sleep;
 
@@ -78,19 +78,28 @@ async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
             "`{name}` is not on the master of its slot"
         );
     }
-    // Synced writes are on by default in a cluster (`SyncedWrites::Auto`): every master that
-    // took a lock was also asked to WAIT for its replica, on the connection that wrote it.
+    // Concurrent acquires of locks in many slots leave in one script run per node and batch
+    // (`BATCH_ACROSS_SLOTS`), not one run each. Synced writes are on by default in a cluster
+    // (`SyncedWrites::Auto`): every script run that took locks was followed by a WAIT for its
+    // replica, on the connection that wrote them.
+    let mut runs = 0;
     for (index, master) in cluster.master_clients.iter().enumerate() {
-        let locks = names
-            .iter()
-            .filter(|name| master_of[*name] == index)
-            .count() as u64;
-        assert_eq!(
+        let (on_master, waits) = (
+            script_runs(master).await,
             command_calls(master, "wait").await,
-            locks,
-            "one WAIT per acquisition on master {index}"
         );
+        assert!(on_master > 0, "master {index} ran no script");
+        assert_eq!(
+            waits, on_master,
+            "one WAIT per script run on master {index}"
+        );
+        runs += on_master;
     }
+    assert!(
+        runs * 4 <= names.len() as u64,
+        "{runs} script runs for {} concurrent acquires",
+        names.len()
+    );
     for guard in guards {
         guard.unlock().await.expect("release in the cluster");
     }
@@ -584,4 +593,76 @@ async fn locks_are_taken_while_their_slot_migrates_by_following_ask() {
     assert!(!held.is_lost());
     held.unlock().await.expect("release");
     assert!(!stored_on(&cluster.master_clients[to], name).await);
+}
+
+/// A batch built on a slot map that is behind the cluster: a slot moved to another master
+/// after the client read its map. Concurrent acquires leave as one batch per node, and the
+/// batch for the slot's old master carries the moved slot's calls; that node refuses each of
+/// them alone, before any write, and each is sent again alone, follows `MOVED`, and is taken
+/// on the new master. The other calls of the batch are taken once, where they belong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_sends_the_calls_of_a_slot_that_moved_again_alone() {
+    let cluster = RedisCluster::start(3, 0).await;
+    let raw = cluster.raw().await;
+    let client = connect_cluster(&cluster, PublishMode::Auto).await;
+    let moved_slot = keyslot(&raw, "{moved}").await;
+    let (from, to) = (
+        cluster.master_of_slot(moved_slot),
+        (cluster.master_of_slot(moved_slot) + 1) % 3,
+    );
+    // Names of other slots on the same master first (the first call may leave alone), then
+    // the moved slot's: fewer than one batch holds.
+    let mut names = Vec::new();
+    for i in 0.. {
+        let name = format!("stays:{i}");
+        if cluster.master_of_slot(keyslot(&raw, &name).await) == from {
+            names.push(name);
+        }
+        if names.len() == 12 {
+            break;
+        }
+    }
+    let moved: Vec<String> = (0..8).map(|i| format!("{{moved}}:{i}")).collect();
+    names.extend(moved.iter().cloned());
+
+    cluster.begin_migration(moved_slot, from, to).await;
+    cluster.finish_migration(moved_slot, to).await;
+    for master in &cluster.master_clients {
+        reset_stats(master).await;
+    }
+    let guards = futures::future::join_all(names.iter().map(|name| {
+        let lock = client.lock(name.clone()).with_owner(Owner::new());
+        async move { lock.lock().await }
+    }))
+    .await;
+    for (name, guard) in names.iter().zip(&guards) {
+        assert!(guard.is_ok(), "`{name}`: {:?}", guard.as_ref().err());
+        let master = if moved.contains(name) { to } else { from };
+        assert!(
+            stored_on(&cluster.master_clients[master], name).await,
+            "`{name}` is not on master {master}"
+        );
+        let field = raw
+            .hkeys::<Vec<String>, _>(name.as_str())
+            .await
+            .expect("HKEYS");
+        assert_eq!(field.len(), 1, "`{name}` has one holder");
+        let count: i64 = raw.hget(name.as_str(), &field[0]).await.expect("HGET");
+        assert_eq!(count, 1, "`{name}` was taken once");
+    }
+    // The old master ran the stayers' calls in fewer runs than calls (they were batched).
+    let on_from = script_runs(&cluster.master_clients[from]).await;
+    assert!(
+        on_from < 12,
+        "{on_from} script runs for 12 acquires on master {from}"
+    );
+    for guard in guards.into_iter().flatten() {
+        guard.unlock().await.expect("release");
+    }
+    for name in &names {
+        assert_eq!(
+            raw.exists::<i64, _>(name.as_str()).await.expect("EXISTS"),
+            0
+        );
+    }
 }
