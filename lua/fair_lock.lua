@@ -17,20 +17,26 @@
 -- lock's max(0, PTTL) (Redisson 3.32.0 and later); newly queued, the time until the waiter
 -- ahead's deadline, or the lock's PTTL when nobody with a deadline is ahead. The last waiter's
 -- deadline is used only when it has a score (3.45.0 and later).
+-- The free lock goes to `field`, the queue's head or, with an empty queue, anyone: its acquire's
+-- steps when it takes the lock (§4.3), shared by a release that hands the lock to the head.
+local function grant(name, queue, timeouts, lease, field, wait)
+  redis.call('lpop', queue)
+  redis.call('zrem', timeouts, field)
+  -- Everyone behind moves up one place: their deadlines were computed behind this one's.
+  local waiting = redis.call('zrange', timeouts, 0, -1)
+  for i = 1, #waiting do
+    redis.call('zincrby', timeouts, -wait, waiting[i])
+  end
+  redis.call('hset', name, field, '1')
+  redis.call('pexpire', name, lease)
+end
+
 local function acquire(name, queue, timeouts, lease, field, wait, now, try_once)
   wait, now = tonumber(wait), tonumber(now)
   prune(queue, timeouts, now)
   if redis.call('exists', name) == 0
       and (redis.call('exists', queue) == 0 or redis.call('lindex', queue, 0) == field) then
-    redis.call('lpop', queue)
-    redis.call('zrem', timeouts, field)
-    -- Everyone behind moves up one place: their deadlines were computed behind this one's.
-    local waiting = redis.call('zrange', timeouts, 0, -1)
-    for i = 1, #waiting do
-      redis.call('zincrby', timeouts, -wait, waiting[i])
-    end
-    redis.call('hset', name, field, '1')
-    redis.call('pexpire', name, lease)
+    grant(name, queue, timeouts, lease, field, wait)
     return nil
   end
   if redis.call('hexists', name, field) == 1 then
@@ -58,17 +64,22 @@ local function acquire(name, queue, timeouts, lease, field, wait, now, try_once)
   return ttl
 end
 
--- Release one hold (§4.6).
+-- Release one hold (§4.6), or hand the lock to a waiter of this client at the queue's head.
 -- Call: release(KEYS[1] N, KEYS[2] Q, KEYS[3] Z, KEYS[4] the channel base, ARGV[1] the lease in
 -- ms, re-armed on a partial release, ARGV[2] the holder field F, ARGV[3] NOW, ARGV[4] the
--- publish mode (lib/publish.lua)).
+-- publish mode (lib/publish.lua); with a hand-off, ARGV[5] the heir's field, ARGV[6] its lease
+-- in ms, ARGV[7] its wait time W in ms).
 -- Only the queue's head is told, on its own channel, and only when the lock is free afterwards.
+-- A hand-off happens only when the heir is the queue's head (after pruning): then the release
+-- runs the heir's own acquire steps (`grant`) instead of telling it, and nobody is told. With
+-- another head, the release is a plain one.
 -- Replies as the reentrant lock's release to the kit: nil when F held nothing, 0 after a partial
--- release, 1 after the last hold. One difference from Redisson, in the reply only: a missing
+-- release, 1 after the last hold, -1 after a hand-off. One difference from Redisson, in the reply only: a missing
 -- lock is told to the head as Redisson does, but answered nil, not Redisson's 1, so that a
 -- guard whose lease ran out reports it (Error::LeaseLost) as every other lock's does.
 -- No unlock latch (§1.10, optional for a foreign client): like the reentrant lock's release.
-local function release(name, queue, timeouts, channel, lease, field, now, mode)
+local function release(name, queue, timeouts, channel, lease, field, now, mode, heir, heir_lease,
+                       heir_wait)
   prune(queue, timeouts, now)
   if redis.call('exists', name) == 0 then
     tell_head(queue, channel, mode)
@@ -82,6 +93,10 @@ local function release(name, queue, timeouts, channel, lease, field, now, mode)
     return 0
   end
   redis.call('del', name)
+  if heir and redis.call('lindex', queue, 0) == heir then
+    grant(name, queue, timeouts, heir_lease, heir, tonumber(heir_wait))
+    return -1
+  end
   tell_head(queue, channel, mode)
   return 1
 end

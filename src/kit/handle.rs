@@ -2,6 +2,7 @@
 //! wait loop, or polling, through the primitive's [`Protocol`]), its release without a guard,
 //! its force release and its queries, written once with their docs.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -343,89 +344,96 @@ impl<P: Protocol> Handle<P> {
     /// The acquire path of every primitive: `lease` None = watchdog; `wait` None = no limit.
     /// Waits as the primitive says (`Protocol::waits`); the guard is built, and its hold
     /// registered, in the same poll as the reply that took it.
-    pub(crate) async fn acquire(
+    ///
+    /// A plain fn around an `async move` block rather than an `async fn`, which would keep its
+    /// arguments twice in the future that every parked waiter is.
+    #[allow(clippy::manual_async_fn)] // on purpose: see above
+    pub(crate) fn acquire(
         &self,
         lease: Option<Duration>,
         wait: Option<Duration>,
-    ) -> Result<Option<Guard<P>>> {
-        let (lease, lease_ms) = self.acquire_lease(lease, wait)?;
-        let client = self.client();
-        let owner = self.owner();
-        let base = holder_field(&client.id, owner);
-        let field = self.kind.field(Arc::clone(&base));
-        let span = tracing::debug_span!(
-            "ferrisson.acquire",
-            lock = %self.name(),
-            owner = owner.id(),
-            kind = P::NAMES.0
-        );
-        let acquiring = self.kind.begin(self, &field, wait);
-        // An unbounded wait that only the owner's own holds block would wait for itself.
-        let unbounded = wait.is_none();
-        let call = Call {
-            owner,
-            field: &field,
-            base: &base,
-            lease,
-            lease_ms,
-            unbounded,
-        };
-        let attempt = || self.attempt(&call, &acquiring);
-        // In a block that ends before the last await: the acquire's outcome (a guard) alive
-        // across an await would keep its storage in every parked waiter's future.
-        let err = {
-            let outcome = match self.kind.waits() {
-                Waits::Channel {
-                    channel,
-                    wake,
-                    hand_off,
-                } => {
-                    let waiter = Waiter {
-                        name: self.name_arc(),
-                        holder: Some(Holder {
-                            field: Arc::clone(&field),
-                            lease_ms,
-                        }),
-                        wake,
+    ) -> impl Future<Output = Result<Option<Guard<P>>>> + Send + '_ {
+        async move {
+            let (lease, lease_ms) = self.acquire_lease(lease, wait)?;
+            let client = self.client();
+            let owner = self.owner();
+            let base = holder_field(&client.id, owner);
+            let field = self.kind.field(Arc::clone(&base));
+            let span = tracing::debug_span!(
+                "ferrisson.acquire",
+                lock = %self.name(),
+                owner = owner.id(),
+                kind = P::NAMES.0
+            );
+            let acquiring = self.kind.begin(self, &field, wait);
+            // An unbounded wait that only the owner's own holds block would wait for itself.
+            let unbounded = wait.is_none();
+            let call = Call {
+                owner,
+                field: &field,
+                base: &base,
+                lease,
+                lease_ms,
+                unbounded,
+            };
+            let attempt = || self.attempt(&call, &acquiring);
+            // In a block that ends before the last await: the acquire's outcome (a guard) alive
+            // across an await would keep its storage in every parked waiter's future.
+            let err = {
+                let outcome = match self.kind.waits() {
+                    Waits::Channel {
                         channel,
-                    };
-                    // A local releaser may hand the lock over: the hold is then adopted as is.
-                    let adopt = hand_off.map(|extra| {
-                        let call = &call;
-                        move |sent_at, token| self.adopt(call, sent_at, extra(token)).0
-                    });
-                    let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
-                    tracing::Instrument::instrument(waited, span).await
-                }
-                Waits::Poll(backoff) => {
-                    let polled = poll_loop(client, wait, backoff, attempt);
-                    tracing::Instrument::instrument(polled, span).await
+                        wake,
+                        hand_off,
+                    } => {
+                        let waiter = Waiter {
+                            name: self.name_arc(),
+                            holder: Some(Holder {
+                                field: Arc::clone(&field),
+                                lease_ms,
+                                wait_ms: P::queue_wait_ms(&acquiring),
+                            }),
+                            wake,
+                            channel,
+                        };
+                        // A local releaser may hand the lock over: the hold is then adopted as is.
+                        let adopt = hand_off.map(|extra| {
+                            let call = &call;
+                            move |sent_at, token| self.adopt(call, sent_at, extra(token)).0
+                        });
+                        let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
+                        tracing::Instrument::instrument(waited, span).await
+                    }
+                    Waits::Poll(backoff) => {
+                        let polled = poll_loop(client, wait, backoff, attempt);
+                        tracing::Instrument::instrument(polled, span).await
+                    }
+                };
+                let outcome = match P::end(acquiring, matches!(outcome, Ok(Some(_)))) {
+                    None => outcome,
+                    // The outcome goes along into the box, for the same reason.
+                    Some(ending) => {
+                        Box::pin(async move {
+                            ending.await;
+                            outcome
+                        })
+                        .await
+                    }
+                };
+                match outcome {
+                    Ok(acquired) => {
+                        return Ok(acquired.map(|(mut guard, acquisition)| {
+                            guard.hold.acquisition = acquisition;
+                            guard
+                        }))
+                    }
+                    Err(err) => err,
                 }
             };
-            let outcome = match P::end(acquiring, matches!(outcome, Ok(Some(_)))) {
-                None => outcome,
-                // The outcome goes along into the box, for the same reason.
-                Some(ending) => {
-                    Box::pin(async move {
-                        ending.await;
-                        outcome
-                    })
-                    .await
-                }
-            };
-            match outcome {
-                Ok(acquired) => {
-                    return Ok(acquired.map(|(mut guard, acquisition)| {
-                        guard.hold.acquisition = acquisition;
-                        guard
-                    }))
-                }
-                Err(err) => err,
-            }
-        };
-        // Boxed: a primitive's explanation may ask Redis (the fair lock's, a whole command
-        // future inline), and this future is what a parked waiter costs.
-        Err(Box::pin(self.kind.explain(self, err)).await)
+            // Boxed: a primitive's explanation may ask Redis (the fair lock's, a whole command
+            // future inline), and this future is what a parked waiter costs.
+            Err(Box::pin(self.kind.explain(self, err)).await)
+        }
     }
 
     /// One run of the primitive's acquire script, made cancel safe by the kit; on success the

@@ -1,6 +1,7 @@
 //! Local hand-off: this client's waiters of a lock form a FIFO queue, and a full release by this
 //! client hands the lock straight to the queue's head in the same script (`lua/release.lua`
-//! with a receiving field; the write lock's `write_release` likewise), or, for a semaphore's
+//! with a receiving field; the write lock's `write_release` and the fair lock's release
+//! likewise, the latter only to the head of the lock's queue in Redis), or, for a semaphore's
 //! permits, with no script at all ([`Handoffs::hand_permits`]). A release hands over only what
 //! the waiter's own acquire would have written ([`Receives`]).
 //!
@@ -86,6 +87,8 @@ struct Queue {
 struct Slot {
     field: Arc<str>,
     lease_ms: u64,
+    /// The waiter's wait time in its lock's queue in Redis (the fair lock's; 0 for others).
+    wait_ms: u64,
     receives: Receives,
     state: Mutex<SlotState>,
     notify: Notify,
@@ -126,6 +129,11 @@ pub enum Receives {
     /// A hold that only the primitive's own release script hands over, and releases (the write
     /// lock's: `mode` = write and the writer's field).
     HoldOf(&'static ReleaseScript),
+    /// A hold that only the primitive's own release script hands over, and only to the waiter
+    /// at the head of the lock's queue in Redis (the fair locks'): the script runs the heir's
+    /// acquire there, or, with another head, releases plainly. Such waiters always try first,
+    /// which queues them in Redis.
+    HeadOfQueue(&'static ReleaseScript),
     /// A semaphore's permits, the number its waiter asks for, which a guard of this client
     /// gives straight to it instead of back to Redis ([`Handoffs::hand_permits`]); a waiter
     /// that left before taking them gives them back with this script.
@@ -137,7 +145,9 @@ impl Receives {
     fn from(self, script: Option<&'static ReleaseScript>) -> bool {
         match (self, script) {
             (Receives::Hold | Receives::FencedHold, None) => true,
-            (Receives::HoldOf(own), Some(script)) => std::ptr::eq(own, script),
+            (Receives::HoldOf(own) | Receives::HeadOfQueue(own), Some(script)) => {
+                std::ptr::eq(own, script)
+            }
             _ => false,
         }
     }
@@ -145,7 +155,7 @@ impl Receives {
     /// The release script of such a hold (`None`: `RELEASE`).
     fn release_script(self) -> Option<&'static ReleaseScript> {
         match self {
-            Receives::HoldOf(script) => Some(script),
+            Receives::HoldOf(script) | Receives::HeadOfQueue(script) => Some(script),
             _ => None,
         }
     }
@@ -228,14 +238,13 @@ impl Handoffs {
         (line, queue.in_row.load(Ordering::Relaxed))
     }
 
-    /// Joins the local queue of lock `name` at the back: `retrying` while the caller still has
-    /// an attempt of its own to run (no hand-off may reach it before [`Place::requeue`]);
-    /// `receives`: what a hand-off to it writes.
+    /// Joins the local queue of lock `name` at the back, as `holder`: `retrying` while the
+    /// caller still has an attempt of its own to run (no hand-off may reach it before
+    /// [`Place::requeue`]); `receives`: what a hand-off to it writes.
     pub(crate) fn join(
         self: &Arc<Self>,
         name: &Arc<str>,
-        field: &Arc<str>,
-        lease_ms: u64,
+        holder: &super::wait::Holder,
         receives: Receives,
         retrying: bool,
         janitor: &crate::kit::janitor::Janitor,
@@ -249,8 +258,9 @@ impl Handoffs {
             SlotState::Queued
         };
         let slot = Arc::new(Slot {
-            field: Arc::clone(field),
-            lease_ms,
+            field: Arc::clone(&holder.field),
+            lease_ms: holder.lease_ms,
+            wait_ms: holder.wait_ms,
             receives,
             state: Mutex::new(state),
             notify: Notify::new(),
@@ -321,12 +331,18 @@ impl Handoffs {
                 None => return Err(true),
             }
         };
-        let unless_listeners_above = conditional.then(|| self.give_way.own_listeners(&channel()));
+        let own_listeners = if conditional {
+            self.give_way.own_listeners(&channel())
+        } else {
+            0
+        };
         let heir = Heir {
             field: Arc::clone(&slot.field),
             lease_ms: slot.lease_ms,
-            unless_listeners_above,
+            conditional,
+            own_listeners,
             fenced: matches!(slot.receives, Receives::FencedHold),
+            wait_ms: slot.wait_ms,
         };
         let claim = Claim {
             queue,

@@ -118,6 +118,13 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
         read_hash_reply(reply)
     }
 
+    /// The acquire's wait time in the lock's queue in Redis, which a local hand-off passes on
+    /// (the fair lock's W); 0 for locks without a queue.
+    #[doc(hidden)]
+    fn queue_wait_ms(_acquiring: &Self::Acquiring) -> u64 {
+        0
+    }
+
     /// The wait bound (ms) after a refusal that replied `ttl`; the lock's TTL for most.
     #[doc(hidden)]
     fn busy(&self, ttl: i64, _acquiring: &Self::Acquiring) -> i64 {

@@ -226,6 +226,8 @@ pub(crate) struct Waiter {
 pub(crate) struct Holder {
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
+    /// Its wait time in the lock's queue in Redis (the fair lock's; 0 for others).
+    pub(crate) wait_ms: u64,
 }
 
 impl Waiter {
@@ -277,8 +279,8 @@ pub(crate) fn lock_channel(name: &str, _field: &str) -> String {
 ///
 /// Without `adopt`, no releaser hands the lock to this waiter (`handoff.rs`): the waiter never
 /// lines up, and every acquisition is its own attempt's. A primitive whose acquire does more
-/// than a release can do for it (the fair lock's queue, a read hold's timeout key, a permit's
-/// id and expiry) waits so.
+/// than a release can do for it (a read hold's timeout key, a permit's id and expiry) waits
+/// so.
 ///
 /// # Cancel safety
 /// Cancel safe as long as `attempt` is: the subscription share and the queue place are released
@@ -375,8 +377,10 @@ where
         let mut place = None;
         // Step 0 (see the module docs): behind this client's other waiters, without a first attempt.
         // Not for a semaphore's permits: they may be free while the waiters in line ask for more.
+        // Nor for a fair lock's waiters: only an attempt queues them in Redis.
         let mut in_line_first = false;
-        if subscription.is_some() && !matches!(T::RECEIVES, Receives::Permits(_)) {
+        let tries_first = matches!(T::RECEIVES, Receives::Permits(_) | Receives::HeadOfQueue(_));
+        if subscription.is_some() && !tries_first {
             let may_wait = limit.left().is_none_or(|left| !left.is_zero());
             if may_wait && client.handoffs().contended(&waiter.name) && !waiter.holds(client) {
                 place = join_line::<T>(client, waiter, hands_off, false);
@@ -608,8 +612,7 @@ fn join_line<T: Lapse>(
     let holder = waiter.holder.as_ref().filter(|_| hands_off)?;
     client.handoffs().join(
         &waiter.name,
-        &holder.field,
-        holder.lease_ms,
+        holder,
         T::RECEIVES,
         retrying,
         client.janitor(),

@@ -13,13 +13,14 @@ use tokio::sync::mpsc;
 
 use crate::clock::epoch_ms;
 use crate::error::{Error, Result};
+use crate::kit::handoff::Receives;
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::kit::protocol::{sealed, AcquireCall, Protocol, Waits};
 use crate::kit::wait::lock_wake;
 use crate::kit::{Client, ClientInner, Guard, Handle, InFlight};
 use crate::name;
 use crate::transport::script::lua_scripts;
-use crate::transport::script::{self, Encoded, ReleaseScript, Script};
+use crate::transport::script::{self, Encoded, Heir, ReleaseScript, Script, ScriptHandOff};
 
 lua_scripts! {
     ["lib/fair_prune.lua", "fair_lock.lua"];
@@ -28,7 +29,8 @@ lua_scripts! {
         "return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n");
     /// Release one hold and tell the queue's head (`release`, §4.6).
     static FAIR_RELEASE_SCRIPT = ("fair_release",
-        "return release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n");
+        "return release(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], \
+         ARGV[5], ARGV[6], ARGV[7])\n");
     /// Leave the queue (`give_up`, §4.5).
     static FAIR_GIVE_UP = ("fair_give_up", "return give_up(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
     /// Delete the lock whoever holds it and tell the queue's head (`force_release`, §4.7).
@@ -40,7 +42,10 @@ lua_scripts! {
 static FAIR_RELEASE: ReleaseScript = ReleaseScript {
     script: &FAIR_RELEASE_SCRIPT,
     encode: encode_release,
-    hand_off: None,
+    hand_off: Some(ScriptHandOff {
+        encode: encode_hand_off,
+        channel: name::lock_channel,
+    }),
 };
 
 /// Redisson's `fairLockWaitTimeout` default: the wait time W of a waiter without a bound.
@@ -90,6 +95,12 @@ pub struct Fair {
 /// be pruned at its deadline), Redisson's waiter retries at once, in a loop; this one waits for
 /// its channel for 10 ms, then twice as long each time up to 1 s, so that a crashed head costs
 /// at most one retry a second per waiter until it is pruned.
+///
+/// When the waiter at the head of the queue belongs to the client that releases, the release
+/// hands the lock to it in the same script, doing what that waiter's own acquire would have
+/// done (it leaves the queue, and those behind it move up by its W); nobody is told, and the
+/// waiter needs no attempt of its own. Any other head is told, as Redisson does. So the queue's
+/// order holds across every client: a hand-off never passes a waiter of another client.
 ///
 /// A waiter that stops waiting (its wait ran out, an error, or its future was dropped) leaves
 /// the queue (Redisson's `acquireFailed`), so it does not hold up the waiters behind it. It
@@ -265,14 +276,20 @@ impl<Q: Queued> Protocol for Q {
     type Acquiring = Acquiring;
     const NAMES: (&'static str, &'static str) = <Q as Queued>::NAMES;
     const RELEASE: Option<&'static ReleaseScript> = Some(&FAIR_RELEASE);
+    const RECEIVES: Receives = Receives::HeadOfQueue(&FAIR_RELEASE);
 
-    /// Each waiter listens on its own channel; a local hand-off would jump the queue.
+    /// Each waiter listens on its own channel. A release by this client hands the lock to a
+    /// local waiter only when that waiter heads the queue in Redis, so nobody's turn is jumped.
     fn waits(&self) -> Waits<()> {
         Waits::Channel {
             channel: name::fair_waiter_channel,
             wake: lock_wake,
-            hand_off: None,
+            hand_off: Some(|_| ()),
         }
+    }
+
+    fn queue_wait_ms(acquiring: &Acquiring) -> u64 {
+        acquiring.wait_ms
     }
 
     /// A waiter that may queue owes a give-up unless it acquires (now, or from the janitor if
@@ -404,21 +421,30 @@ async fn name_wrong_type(client: Arc<ClientInner>, name: String, err: Error) -> 
 
 /// `FAIR_RELEASE`'s keys and arguments for one release.
 fn encode_release(release: &Release, publish: &'static str) -> Encoded {
+    encode_release_to(release, publish, None)
+}
+
+/// `FAIR_RELEASE`'s keys and arguments for a release that hands the lock to `heir` if it is
+/// the queue's head.
+fn encode_hand_off(release: &Release, publish: &'static str, heir: &Heir) -> Encoded {
+    encode_release_to(release, publish, Some(heir))
+}
+
+fn encode_release_to(release: &Release, publish: &'static str, heir: Option<&Heir>) -> Encoded {
     let name = &*release.name;
-    script::encode(
-        &[
-            name.to_owned(),
-            name::fair_queue_key(name),
-            name::fair_timeout_key(name),
-            name::lock_channel(name),
-        ],
-        &[
-            release.lease_ms.to_string().as_str(),
-            &release.field,
-            epoch_ms().to_string().as_str(),
-            publish,
-        ],
-    )
+    let keys = [
+        name.to_owned(),
+        name::fair_queue_key(name),
+        name::fair_timeout_key(name),
+        name::lock_channel(name),
+    ];
+    let (lease, now) = (release.lease_ms.to_string(), epoch_ms().to_string());
+    let mut args = vec![lease.as_str(), &release.field, now.as_str(), publish];
+    let heir_numbers = heir.map(|heir| (heir.lease_ms.to_string(), heir.wait_ms.to_string()));
+    if let (Some(heir), Some((lease, wait))) = (heir, &heir_numbers) {
+        args.extend([&*heir.field, lease.as_str(), wait.as_str()]);
+    }
+    script::encode(&keys, &args)
 }
 
 /// The give-up (`FAIR_GIVE_UP`) a waiter owes unless it acquires: run with [`GiveUp::run`],

@@ -85,7 +85,7 @@ fn encode_write_hand_off(release: &Release, publish: &'static str, heir: &Heir) 
     let channel = name::rwlock_channel(name);
     let (lease, heir_lease) = (release.lease_ms.to_string(), heir.lease_ms.to_string());
     let own = heir
-        .unless_listeners_above
+        .unless_listeners_above()
         .map_or_else(String::new, |own| own.to_string());
     script::encode(
         &[name, channel.as_str()],

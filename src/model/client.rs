@@ -118,6 +118,7 @@ impl ModelClient {
             holder: Some(Holder {
                 field: Arc::clone(&field),
                 lease_ms: crate::transport::model_server::LEASE_MS as u64,
+                wait_ms: 0,
             }),
             channel: lock_channel,
             wake: lock_wake,
@@ -323,7 +324,7 @@ async fn release_or_hand_off(server: &Server, handoffs: &Handoffs, mut release: 
                 &channel,
                 &release.field,
                 Some(&heir.field),
-                heir.unless_listeners_above.map(u64::from),
+                heir.unless_listeners_above().map(u64::from),
             )
             .await;
         let handed = (released == Released::HandedOver).then_some(0);

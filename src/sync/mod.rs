@@ -170,6 +170,7 @@ where
             let holder = Holder {
                 field: Arc::clone(name),
                 lease_ms: permits,
+                wait_ms: 0,
             };
             (Some(holder), Some(adopt))
         }

@@ -344,6 +344,9 @@ async fn a_release_tells_only_the_queue_head_on_its_own_channel() {
     let raw = raw_client(&server.url()).await;
     let subscriber = raw_client(&server.url()).await;
     let client = connect(&server).await;
+    // The waiters are another client's: a waiter of the releasing client at the queue's head
+    // is handed the lock in the release's script, and nobody is told.
+    let waiters = connect(&server).await;
     let name = "fair:publish";
     let mut rx = subscriber.message_rx();
     subscriber
@@ -354,13 +357,13 @@ async fn a_release_tells_only_the_queue_head_on_its_own_channel() {
     let channel = |owner| {
         format!(
             "redisson_lock__channel:{{{name}}}:{}",
-            field_of(&client, owner)
+            field_of(&waiters, owner)
         )
     };
 
     let guard = hold(&client, name).await;
-    let first = lock_queued(&raw, &client, name, w1).await;
-    let second = lock_queued(&raw, &client, name, w2).await;
+    let first = lock_queued(&raw, &waiters, name, w1).await;
+    let second = lock_queued(&raw, &waiters, name, w2).await;
     assert!(messages_within(&mut rx, Duration::from_millis(100))
         .await
         .is_empty());
@@ -372,7 +375,8 @@ async fn a_release_tells_only_the_queue_head_on_its_own_channel() {
         [(channel(w1), "0".to_owned())],
         "only the head's channel is told, once"
     );
-    // A partial release tells nobody; the last one tells the new head, W2.
+    // A partial release tells nobody; the last one hands the lock to the new head, W2, a
+    // waiter of the same client: nobody is told either.
     let again = first.lock().lock().await.expect("re-enter");
     again.unlock().await.expect("partial release");
     assert!(messages_within(&mut rx, Duration::from_millis(200))
@@ -380,14 +384,13 @@ async fn a_release_tells_only_the_queue_head_on_its_own_channel() {
         .is_empty());
     first.unlock().await.expect("release");
     let second = joined(second, Duration::from_secs(5), "W2").await;
-    assert_eq!(
-        messages_within(&mut rx, Duration::from_millis(300)).await,
-        [(channel(w2), "0".to_owned())]
-    );
+    assert!(messages_within(&mut rx, Duration::from_millis(300))
+        .await
+        .is_empty());
 
     // force_unlock tells the head as well.
     let w3 = Owner::new();
-    let third = lock_queued(&raw, &client, name, w3).await;
+    let third = lock_queued(&raw, &waiters, name, w3).await;
     assert!(client
         .fair_lock(name)
         .force_unlock()
@@ -869,4 +872,73 @@ fn the_blocking_fair_lock_is_reentrant_per_thread_and_serves_waiters_in_order() 
     let order: Vec<usize> = order.try_iter().collect();
     assert_eq!(order, [0, 1]);
     assert!(!lock.is_locked().expect("is_locked"));
+}
+
+/// A release hands the lock to a waiter of the same client at the head of the queue in its own
+/// script, as that waiter's acquire would have taken it: out of the queue and the timeout set,
+/// everyone behind moved up by the heir's wait time, the heir's field with a count of 1 and its
+/// lease. One script run, no message, and no attempt of the heir's.
+#[tokio::test]
+async fn a_release_hands_the_lock_to_a_local_waiter_at_the_queue_head_in_its_script() {
+    let (_server, raw, client) = start().await;
+    let name = "fair:handoff";
+    hold(&client, name).await.unlock().await.expect("warm-up"); // loads the release script
+    let guard = hold(&client, name).await;
+    let (w1, w2) = (Owner::new(), Owner::new());
+    let first = lock_queued(&raw, &client, name, w1).await;
+    let second = lock_queued(&raw, &client, name, w2).await;
+    let (f1, f2) = (field_of(&client, w1), field_of(&client, w2));
+    let behind = score(&raw, name, &f2).await.expect("W2 has a deadline");
+
+    reset_stats(&raw).await;
+    guard.unlock().await.expect("release");
+    let first = joined(first, Duration::from_secs(5), "W1").await;
+    assert_eq!(support::redis_state::script_runs(&raw).await, 1);
+    assert_eq!(command_calls(&raw, "publish").await, 0, "nobody is told");
+    // Its attempt that queued it, and the retry after subscribing; none after the release.
+    assert_eq!(first.acquisition().attempts, 2);
+    assert_eq!(
+        hgetall(&raw, name).await,
+        [(f1.clone(), "1".to_owned())].into()
+    );
+    assert!(pttl(&raw, name).await > 0);
+    assert_eq!(queue(&raw, name).await, std::slice::from_ref(&f2));
+    assert_eq!(score(&raw, name, &f1).await, None);
+    let moved_up = behind - score(&raw, name, &f2).await.expect("W2 still waits");
+    assert_eq!(moved_up, 300_000.0, "W2 moved up by W1's wait time");
+
+    first.unlock().await.expect("release");
+    let second = joined(second, Duration::from_secs(5), "W2").await;
+    assert_eq!(hgetall(&raw, name).await, [(f2, "1".to_owned())].into());
+    second.unlock().await.expect("release");
+    assert_eq!(timeout_members(&raw, name).await, 0);
+    assert_eq!(exists(&raw, &queue_key(name)).await, 0);
+}
+
+/// A local waiter behind another client's waiter at the queue's head is not handed the lock:
+/// the release tells the head, which takes the lock; the local waiter gets it after.
+#[tokio::test]
+async fn a_local_waiter_behind_another_clients_head_waits_its_turn() {
+    let (server, raw, client) = start().await;
+    let other = connect(&server).await;
+    let name = "fair:not-the-head";
+    let guard = hold(&client, name).await;
+    let (head, local) = (Owner::new(), Owner::new());
+    let head_task = lock_queued(&raw, &other, name, head).await;
+    let local_task = lock_queued(&raw, &client, name, local).await;
+
+    guard.unlock().await.expect("release");
+    let head_guard = joined(head_task, Duration::from_secs(5), "the head").await;
+    assert_eq!(
+        hgetall(&raw, name).await,
+        [(field_of(&other, head), "1".to_owned())].into()
+    );
+    assert_eq!(queue(&raw, name).await, [field_of(&client, local)]);
+    assert!(
+        !local_task.is_finished(),
+        "the local waiter jumped the queue"
+    );
+    head_guard.unlock().await.expect("release");
+    let local_guard = joined(local_task, Duration::from_secs(5), "the local waiter").await;
+    local_guard.unlock().await.expect("release");
 }
