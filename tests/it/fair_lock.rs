@@ -910,6 +910,8 @@ async fn a_release_hands_the_lock_to_a_local_waiter_at_the_queue_head_in_its_scr
     first.unlock().await.expect("release");
     let second = joined(second, Duration::from_secs(5), "W2").await;
     assert_eq!(hgetall(&raw, name).await, [(f2, "1".to_owned())].into());
+    // W2 came while W1 was in line: it subscribed before its one attempt, which queued it.
+    assert_eq!(second.acquisition().attempts, 1);
     second.unlock().await.expect("release");
     assert_eq!(timeout_members(&raw, name).await, 0);
     assert_eq!(exists(&raw, &queue_key(name)).await, 0);
