@@ -9,14 +9,6 @@
 -- redisson_lock__channel:T(N) (each waiter has its own, base + ':' + its field).
 -- `now` is the client's clock in epoch ms.
 
--- Acquire, re-enter or queue (§4.3), or try once (§4.4).
--- Call: acquire(KEYS[1] N, KEYS[2] Q, KEYS[3] Z, ARGV[1] the lease in ms, ARGV[2] the holder
--- field F, ARGV[3] W the waiter's wait time in ms, ARGV[4] NOW, ARGV[5] '1' to try once (never
--- queue)).
--- Returns nil when acquired or re-entered. Otherwise: trying once, 1; already queued, the
--- lock's max(0, PTTL) (Redisson 3.32.0 and later); newly queued, the time until the waiter
--- ahead's deadline, or the lock's PTTL when nobody with a deadline is ahead. The last waiter's
--- deadline is used only when it has a score (3.45.0 and later).
 -- The free lock goes to `field`, the queue's head or, with an empty queue, anyone: its acquire's
 -- steps when it takes the lock (§4.3), shared by a release that hands the lock to the head.
 local function grant(name, queue, timeouts, lease, field, wait)
@@ -31,6 +23,14 @@ local function grant(name, queue, timeouts, lease, field, wait)
   redis.call('pexpire', name, lease)
 end
 
+-- Acquire, re-enter or queue (§4.3), or try once (§4.4).
+-- Call: acquire(KEYS[1] N, KEYS[2] Q, KEYS[3] Z, ARGV[1] the lease in ms, ARGV[2] the holder
+-- field F, ARGV[3] W the waiter's wait time in ms, ARGV[4] NOW, ARGV[5] '1' to try once (never
+-- queue)).
+-- Returns nil when acquired or re-entered. Otherwise: trying once, 1; already queued, the
+-- lock's max(0, PTTL) (Redisson 3.32.0 and later); newly queued, the time until the waiter
+-- ahead's deadline, or the lock's PTTL when nobody with a deadline is ahead. The last waiter's
+-- deadline is used only when it has a score (3.45.0 and later).
 local function acquire(name, queue, timeouts, lease, field, wait, now, try_once)
   wait, now = tonumber(wait), tonumber(now)
   prune(queue, timeouts, now)
@@ -74,9 +74,10 @@ end
 -- runs the heir's own acquire steps (`grant`) instead of telling it, and nobody is told. With
 -- another head, the release is a plain one.
 -- Replies as the reentrant lock's release to the kit: nil when F held nothing, 0 after a partial
--- release, 1 after the last hold, -1 after a hand-off. One difference from Redisson, in the reply only: a missing
--- lock is told to the head as Redisson does, but answered nil, not Redisson's 1, so that a
--- guard whose lease ran out reports it (Error::LeaseLost) as every other lock's does.
+-- release, 1 after the last hold, -1 after a hand-off. One difference from Redisson, in the
+-- reply only: a missing lock is told to the head as Redisson does, but answered nil, not
+-- Redisson's 1, so that a guard whose lease ran out reports it (Error::LeaseLost) as every
+-- other lock's does.
 -- No unlock latch (§1.10, optional for a foreign client): like the reentrant lock's release.
 local function release(name, queue, timeouts, channel, lease, field, now, mode, heir, heir_lease,
                        heir_wait)
