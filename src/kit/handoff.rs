@@ -152,6 +152,19 @@ impl Receives {
         }
     }
 
+    /// Whether such a waiter always runs an attempt before it lines up (no step 0 in
+    /// `wait.rs`): a semaphore's permits may be free while the waiters in line ask for more, and
+    /// only an attempt queues a fair lock's waiter in Redis.
+    pub(crate) fn tries_first(self) -> bool {
+        matches!(self, Receives::Permits(_) | Receives::HeadOfQueue(_))
+    }
+
+    /// Whether such a waiter listens on a channel of its own (the fair locks'), which no
+    /// earlier waiter left subscribed.
+    pub(crate) fn own_channel(self) -> bool {
+        matches!(self, Receives::HeadOfQueue(_))
+    }
+
     /// The release script of such a hold (`None`: `RELEASE`).
     fn release_script(self) -> Option<&'static ReleaseScript> {
         match self {

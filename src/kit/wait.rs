@@ -375,12 +375,10 @@ where
         // Without a place, no releaser hands this waiter the lock, and step 0 never applies.
         let hands_off = adopt.is_some();
         let mut place = None;
-        // Step 0 (see the module docs): behind this client's other waiters, without a first attempt.
-        // Not for a semaphore's permits: they may be free while the waiters in line ask for more.
-        // Nor for a fair lock's waiters: only an attempt queues them in Redis.
+        // Step 0 (see the module docs): behind this client's other waiters, without a first attempt
+        // (not for waiters that must try first: `Receives::tries_first`).
         let mut in_line_first = false;
-        let tries_first = matches!(T::RECEIVES, Receives::Permits(_) | Receives::HeadOfQueue(_));
-        if subscription.is_some() && !tries_first {
+        if subscription.is_some() && !T::RECEIVES.tries_first() {
             let may_wait = limit.left().is_none_or(|left| !left.is_zero());
             if may_wait && client.handoffs().contended(&waiter.name) && !waiter.holds(client) {
                 place = join_line::<T>(client, waiter, hands_off, false);
@@ -393,7 +391,7 @@ where
         // after subscribing (step 3): one script run less per acquisition. A failure to
         // subscribe here leaves the usual order to deal with it.
         if subscription.is_none()
-            && matches!(T::RECEIVES, Receives::HeadOfQueue(_))
+            && T::RECEIVES.own_channel()
             && hands_off
             && limit.left().is_none_or(|left| !left.is_zero())
             && client.handoffs().contended(&waiter.name)
