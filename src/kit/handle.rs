@@ -150,10 +150,11 @@ impl<P: Protocol> Handle<P> {
     /// guard.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn lock(&self) -> Result<Guard<P>> {
-        self.acquire(None, None)
-            .await?
-            .ok_or_else(|| self.not_held())
+    #[allow(clippy::manual_async_fn)] // a plain fn: see `Handle::acquire_then`
+    pub fn lock(&self) -> impl Future<Output = Result<Guard<P>>> + Send + '_ {
+        self.acquire_then(None, None, |lock, acquired| {
+            acquired.ok_or_else(|| lock.not_held())
+        })
     }
 
     /// Acquires the lock, waiting as long as it takes, with a fixed `lease` and no watchdog:
@@ -344,39 +345,39 @@ impl<P: Protocol> Handle<P> {
     /// The acquire path of every primitive: `lease` None = watchdog; `wait` None = no limit.
     /// Waits as the primitive says (`Protocol::waits`); the guard is built, and its hold
     /// registered, in the same poll as the reply that took it.
-    ///
-    /// A plain fn around an `async move` block rather than an `async fn`, which would keep its
-    /// arguments twice in the future that every parked waiter is.
-    #[allow(clippy::manual_async_fn)] // on purpose: see above
     pub(crate) fn acquire(
         &self,
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<Option<Guard<P>>>> + Send + '_ {
+        self.acquire_then(lease, wait, |_, acquired| Ok(acquired))
+    }
+
+    /// [`Handle::acquire`], its outcome passed through `finish`.
+    ///
+    /// A plain fn around an `async move` block rather than an `async fn`, which would keep its
+    /// arguments twice in the future that every parked waiter is; `finish` lets `lock` be a
+    /// plain fn too, where an `async fn` around this future would keep `self` twice more.
+    #[allow(clippy::manual_async_fn)] // on purpose: see above
+    fn acquire_then<R>(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+        finish: impl FnOnce(&Self, Option<Guard<P>>) -> Result<R> + Send + 'static,
+    ) -> impl Future<Output = Result<R>> + Send + '_ {
         async move {
             let (lease, lease_ms) = self.acquire_lease(lease, wait)?;
             let client = self.client();
-            let owner = self.owner();
-            let base = holder_field(&client.id, owner);
-            let field = self.kind.field(Arc::clone(&base));
+            // Built by a plain fn: locals of this block that went into it would keep their
+            // storage in every parked waiter's future.
+            let call = Call::new(self, lease, lease_ms, wait);
             let span = tracing::debug_span!(
                 "ferrisson.acquire",
                 lock = %self.name(),
-                owner = owner.id(),
+                owner = call.owner.id(),
                 kind = P::NAMES.0
             );
-            let acquiring = self.kind.begin(self, &field, wait);
-            // An unbounded wait that only the owner's own holds block would wait for itself.
-            let unbounded = wait.is_none();
-            let call = Call {
-                owner,
-                field: &field,
-                base: &base,
-                lease,
-                lease_ms,
-                unbounded,
-            };
-            let attempt = || self.attempt(&call, &acquiring);
+            let attempt = || call.attempt();
             // In a block that ends before the last await: the acquire's outcome (a guard) alive
             // across an await would keep its storage in every parked waiter's future.
             let err = {
@@ -387,11 +388,11 @@ impl<P: Protocol> Handle<P> {
                         hand_off,
                     } => {
                         let waiter = Waiter {
-                            name: self.name_arc(),
+                            name: &self.name,
                             holder: Some(Holder {
-                                field: Arc::clone(&field),
+                                field: &call.field,
                                 lease_ms,
-                                wait_ms: P::queue_wait_ms(&acquiring),
+                                wait_ms: P::queue_wait_ms(&call.acquiring),
                             }),
                             wake,
                             channel,
@@ -399,7 +400,7 @@ impl<P: Protocol> Handle<P> {
                         // A local releaser may hand the lock over: the hold is then adopted as is.
                         let adopt = hand_off.map(|extra| {
                             let call = &call;
-                            move |sent_at, token| self.adopt(call, sent_at, extra(token)).0
+                            move |sent_at, token| call.adopt(sent_at, extra(token)).0
                         });
                         let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
                         tracing::Instrument::instrument(waited, span).await
@@ -409,7 +410,7 @@ impl<P: Protocol> Handle<P> {
                         tracing::Instrument::instrument(polled, span).await
                     }
                 };
-                let outcome = match P::end(acquiring, matches!(outcome, Ok(Some(_)))) {
+                let outcome = match P::end(call.acquiring, matches!(outcome, Ok(Some(_)))) {
                     None => outcome,
                     // The outcome goes along into the box, for the same reason.
                     Some(ending) => {
@@ -422,10 +423,13 @@ impl<P: Protocol> Handle<P> {
                 };
                 match outcome {
                     Ok(acquired) => {
-                        return Ok(acquired.map(|(mut guard, acquisition)| {
-                            guard.hold.acquisition = acquisition;
-                            guard
-                        }))
+                        return finish(
+                            self,
+                            acquired.map(|(mut guard, acquisition)| {
+                                guard.hold.acquisition = acquisition;
+                                guard
+                            }),
+                        )
                     }
                     Err(err) => err,
                 }
@@ -434,70 +438,6 @@ impl<P: Protocol> Handle<P> {
             // future inline), and this future is what a parked waiter costs.
             Err(Box::pin(self.kind.explain(self, err)).await)
         }
-    }
-
-    /// One run of the primitive's acquire script, made cancel safe by the kit; on success the
-    /// hold is registered and its guard built before anything else can be awaited, so the hold
-    /// can never be dropped unseen.
-    async fn attempt(
-        &self,
-        call: &Call<'_>,
-        acquiring: &P::Acquiring,
-    ) -> Result<TryOutcome<Guard<P>>> {
-        let key = self.key(call.field);
-        let send = self.kind.send(AcquireCall {
-            lock: self,
-            field: call.field,
-            base: call.base,
-            lease_ms: call.lease_ms,
-            acquiring,
-        });
-        let read = |reply: std::result::Result<Value, fred::error::Error>, sent_at| {
-            let reply = reply.map_err(|err| self.kind.script_error(self, err))?;
-            match P::read(&reply) {
-                Some(Reply::Acquired(extra)) => {
-                    let (guard, reentered) = self.adopt(call, sent_at, extra);
-                    Ok(TryOutcome::Acquired(guard, reentered))
-                }
-                Some(Reply::Busy(ttl)) => Ok(TryOutcome::Busy(self.kind.busy(ttl, acquiring))),
-                Some(Reply::OwnHold(_)) if call.unbounded => Err(self.kind.own_hold_error(self)),
-                Some(Reply::OwnHold(ttl)) => Ok(TryOutcome::Busy(ttl)),
-                None => Err(Error::Redis(fred::error::Error::new(
-                    fred::error::ErrorKind::Protocol,
-                    format!(
-                        "unexpected reply to the acquire script of {} `{}`: {}",
-                        P::NAMES.0,
-                        self.name(),
-                        crate::shown::Reply(&reply)
-                    ),
-                ))),
-            }
-        };
-        acquire_call(
-            self.client(),
-            &key,
-            call.lease_ms,
-            P::RELEASE,
-            acquired::<P>,
-            send,
-            read,
-        )
-        .await
-    }
-
-    /// Registers a hold this owner just got (by its own acquire, or handed over by a local
-    /// releaser) and builds its guard; also tells whether the hold re-entered one the owner
-    /// had. Synchronous, so nothing can drop the hold unseen.
-    fn adopt(&self, call: &Call<'_>, sent_at: Instant, extra: P::Extra) -> (Guard<P>, bool) {
-        let key = self.key(call.field);
-        let client = self.client_arc();
-        let (hold, reentered) = Hold::acquired(client, &key, call.lease, sent_at, P::RELEASE);
-        let guard = Guard {
-            lock: self.with_owner(call.owner),
-            hold,
-            extra,
-        };
-        (guard, reentered)
     }
 
     /// Releases one hold of this handle's owner with the primitive's release script.
@@ -662,18 +602,116 @@ impl<P: Protocol> Handle<P> {
     }
 }
 
-/// What every attempt of one acquire sends and how it reads the reply.
-#[derive(Clone, Copy)]
-struct Call<'a> {
+/// One acquire call: who takes which field of `lock`, with what lease; what every attempt of
+/// it sends and how it reads the reply. One struct, borrowed by the attempt and hand-off
+/// closures, so that a parked waiter's future keeps each of these once.
+struct Call<'a, P: Protocol> {
+    lock: &'a Handle<P>,
     owner: Owner,
     /// The hash field taken.
-    field: &'a Arc<str>,
+    field: Arc<str>,
     /// The owner's holder field.
-    base: &'a Arc<str>,
-    lease: Lease,
+    base: Arc<str>,
     lease_ms: u64,
+    /// A fixed lease of `lease_ms` (else the watchdog's).
+    fixed: bool,
     /// The wait has no bound: a refusal by the owner's own holds is an error.
     unbounded: bool,
+    acquiring: P::Acquiring,
+}
+
+impl<'a, P: Protocol> Call<'a, P> {
+    /// The call of `lock`'s owner for `lease` (`lease_ms` long), waiting at most `wait`; the
+    /// primitive's acquire begins here ([`Protocol::begin`]).
+    fn new(lock: &'a Handle<P>, lease: Lease, lease_ms: u64, wait: Option<Duration>) -> Self {
+        let owner = lock.owner();
+        let base = holder_field(&lock.client.id, owner);
+        let field = lock.kind.field(Arc::clone(&base));
+        let acquiring = lock.kind.begin(lock, &field, wait);
+        Call {
+            lock,
+            owner,
+            field,
+            base,
+            lease_ms,
+            fixed: matches!(lease, Lease::Fixed(_)),
+            // An unbounded wait that only the owner's own holds block would wait for itself.
+            unbounded: wait.is_none(),
+            acquiring,
+        }
+    }
+
+    fn lease(&self) -> Lease {
+        if self.fixed {
+            Lease::Fixed(self.lease_ms)
+        } else {
+            Lease::Watchdog
+        }
+    }
+
+    /// One run of the primitive's acquire script, made cancel safe by the kit; on success the
+    /// hold is registered and its guard built before anything else can be awaited, so the hold
+    /// can never be dropped unseen.
+    async fn attempt(&self) -> Result<TryOutcome<Guard<P>>> {
+        let lock = self.lock;
+        let key = lock.key(&self.field);
+        let send = lock.kind.send(AcquireCall {
+            lock,
+            field: &self.field,
+            base: &self.base,
+            lease_ms: self.lease_ms,
+            acquiring: &self.acquiring,
+        });
+        let read = |reply: std::result::Result<Value, fred::error::Error>, sent_at| {
+            let reply = reply.map_err(|err| lock.kind.script_error(lock, err))?;
+            match P::read(&reply) {
+                Some(Reply::Acquired(extra)) => {
+                    let (guard, reentered) = self.adopt(sent_at, extra);
+                    Ok(TryOutcome::Acquired(guard, reentered))
+                }
+                Some(Reply::Busy(ttl)) => {
+                    Ok(TryOutcome::Busy(lock.kind.busy(ttl, &self.acquiring)))
+                }
+                Some(Reply::OwnHold(_)) if self.unbounded => Err(lock.kind.own_hold_error(lock)),
+                Some(Reply::OwnHold(ttl)) => Ok(TryOutcome::Busy(ttl)),
+                None => Err(Error::Redis(fred::error::Error::new(
+                    fred::error::ErrorKind::Protocol,
+                    format!(
+                        "unexpected reply to the acquire script of {} `{}`: {}",
+                        P::NAMES.0,
+                        lock.name(),
+                        crate::shown::Reply(&reply)
+                    ),
+                ))),
+            }
+        };
+        acquire_call(
+            lock.client(),
+            &key,
+            self.lease_ms,
+            P::RELEASE,
+            acquired::<P>,
+            send,
+            read,
+        )
+        .await
+    }
+
+    /// Registers a hold this owner just got (by its own acquire, or handed over by a local
+    /// releaser) and builds its guard; also tells whether the hold re-entered one the owner
+    /// had. Synchronous, so nothing can drop the hold unseen.
+    fn adopt(&self, sent_at: Instant, extra: P::Extra) -> (Guard<P>, bool) {
+        let lock = self.lock;
+        let key = lock.key(&self.field);
+        let client = lock.client_arc();
+        let (hold, reentered) = Hold::acquired(client, &key, self.lease(), sent_at, P::RELEASE);
+        let guard = Guard {
+            lock: lock.with_owner(self.owner),
+            hold,
+            extra,
+        };
+        (guard, reentered)
+    }
 }
 
 impl<P: Protocol> std::fmt::Debug for Handle<P> {

@@ -257,7 +257,7 @@ impl Handoffs {
     pub(crate) fn join(
         self: &Arc<Self>,
         name: &Arc<str>,
-        holder: &super::wait::Holder,
+        holder: &super::wait::Holder<'_>,
         receives: Receives,
         retrying: bool,
         janitor: &crate::kit::janitor::Janitor,
@@ -271,7 +271,7 @@ impl Handoffs {
             SlotState::Queued
         };
         let slot = Arc::new(Slot {
-            field: Arc::clone(&holder.field),
+            field: Arc::clone(holder.field),
             lease_ms: holder.lease_ms,
             wait_ms: holder.wait_ms,
             receives,
@@ -450,12 +450,12 @@ impl Claim {
 }
 
 impl Place {
-    /// Waits until a releaser may have handed the lock over.
+    /// Resolves when a releaser may have handed the lock over.
     ///
     /// # Cancel safety
     /// Cancel safe: a notification is stored until the next call.
-    pub(crate) async fn notified(&self) {
-        self.slot.notify.notified().await;
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.slot.notify.notified()
     }
 
     /// Looks at the place after any wake-up. An in-flight hand-off is waited out first, so that

@@ -68,60 +68,81 @@ impl Hold {
     /// unknown outcome as [`Guard::unlock_settled`](super::Guard::unlock_settled) documents.
     /// Cancel safe: once sent, the janitor finishes the release; before that, dropping the
     /// future drops the hold, which releases.
-    pub(crate) async fn release(mut self, settle: bool) -> Result<()> {
-        self.done = true;
-        self.client.ensure_open()?;
-        // Read before the release: a hold whose key is past its proven end never reports `Ok`.
-        // That end is the key's as this client last set its TTL (`LeaseTable::lease_end`), not
-        // this hold's own lease: a re-entry resets the TTL to its own lease, so a hold past its
-        // own fixed lease may still be on the server, and then the server's reply is the word.
-        let proven_until = self.client.leases.lease_end(&self.ticket);
-        let ended = proven_until.is_none();
-        // Registered before the lease table counts the hold released (see `doubt.rs`).
-        let call = self.client.leases.doubts.enter();
-        let released = self.client.leases.released(&self.ticket);
-        if released.lost {
-            return Err(self.lease_lost());
-        }
-        let release = Release::of(&self.ticket.key, released.rearm_ms, self.release_by);
-        let name = &*self.ticket.key.name;
-        let send = super::release::send_release(&self.client, &release, call);
-        let sent = match proven_until {
-            // Settling, the whole release is bounded by the proven end: a reply after it could
-            // not show that the hold lasted (a dropped release is finished by the janitor, and
-            // a failure of unknown outcome settled by the reconciler).
-            Some(end) if settle => {
-                let started = Instant::now();
-                match tokio::time::timeout_at(end, send).await {
-                    Ok(sent) => sent?,
-                    Err(_) => {
-                        let waited = Error::Timeout(end.saturating_duration_since(started));
-                        return Err(release_unknown(name, true, Some(waited)));
-                    }
-                }
+    ///
+    /// A plain fn around an `async move` block rather than an `async fn`, which would keep the
+    /// hold twice (as passed and as moved into its body); the settling paths are boxed. This
+    /// future is part of every task that locks and unlocks in a loop, whose size while parked
+    /// in the lock is its largest state's (see the test
+    /// `a_task_parked_in_lock_fits_an_896_byte_task_cell` in `lock::reentrant`).
+    #[allow(clippy::manual_async_fn)] // on purpose: see above
+    pub(crate) fn release(mut self, settle: bool) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            self.done = true;
+            self.client.ensure_open()?;
+            // Read before the release: a hold whose key is past its proven end never reports
+            // `Ok`. That end is the key's as this client last set its TTL
+            // (`LeaseTable::lease_end`), not this hold's own lease: a re-entry resets the TTL to
+            // its own lease, so a hold past its own fixed lease may still be on the server, and
+            // then the server's reply is the word.
+            let proven_until = self.client.leases.lease_end(&self.ticket);
+            // Registered before the lease table counts the hold released (see `doubt.rs`).
+            let call = self.client.leases.doubts.enter();
+            let released = self.client.leases.released(&self.ticket);
+            if released.lost {
+                return Err(self.lease_lost());
             }
-            _ => send.await?,
-        };
+            let release = Release::of(&self.ticket.key, released.rearm_ms, self.release_by);
+            let send = super::release::send_release(&self.client, &release, call);
+            match proven_until {
+                Some(end) if settle => Box::pin(self.settle(send, end)).await,
+                _ => self.read_reply(send.await?, proven_until.is_none()),
+            }
+        }
+    }
+
+    /// What the reply to an unsettled release says (`ended`: the key was past its proven end
+    /// before the release was sent).
+    fn read_reply(&self, sent: Sent, ended: bool) -> Result<()> {
         match sent {
             Sent::Reply(_) if ended => Err(self.lease_lost()),
             Sent::Reply(Value::Null) => Err(self.lease_lost()),
             Sent::Reply(_) => Ok(()),
             Sent::Unknown { .. } if ended => Err(self.lease_lost()),
-            Sent::Unknown { cause, .. } if !settle => Err(release_unknown(name, true, cause)),
+            Sent::Unknown { cause, .. } => Err(release_unknown(self.name(), true, cause)),
+        }
+    }
+
+    /// A settling release of a hold proven until `end`: the whole release is bounded by that
+    /// end, as a reply after it could not show that the hold lasted (a dropped release is
+    /// finished by the janitor, and a failure of unknown outcome settled by the reconciler).
+    async fn settle(&self, send: impl Future<Output = Result<Sent>>, end: Instant) -> Result<()> {
+        let started = Instant::now();
+        let sent = match tokio::time::timeout_at(end, send).await {
+            Ok(sent) => sent?,
+            Err(_) => {
+                let waited = Error::Timeout(end.saturating_duration_since(started));
+                return Err(release_unknown(self.name(), true, Some(waited)));
+            }
+        };
+        match sent {
+            Sent::Reply(Value::Null) => Err(self.lease_lost()),
+            Sent::Reply(_) => Ok(()),
             Sent::Unknown { cause, settlement } => {
-                // Not `ended`, so the proven end is known.
-                let end = proven_until.unwrap_or_else(Instant::now);
                 let settled = tokio::time::timeout_at(end, settlement.wait())
                     .await
                     .ok()
                     .flatten();
                 match settled {
                     Some(true) => Ok(()),
-                    Some(false) => Err(release_unknown(name, false, cause)),
-                    None => Err(release_unknown(name, true, cause)),
+                    Some(false) => Err(release_unknown(self.name(), false, cause)),
+                    None => Err(release_unknown(self.name(), true, cause)),
                 }
             }
         }
+    }
+
+    fn name(&self) -> &str {
+        &self.ticket.key.name
     }
 
     fn lease_lost(&self) -> Error {

@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::kit::ClientInner;
 use crate::lease::watchdog::HoldKey;
 use crate::metrics;
-use crate::transport::pubsub::{PubSub, Unanswered, Wake, WakeRule, Wakes};
+use crate::transport::pubsub::{Parked, PubSub, Unanswered, WakeRule, Wakes};
 
 /// What the wait loop needs of its client: its subscriptions, its local lines and janitor,
 /// whether it holds a field already, and two settings. [`ClientInner`]; in the model checks
@@ -204,12 +204,12 @@ pub(crate) enum TryOutcome<T> {
 }
 
 /// Who waits: what a local releaser needs to hand the lock over.
-pub(crate) struct Waiter {
-    pub(crate) name: Arc<str>,
+pub(crate) struct Waiter<'a> {
+    pub(crate) name: &'a Arc<str>,
     /// Who waits, for a primitive whose holds are fields of a hash: `None` for one whose
     /// waiters hold nothing by name (a semaphore's permits, a latch), which never line up for
     /// a hand-off and have no hold to re-enter.
-    pub(crate) holder: Option<Holder>,
+    pub(crate) holder: Option<Holder<'a>>,
     /// How many of the channel's waiters a message lets retry ([`lock_wake`] for the reentrant
     /// lock's family).
     pub(crate) wake: WakeRule,
@@ -223,17 +223,17 @@ pub(crate) struct Waiter {
 /// A waiting holder: its hash field and the lease it asks for (what a local releaser needs to
 /// hand it the lock); for a semaphore's waiter, the semaphore's name and the permits it asks
 /// for.
-pub(crate) struct Holder {
-    pub(crate) field: Arc<str>,
+pub(crate) struct Holder<'a> {
+    pub(crate) field: &'a Arc<str>,
     pub(crate) lease_ms: u64,
     /// Its wait time in the lock's queue in Redis (the fair lock's; 0 for others).
     pub(crate) wait_ms: u64,
 }
 
-impl Waiter {
+impl Waiter<'_> {
     fn channel(&self) -> Arc<str> {
-        let field = self.holder.as_ref().map_or("", |holder| &*holder.field);
-        (self.channel)(&self.name, field).into()
+        let field = self.holder.as_ref().map_or("", |holder| holder.field);
+        (self.channel)(self.name, field).into()
     }
 
     /// Whether the client holds the lock this waiter waits for under the waiter's own field (a
@@ -241,8 +241,8 @@ impl Waiter {
     fn holds(&self, client: &(impl Waiting + ?Sized)) -> bool {
         self.holder.as_ref().is_some_and(|holder| {
             client.holds(&HoldKey {
-                name: Arc::clone(&self.name),
-                field: Arc::clone(&holder.field),
+                name: Arc::clone(self.name),
+                field: Arc::clone(holder.field),
             })
         })
     }
@@ -289,7 +289,7 @@ pub(crate) fn lock_channel(name: &str, _field: &str) -> String {
 /// `client` is any [`Waiting`] client: a [`ClientInner`], or the model checks' client.
 pub(crate) fn acquire_with_wait<'a, T, F, Fut, C, A>(
     client: &'a C,
-    waiter: &'a Waiter,
+    waiter: &'a Waiter<'a>,
     wait: Option<Duration>,
     attempt: F,
     adopt: Option<A>,
@@ -349,7 +349,7 @@ impl WaitBound {
 #[allow(clippy::manual_async_fn)] // on purpose: see above
 fn wait_loop<'a, T, F, Fut, C, A>(
     client: &'a C,
-    waiter: &'a Waiter,
+    waiter: &'a Waiter<'a>,
     wait: Option<Duration>,
     mut attempt: F,
     mut adopt: Option<A>,
@@ -380,7 +380,7 @@ where
         let mut in_line_first = false;
         if subscription.is_some() && !T::RECEIVES.tries_first() {
             let may_wait = limit.left().is_none_or(|left| !left.is_zero());
-            if may_wait && client.handoffs().contended(&waiter.name) && !waiter.holds(client) {
+            if may_wait && client.handoffs().contended(waiter.name) && !waiter.holds(client) {
                 place = join_line::<T>(client, waiter, hands_off, false);
                 in_line_first = place.is_some();
             }
@@ -394,7 +394,7 @@ where
             && T::RECEIVES.own_channel()
             && hands_off
             && limit.left().is_none_or(|left| !left.is_zero())
-            && client.handoffs().contended(&waiter.name)
+            && client.handoffs().contended(waiter.name)
         {
             // Boxed, as below: the subscribe future is large and runs once per acquire at most.
             subscription = Box::pin(subscribe_within(client, waiter, limit.left())).await;
@@ -434,7 +434,7 @@ where
                     if must_give_way(client, waiter, limit.deadline) {
                         // Boxed, as the attempt: rare, and its future would size every parked waiter's.
                         let give_way = &client.handoffs().give_way;
-                        Box::pin(give_way.wait_turn(&waiter.name, limit.deadline)).await;
+                        Box::pin(give_way.wait_turn(waiter.name, limit.deadline)).await;
                     }
                     attempts += 1;
                     if let Some(wake) = unanswered.take() {
@@ -517,30 +517,26 @@ where
                 place = join_line::<T>(client, waiter, hands_off, true);
             }
             let Some(share) = subscription.as_ref() else {
-                // Subscribe (bounded by the time left), then retry at once (step 3).
-                // Boxed: the subscribe future is large and runs once per acquire at most, while a
-                // parked waiter's future should stay small (it is what a waiting task costs).
-                let channel = waiter.channel();
-                let subscribe = Box::pin(client.pubsub().subscribe(&channel, waiter.wake));
-                let share = match limit.left() {
-                    Some(left) => match tokio::time::timeout(left, subscribe).await {
-                        Ok(share) => share,
-                        Err(_) => return out_of_time(client, wait, answered, outage),
-                    },
-                    None => subscribe.await,
-                };
-                match share {
-                    Ok(share) => subscription = Some(share),
-                    Err(err)
-                        if err.is_transient()
-                            && client.when_unavailable() == WhenUnavailable::KeepWaiting =>
-                    {
-                        outage = Some(Box::new(err));
-                        tokio::time::sleep(limit.left().map_or(backoff, |left| left.min(backoff)))
-                            .await;
+                // Subscribe (bounded by the time left), then retry at once (step 3). Boxed: the
+                // subscribe future is large and runs once per acquire at most, and its locals
+                // (the channel, the share) inline would stay in every parked waiter's future.
+                // The reply is read in full before anything else is awaited, so that it keeps no
+                // storage in a parked waiter's future.
+                let failed = match Box::pin(subscribe_bounded(client, waiter, limit.left())).await {
+                    Ok(share) => {
+                        subscription = Some(share);
+                        continue;
                     }
-                    Err(err) => return Err(client.explain(err)),
+                    Err(None) => return out_of_time(client, wait, answered, outage),
+                    Err(Some(err)) => err,
+                };
+                if !failed.is_transient()
+                    || client.when_unavailable() != WhenUnavailable::KeepWaiting
+                {
+                    return Err(client.explain(failed));
                 }
+                outage = Some(Box::new(failed));
+                tokio::time::sleep(limit.left().map_or(backoff, |left| left.min(backoff))).await;
                 continue;
             };
             // A negative TTL: the lock has no expiry (wait for a message only) or just vanished.
@@ -565,21 +561,14 @@ where
                 }
                 place.requeue();
             }
-            let handed = async {
-                match &place {
-                    Some(place) => place.notified().await,
-                    None => std::future::pending().await,
+            let handed = place.as_ref().map(super::handoff::Place::notified);
+            woken_by = match share.park(bound, handed).await {
+                Parked::Message => {
+                    unanswered = Some(share.unanswered());
+                    WokenBy::Message
                 }
-            };
-            woken_by = tokio::select! {
-                wake = share.wait(bound) => match wake {
-                    Wake::Message => {
-                        unanswered = Some(share.unanswered());
-                        WokenBy::Message
-                    }
-                    Wake::Timeout => WokenBy::Ttl,
-                },
-                () = handed => WokenBy::Message,
+                Parked::Handed => WokenBy::Message,
+                Parked::Timeout => WokenBy::Ttl,
             };
             if let (Some(current), Some(adopt)) = (&place, adopt.as_mut()) {
                 if let Turn::Owned(sent_at, token) = current.turn().await {
@@ -589,22 +578,27 @@ where
                     if let Some(place) = place.take() {
                         place.done();
                     }
-                    let hold = adopt(sent_at, token);
-                    if hold.lapsed() {
-                        if let Some(pause) = lapse(hold, &mut lapses, backoff, limit.left()) {
-                            tokio::time::sleep(pause).await;
-                            backoff = (backoff * 2).min(Duration::from_secs(1));
+                    // In a block that ends before the pause: a hold alive across an await would
+                    // keep its storage in every parked waiter's future.
+                    let pause = {
+                        let hold = adopt(sent_at, token);
+                        if !hold.lapsed() {
+                            let acquisition = Acquisition::record(
+                                limit.start,
+                                WokenBy::Message,
+                                attempts,
+                                metrics::How::Handoff,
+                            );
+                            return Ok(Some((hold, acquisition)));
                         }
-                        answered = true;
-                        continue;
+                        lapse(hold, &mut lapses, backoff, limit.left())
+                    };
+                    if let Some(pause) = pause {
+                        tokio::time::sleep(pause).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
                     }
-                    let acquisition = Acquisition::record(
-                        limit.start,
-                        WokenBy::Message,
-                        attempts,
-                        metrics::How::Handoff,
-                    );
-                    return Ok(Some((hold, acquisition)));
+                    answered = true;
+                    continue;
                 }
             }
         }
@@ -615,16 +609,28 @@ where
 /// failed or took too long.
 async fn subscribe_within(
     client: &(impl Waiting + ?Sized),
-    waiter: &Waiter,
+    waiter: &Waiter<'_>,
     left: Option<Duration>,
 ) -> Option<crate::transport::pubsub::Subscription> {
+    subscribe_bounded(client, waiter, left).await.ok()
+}
+
+/// A share of `waiter`'s channel, confirmed within `left` (`None`: no bound); `Err(None)` when
+/// the bound ran out first, else the subscribe's error.
+async fn subscribe_bounded(
+    client: &(impl Waiting + ?Sized),
+    waiter: &Waiter<'_>,
+    left: Option<Duration>,
+) -> std::result::Result<crate::transport::pubsub::Subscription, Option<Error>> {
     let channel = waiter.channel();
     let subscribe = client.pubsub().subscribe(&channel, waiter.wake);
     let share = match left {
-        Some(left) => tokio::time::timeout(left, subscribe).await.ok()?,
+        Some(left) => tokio::time::timeout(left, subscribe)
+            .await
+            .map_err(|_| None)?,
         None => subscribe.await,
     };
-    share.ok()
+    share.map_err(Some)
 }
 
 /// In line for a local hand-off of the lock `waiter` waits for (`retrying`: after a refusal),
@@ -633,18 +639,14 @@ async fn subscribe_within(
 /// hands off nothing.
 fn join_line<T: Lapse>(
     client: &(impl Waiting + ?Sized),
-    waiter: &Waiter,
+    waiter: &Waiter<'_>,
     hands_off: bool,
     retrying: bool,
 ) -> Option<super::handoff::Place> {
     let holder = waiter.holder.as_ref().filter(|_| hands_off)?;
-    client.handoffs().join(
-        &waiter.name,
-        holder,
-        T::RECEIVES,
-        retrying,
-        client.janitor(),
-    )
+    client
+        .handoffs()
+        .join(waiter.name, holder, T::RECEIVES, retrying, client.janitor())
 }
 
 /// What the wait loop does after an attempt that did not end the acquire: park (the lock is busy
@@ -683,7 +685,7 @@ fn lapse<T>(
 /// Not for a lone try (no time to wait), nor for a re-entry by a holder.
 fn must_give_way(
     client: &(impl Waiting + ?Sized),
-    waiter: &Waiter,
+    waiter: &Waiter<'_>,
     deadline: Option<Instant>,
 ) -> bool {
     !(client.handoffs().give_way.is_idle()

@@ -119,3 +119,48 @@ impl Protocol for Reentrant {
 
     fn begin(&self, _lock: &Lock, _field: &Arc<str>, _wait: Option<Duration>) {}
 }
+
+#[cfg(test)]
+mod future_sizes {
+    /// The size of the future that `make` returns.
+    fn future_size<A, F: Fn(A) -> Fut, Fut>(_: &F) -> usize {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// A task that locks and unlocks in a loop (the benchmark's parked waiter) keeps its future
+    /// in tokio's task cell, which grows in 128-byte steps (a 104-byte header and trailer
+    /// besides the future): the future's largest state, parked in `lock()` or in `unlock()`,
+    /// is what each parked waiter costs. A future of at most 792 bytes fits an 896-byte cell;
+    /// the next step is 1,024 bytes. (A parked `lock()` was 1,000 bytes before the parked
+    /// state was made one hand-written future and the acquire's state kept once.)
+    #[test]
+    fn a_task_parked_in_lock_fits_an_896_byte_task_cell() {
+        type Extra = (
+            std::sync::Arc<u64>,
+            std::sync::Arc<u64>,
+            std::sync::Arc<u64>,
+            u64,
+        );
+        let task = |(lock, extra): (crate::Lock, Extra)| async move {
+            loop {
+                let guard = lock.lock().await?;
+                let _ = &extra;
+                guard.unlock().await?;
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), crate::Error>(())
+        };
+        let task_size = future_size(&task);
+        let cell = (task_size + 104).div_ceil(128) * 128;
+        assert!(
+            task_size <= 792,
+            "task future {task_size} B: a {cell} B task cell"
+        );
+        let unlock = |guard: crate::LockGuard| guard.unlock();
+        assert!(
+            future_size(&unlock) <= 400,
+            "unlock future {} B",
+            future_size(&unlock)
+        );
+    }
+}

@@ -114,9 +114,9 @@ impl ModelClient {
         let name: Arc<str> = name.into();
         let field: Arc<str> = field.into();
         let waiter = Waiter {
-            name: Arc::clone(&name),
+            name: &name,
             holder: Some(Holder {
-                field: Arc::clone(&field),
+                field: &field,
                 lease_ms: crate::transport::model_server::LEASE_MS as u64,
                 wait_ms: 0,
             }),
@@ -146,8 +146,9 @@ impl ModelClient {
     /// `CountDownLatch::wait`: the crate's wait loop with the latch's attempt (a `GET`) and wake
     /// rule.
     pub(crate) async fn wait_latch(self: &Arc<Self>, name: &str) {
+        let name_arc: Arc<str> = name.into();
         let waiter = Waiter {
-            name: name.into(),
+            name: &name_arc,
             holder: None,
             channel: |name, _| crate::name::latch_channel(name),
             wake: crate::sync::latch::opened_wake,

@@ -219,7 +219,7 @@ impl CountDownLatch {
         self.check()?;
         let span = tracing::debug_span!("ferrisson.acquire", latch = %self.name);
         let waiter = Waiter {
-            name: Arc::clone(&self.name),
+            name: &self.name,
             // Waiting for the count, nobody holds anything.
             holder: None,
             channel: |name, _| name::latch_channel(name),

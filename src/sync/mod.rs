@@ -168,7 +168,7 @@ where
         // A semaphore's line is keyed by its name; the place's lease is the permits asked for.
         Some((permits, adopt)) => {
             let holder = Holder {
-                field: Arc::clone(name),
+                field: name,
                 lease_ms: permits,
                 wait_ms: 0,
             };
@@ -177,7 +177,7 @@ where
         None => (None, None),
     };
     let waiter = Waiter {
-        name: Arc::clone(name),
+        name,
         holder,
         channel: |name, _| crate::name::semaphore_channel(name),
         wake: permits_wake,

@@ -25,13 +25,60 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{PublishMode, WhenUnavailable};
 use crate::error::{Error, Result};
 
-/// Why a parked waiter stopped waiting.
+/// How a parked waiter ([`Subscription::park`]) was woken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Wake {
+pub(crate) enum Parked {
     /// A message (or a reconnect) released a permit.
     Message,
+    /// A local releaser handed this waiter the lock (its place was notified).
+    Handed,
     /// The wait's time bound (the lock's TTL or the caller's budget) ran out.
     Timeout,
+}
+
+pin_project_lite::pin_project! {
+    /// [`Subscription::park`]'s future.
+    struct Park<'a, A> {
+        #[pin]
+        handed: Option<tokio::sync::futures::Notified<'a>>,
+        #[pin]
+        acquire: A,
+        #[pin]
+        bound: Option<tokio::time::Sleep>,
+        // Counts the waiter as parked on the entry while the future lives.
+        _parked: super::Counted<'a>,
+    }
+}
+
+impl<'a, A, E> std::future::Future for Park<'a, A>
+where
+    A: std::future::Future<Output = std::result::Result<tokio::sync::SemaphorePermit<'a>, E>>,
+{
+    type Output = Parked;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Parked> {
+        use std::task::Poll;
+        let this = self.project();
+        if let Some(handed) = this.handed.as_pin_mut() {
+            if handed.poll(cx).is_ready() {
+                return Poll::Ready(Parked::Handed);
+            }
+        }
+        if let Poll::Ready(permit) = this.acquire.poll(cx) {
+            // The semaphore is never closed; were it, this would read as a spurious wake-up.
+            if let Ok(permit) = permit {
+                permit.forget();
+            }
+            return Poll::Ready(Parked::Message);
+        }
+        match this.bound.as_pin_mut().map(|bound| bound.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Parked::Timeout),
+            _ => Poll::Pending,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -560,29 +607,32 @@ impl Entry {
 }
 
 impl Subscription {
-    /// Parks until a message lets this waiter retry, or until `bound` passes (`None`: no bound).
+    /// Parks until a message lets this waiter retry, until `handed` (a local hand-off's
+    /// notification) fires, or until `bound` passes (`None`: no bound), in that order of
+    /// precedence when several are ready.
+    ///
+    /// One hand-written future rather than a `select!` over async blocks: this future is most
+    /// of what a parked waiter's task keeps, and the macro's branch wrappers and the timeout's
+    /// own future doubled its size.
     ///
     /// # Cancel safety
-    /// Cancel safe: a permit handed to a dropped wait goes back to the entry for the next waiter.
-    pub(crate) async fn wait(&self, bound: Option<Duration>) -> Wake {
+    /// Cancel safe: a permit handed to a dropped wait goes back to the entry for the next waiter,
+    /// and a notification stored for a dropped `handed` stays stored (tokio's `Notified`).
+    pub(crate) fn park<'a>(
+        &'a self,
+        bound: Option<Duration>,
+        handed: Option<tokio::sync::futures::Notified<'a>>,
+    ) -> impl std::future::Future<Output = Parked> + 'a {
         self.entry.parked.fetch_add(1, Ordering::Relaxed);
-        let _parked = super::Counted(&self.entry.parked);
-        let acquire = self.entry.permits.acquire();
-        let permit = match bound {
-            Some(bound) => match tokio::time::timeout(bound, acquire).await {
-                Ok(permit) => permit,
-                Err(_) => return Wake::Timeout,
-            },
-            None => acquire.await,
-        };
-        // The semaphore is never closed; were it, this would read as a spurious wake-up.
-        if let Ok(permit) = permit {
-            permit.forget();
+        Park {
+            handed,
+            acquire: self.entry.permits.acquire(),
+            bound: bound.map(tokio::time::sleep),
+            _parked: super::Counted(&self.entry.parked),
         }
-        Wake::Message
     }
 
-    /// Marks a wake-up this waiter just took ([`Wake::Message`]) as not yet answered by an
+    /// Marks a wake-up this waiter just took ([`Parked::Message`]) as not yet answered by an
     /// attempt of its own. Dropped before [`Unanswered::answered`] (the waiter went away:
     /// cancelled, or out of time), it goes back to the channel for the next waiter: a waiter
     /// that takes the one wake-up of a release and leaves must not strand the others on a free
