@@ -403,11 +403,11 @@ impl<P: Protocol> Handle<P> {
                             move |sent_at, token| call.adopt(sent_at, extra(token)).0
                         });
                         let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
-                        tracing::Instrument::instrument(waited, span).await
+                        super::in_span::in_span(waited, span).await
                     }
                     Waits::Poll(backoff) => {
                         let polled = poll_loop(client, wait, backoff, attempt);
-                        tracing::Instrument::instrument(polled, span).await
+                        super::in_span::in_span(polled, span).await
                     }
                 };
                 let outcome = match P::end(call.acquiring, matches!(outcome, Ok(Some(_)))) {

@@ -73,7 +73,7 @@ impl Hold {
     /// hold twice (as passed and as moved into its body); the settling paths are boxed. This
     /// future is part of every task that locks and unlocks in a loop, whose size while parked
     /// in the lock is its largest state's (see the test
-    /// `a_task_parked_in_lock_fits_an_896_byte_task_cell` in `lock::reentrant`).
+    /// `a_task_parked_in_lock_fits_a_768_byte_task_cell` in `lock::reentrant`).
     #[allow(clippy::manual_async_fn)] // on purpose: see above
     pub(crate) fn release(mut self, settle: bool) -> impl Future<Output = Result<()>> + Send {
         async move {

@@ -12,7 +12,8 @@
 //!   lost-lease signals, detach);
 //! * the release path with local hand-off ([`release`], [`handoff`], [`give_way`]) and the
 //!   janitor that finishes releases in the background ([`janitor`]);
-//! * what the client knows of a lock locally, for hang reports ([`local_state`]).
+//! * what the client knows of a lock locally, for hang reports ([`local_state`]), and an
+//!   acquire's tracing span at 8 bytes of its future ([`in_span`]).
 
 pub(crate) mod acquire;
 pub(crate) mod attempt;
@@ -22,6 +23,7 @@ pub(crate) mod handle;
 pub(crate) mod handoff;
 pub(crate) mod hold;
 pub(crate) mod in_flight;
+pub(crate) mod in_span;
 pub(crate) mod janitor;
 pub(crate) mod local_state;
 pub(crate) mod poll;

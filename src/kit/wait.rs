@@ -301,11 +301,12 @@ where
     Fut: Future<Output = Result<TryOutcome<T>>> + 'a,
     A: FnMut(Instant, u64) -> T + 'a,
 {
+    // The bound starts now: the caller awaits this future at once.
+    let limit = WaitBound::new(wait);
     // A combinator, not an `async` wrapper, which would keep the loop's future twice (as
     // captured and as awaited).
-    futures::FutureExt::inspect(wait_loop(client, waiter, wait, attempt, adopt), |outcome| {
-        count_failure(outcome)
-    })
+    let waited = wait_loop(client, waiter, limit, attempt, adopt);
+    futures::FutureExt::inspect(waited, count_failure)
 }
 
 /// Counts an acquire that ended without a hold in the metrics: acquisitions are counted where
@@ -335,6 +336,11 @@ impl WaitBound {
         }
     }
 
+    /// The wait this bound was made for (`None`: unbounded).
+    pub(super) fn wait(&self) -> Option<Duration> {
+        (self.deadline).map(|deadline| deadline.saturating_duration_since(self.start))
+    }
+
     /// The time left, `None` when unbounded.
     pub(super) fn left(&self) -> Option<Duration> {
         (self.deadline).map(|deadline| deadline.saturating_duration_since(Instant::now()))
@@ -350,7 +356,7 @@ impl WaitBound {
 fn wait_loop<'a, T, F, Fut, C, A>(
     client: &'a C,
     waiter: &'a Waiter<'a>,
-    wait: Option<Duration>,
+    limit: WaitBound,
     mut attempt: F,
     mut adopt: Option<A>,
 ) -> impl Future<Output = Result<Option<(T, Acquisition)>>> + 'a
@@ -364,7 +370,6 @@ where
     async move {
         // Plain calls below rather than closures over these locals: each closure would keep its
         // captures in every parked waiter's future.
-        let limit = WaitBound::new(wait);
         // Waiting already (a live subscription): join it first, so that no retry is needed after
         // the first attempt. Only when nobody waits does the uncontended path stay subscription-free.
         let mut subscription = if client.pubsub().is_idle() {
@@ -448,7 +453,7 @@ where
                     Some(outcome) => outcome,
                     None => {
                         tracing::debug!(attempts, "not acquired within the wait bound");
-                        return out_of_time(client, wait, answered, outage);
+                        return out_of_time(client, limit.wait(), answered, outage);
                     }
                 };
                 match outcome {
@@ -527,7 +532,7 @@ where
                         subscription = Some(share);
                         continue;
                     }
-                    Err(None) => return out_of_time(client, wait, answered, outage),
+                    Err(None) => return out_of_time(client, limit.wait(), answered, outage),
                     Err(Some(err)) => err,
                 };
                 if !failed.is_transient()
@@ -540,7 +545,7 @@ where
                 continue;
             };
             // A negative TTL: the lock has no expiry (wait for a message only) or just vanished.
-            let bound = match (ttl_ms, limit.left()) {
+            let mut bound = match (ttl_ms, limit.left()) {
                 (-2 | 0, _) => continue,
                 (ttl, left) if ttl > 0 => {
                     let ttl = Duration::from_millis(ttl as u64);
@@ -560,13 +565,27 @@ where
                     }
                 }
                 place.requeue();
+                // With no bound of the caller's, the TTL bound is the line's one timer: no timer
+                // of its own in this waiter's future (see `Place::wake_at`).
+                if limit.deadline.is_none() {
+                    if let Some(at) = bound.and_then(|bound| Instant::now().checked_add(bound)) {
+                        place.wake_at(at);
+                        bound = None;
+                    }
+                }
             }
             let handed = place.as_ref().map(super::handoff::Place::notified);
-            woken_by = match share.park(bound, handed).await {
+            let parked = share.park(bound, handed).await;
+            // Read (and cleared) on every wake-up, so that it tells only of this one.
+            let expired = place
+                .as_ref()
+                .is_some_and(super::handoff::Place::take_expired);
+            woken_by = match parked {
                 Parked::Message => {
                     unanswered = Some(share.unanswered());
                     WokenBy::Message
                 }
+                Parked::Handed if expired => WokenBy::Ttl,
                 Parked::Handed => WokenBy::Message,
                 Parked::Timeout => WokenBy::Ttl,
             };
@@ -644,9 +663,13 @@ fn join_line<T: Lapse>(
     retrying: bool,
 ) -> Option<super::handoff::Place> {
     let holder = waiter.holder.as_ref().filter(|_| hands_off)?;
-    client
-        .handoffs()
-        .join(waiter.name, holder, T::RECEIVES, retrying, client.janitor())
+    client.handoffs().join(
+        waiter.name,
+        holder,
+        const { &T::RECEIVES },
+        retrying,
+        client.janitor(),
+    )
 }
 
 /// What the wait loop does after an attempt that did not end the acquire: park (the lock is busy

@@ -43,8 +43,9 @@ pin_project_lite::pin_project! {
         handed: Option<tokio::sync::futures::Notified<'a>>,
         #[pin]
         acquire: A,
-        #[pin]
-        bound: Option<tokio::time::Sleep>,
+        // Boxed: most parked waiters have no bound of their own (their line's timer wakes
+        // them: `Place::wake_at`), and inline it would size every parked waiter's future.
+        bound: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
         // Counts the waiter as parked on the entry while the future lives.
         _parked: super::Counted<'a>,
     }
@@ -74,7 +75,7 @@ where
             }
             return Poll::Ready(Parked::Message);
         }
-        match this.bound.as_pin_mut().map(|bound| bound.poll(cx)) {
+        match this.bound.as_mut().map(|bound| bound.as_mut().poll(cx)) {
             Some(Poll::Ready(())) => Poll::Ready(Parked::Timeout),
             _ => Poll::Pending,
         }
@@ -627,7 +628,7 @@ impl Subscription {
         Park {
             handed,
             acquire: self.entry.permits.acquire(),
-            bound: bound.map(tokio::time::sleep),
+            bound: bound.map(|bound| Box::pin(tokio::time::sleep(bound))),
             _parked: super::Counted(&self.entry.parked),
         }
     }

@@ -308,6 +308,47 @@ async fn try_lock_for_gives_up_after_its_wait_bound() {
     guard.unlock().await.expect("holder releases");
 }
 
+/// Waiters that wait without a bound of their own (`lock()`) keep no timer: their line's one
+/// timer wakes them at the lock's TTL (`Place::wake_at`, src/kit/handoff.rs). A holder of
+/// another client whose lease runs out without a release (so no message) lets every one of
+/// them in: the first woken by the TTL, the others handed the lock in turn.
+#[tokio::test]
+async fn unbounded_local_waiters_are_woken_at_the_ttl_by_their_lines_timer() {
+    let server = RedisServer::start();
+    let holder_client = connect(&server).await;
+    let waiter_client = connect(&server).await;
+    let name = "wake:line-timer";
+    // Long enough that every waiter is in line before it ends, on a loaded machine too.
+    let lease = Duration::from_millis(1500);
+    let held_at = Instant::now();
+    hold_with_lease(&holder_client, name, lease).await.detach();
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let lock = waiter_client.lock(name).with_owner(Owner::new());
+            tokio::spawn(async move {
+                let guard = lock.lock().await?;
+                let got = (*guard.acquisition(), held_at.elapsed());
+                guard.unlock().await?;
+                Ok::<_, ferrisson::Error>(got)
+            })
+        })
+        .collect();
+    let mut got = Vec::new();
+    for waiter in waiters {
+        let joined = timeout(lease + Duration::from_secs(10), waiter)
+            .await
+            .expect("a waiter without a bound still gets the lock after the lease ended");
+        got.push(joined.expect("the waiter's task").expect("lock and unlock"));
+    }
+    got.sort_by_key(|(_, at)| *at);
+    let (first, first_at) = got[0];
+    assert_eq!(first.woken_by, WokenBy::Ttl, "{got:?}");
+    assert!(first_at >= lease, "in before the lease ended: {got:?}");
+    // Not at a later bound (the watchdog's 30 s): the timer fired at the lease's end.
+    let (_, last_at) = got[got.len() - 1];
+    assert!(last_at < lease + Duration::from_secs(5), "{got:?}");
+}
+
 #[tokio::test]
 async fn waiter_acquires_when_a_short_lease_expires_woken_by_ttl() {
     let server = RedisServer::start();
