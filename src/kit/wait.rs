@@ -522,11 +522,10 @@ where
                 place = join_line::<T>(client, waiter, hands_off, true);
             }
             let Some(share) = subscription.as_ref() else {
-                // Subscribe (bounded by the time left), then retry at once (step 3). Boxed: the
-                // subscribe future is large and runs once per acquire at most, and its locals
-                // (the channel, the share) inline would stay in every parked waiter's future.
-                // The reply is read in full before anything else is awaited, so that it keeps no
-                // storage in a parked waiter's future.
+                // Subscribe (bounded by the time left), then retry at once (step 3). Boxed, and
+                // its reply read in full before anything else is awaited: the subscribe future is
+                // large and runs once per acquire at most, and inline its locals (the channel,
+                // the reply) would stay in every parked waiter's future.
                 let failed = match Box::pin(subscribe_bounded(client, waiter, limit.left())).await {
                     Ok(share) => {
                         subscription = Some(share);

@@ -30,7 +30,8 @@ use crate::error::{Error, Result};
 pub(crate) enum Parked {
     /// A message (or a reconnect) released a permit.
     Message,
-    /// A local releaser handed this waiter the lock (its place was notified).
+    /// The waiter's place in its line was notified: a local releaser handed it the lock (or
+    /// tried to), or the line's timer fired.
     Handed,
     /// The wait's time bound (the lock's TTL or the caller's budget) ran out.
     Timeout,
@@ -608,9 +609,10 @@ impl Entry {
 }
 
 impl Subscription {
-    /// Parks until a message lets this waiter retry, until `handed` (a local hand-off's
-    /// notification) fires, or until `bound` passes (`None`: no bound), in that order of
-    /// precedence when several are ready.
+    /// Parks until `handed` (a local hand-off's notification, or the line's timer) fires, until
+    /// a message lets this waiter retry, or until `bound` passes (`None`: no bound), in that
+    /// order of precedence when several are ready: a waiter handed the lock leaves a message's
+    /// wake-up to the next waiter.
     ///
     /// One hand-written future rather than a `select!` over async blocks: this future is most
     /// of what a parked waiter's task keeps, and the macro's branch wrappers and the timeout's
