@@ -332,7 +332,12 @@ impl Client {
             },
             subscriber.clone(),
         );
-        tasks.extend([watchdog_task, janitor_task, reconciler_task]);
+        // The local lines' TTL timers (src/kit/handoff.rs, `Place::wake_at`).
+        let timers_task = tokio::spawn(crate::kit::handoff::run_timers(
+            Arc::clone(&handoffs.timers),
+            stop.clone(),
+        ));
+        tasks.extend([watchdog_task, janitor_task, reconciler_task, timers_task]);
         tasks.push(dispatcher_task);
         if let Some(sentinels) = &sentinels {
             tasks.push(sentinels.start(redis.pool.clone(), subscriber.clone(), stop.clone()));

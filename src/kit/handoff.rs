@@ -43,14 +43,17 @@
 //! `Queued` slots it wakes `Expired` (queued still, for releasers), which the waiter reads and
 //! turns back into `Queued` when it wakes ([`Place::wake_at`]).
 //!
-//! A waiter with no bound of its own (`lock()`) keeps no timer for the lock's TTL: the line's one
-//! timer fires at the earliest TTL bound its waiters asked for and wakes them all, so a parked
-//! waiter's task is 112 bytes smaller (tokio's `Sleep`), which saves a step of its task cell.
+//! A waiter with no bound of its own (`lock()`) keeps no timer for the lock's TTL: its line's
+//! timer fires at the earliest TTL bound the line's waiters asked for and wakes them all, so a
+//! parked waiter's task is 112 bytes smaller (tokio's `Sleep`), which saves a step of its task
+//! cell. One task per client fires every line's timer (`run_timers`): a line costs no task of
+//! its own, which a line that empties and fills again at every hand-off (two tasks taking
+//! turns) would spawn each time.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use foldhash::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -78,6 +81,19 @@ pub(crate) struct Handoffs {
     conditional: bool,
     /// Giving way to other clients' waiters after a plain release (`give_way.rs`).
     pub(crate) give_way: GiveWay,
+    /// The lines' TTL timers ([`Place::wake_at`]), fired by [`run_timers`].
+    pub(crate) timers: Arc<LineTimers>,
+}
+
+/// When each line's timer fires, for the one task that fires them all ([`run_timers`]): a line
+/// with a pending instant has one entry, keyed by the instant and the line's id.
+#[derive(Default)]
+pub(crate) struct LineTimers {
+    due: Mutex<BTreeMap<(Instant, u64), Weak<Queue>>>,
+    /// An instant earlier than every other was asked for.
+    changed: Notify,
+    /// The next line's id.
+    ids: AtomicU64,
 }
 
 struct Queue {
@@ -88,23 +104,18 @@ struct Queue {
     /// When the lock expires, as last learned by a waiter's refused attempt: a waiter that lines
     /// up without an attempt of its own bounds its wait by it.
     expires: Mutex<Option<Instant>>,
-    /// The line's one timer for its waiters' TTL bounds ([`Place::wake_at`]).
-    timer: Mutex<Timer>,
-    /// Wakes the timer's task early: an earlier instant to fire at, or the line is gone.
-    rearm: Arc<Notify>,
-}
-
-/// When a line's timer fires next, and whether its task runs.
-#[derive(Default)]
-struct Timer {
-    at: Option<Instant>,
-    running: bool,
+    /// When the line's timer fires for its waiters' TTL bounds ([`Place::wake_at`]).
+    timer: Mutex<Option<Instant>>,
+    /// The line's key in `timers`.
+    id: u64,
+    timers: Arc<LineTimers>,
 }
 
 impl Drop for Queue {
     fn drop(&mut self) {
-        // Its timer's task holds the line weakly: let it see that the line is gone.
-        self.rearm.notify_one();
+        if let Some(at) = *self.timer.get_mut() {
+            self.timers.due.lock().remove(&(at, self.id));
+        }
     }
 }
 
@@ -231,6 +242,7 @@ impl Handoffs {
             max_in_row,
             conditional,
             give_way: GiveWay::new(pubsub),
+            timers: Arc::new(LineTimers::default()),
         }
     }
 
@@ -313,8 +325,9 @@ impl Handoffs {
                     slots: Mutex::new(VecDeque::new()),
                     in_row: AtomicU32::new(0),
                     expires: Mutex::new(None),
-                    timer: Mutex::new(Timer::default()),
-                    rearm: Arc::new(Notify::new()),
+                    timer: Mutex::new(None),
+                    id: self.timers.ids.fetch_add(1, Ordering::Relaxed),
+                    timers: Arc::clone(&self.timers),
                 })
             });
             queue.slots.lock().push_back(Arc::clone(&slot));
@@ -522,21 +535,23 @@ impl Place {
     /// of every parked task). The timer fires at the earliest instant its waiters asked for and
     /// wakes every waiter then in line and not running an attempt ([`Place::take_expired`]
     /// tells it so); a waiter woken before its own bound retries early, which is harmless.
-    /// Its task runs while an instant is pending and the line exists.
+    /// One task per client fires every line's timer ([`run_timers`]).
     pub(crate) fn wake_at(&self, at: Instant) {
-        let mut timer = self.queue.timer.lock();
-        let earlier = timer.at.is_none_or(|pending| at < pending);
-        if earlier {
-            timer.at = Some(at);
+        let queue = &self.queue;
+        let mut pending = queue.timer.lock();
+        if pending.is_some_and(|pending| pending <= at) {
+            return;
         }
-        if !timer.running {
-            timer.running = true;
-            drop(timer);
-            let queue = Arc::downgrade(&self.queue);
-            tokio::spawn(run_timer(queue, Arc::clone(&self.queue.rearm)));
-        } else if earlier {
-            drop(timer);
-            self.queue.rearm.notify_one();
+        let timers = &queue.timers;
+        let mut due = timers.due.lock();
+        if let Some(earlier) = pending.replace(at) {
+            due.remove(&(earlier, queue.id));
+        }
+        let first = due.keys().next().is_none_or(|&(next, _)| at < next);
+        due.insert((at, queue.id), Arc::downgrade(queue));
+        drop((due, pending));
+        if first {
+            timers.changed.notify_one();
         }
     }
 
@@ -565,33 +580,48 @@ impl Place {
     }
 }
 
-/// A line's timer (see [`Place::wake_at`]): sleeps until the earliest instant asked for, then
-/// wakes the line's waiters that are parked; ends when nothing is pending or the line is gone.
-async fn run_timer(queue: Weak<Queue>, rearm: Arc<Notify>) {
+/// Fires the lines' timers (see [`Place::wake_at`]): sleeps until the earliest instant asked
+/// for, then wakes the waiters of each line that is due and not running an attempt. One task
+/// per client, until `stop`; lines are held weakly, and a dropped line takes its entry along.
+pub(crate) async fn run_timers(timers: Arc<LineTimers>, stop: tokio_util::sync::CancellationToken) {
     loop {
-        let at = {
-            let Some(queue) = queue.upgrade() else {
-                return;
-            };
-            let mut timer = queue.timer.lock();
-            match timer.at {
-                Some(at) => at,
-                None => {
-                    timer.running = false;
-                    return;
-                }
+        let next = timers.due.lock().keys().next().map(|&(at, _)| at);
+        let sleep = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
             }
         };
         tokio::select! {
-            () = tokio::time::sleep_until(at) => {}
-            // An earlier instant, or the line is gone: look again.
-            () = rearm.notified() => continue,
+            () = stop.cancelled() => return,
+            // An earlier instant: look again.
+            () = timers.changed.notified() => continue,
+            () = sleep => {}
         }
-        let Some(queue) = queue.upgrade() else {
-            return;
+        let now = Instant::now();
+        let fired = {
+            let mut due = timers.due.lock();
+            let later = due.split_off(&(now, u64::MAX));
+            std::mem::replace(&mut *due, later)
         };
-        queue.timer.lock().at = None;
-        for slot in queue.slots.lock().iter() {
+        for queue in fired.into_values().filter_map(|queue| queue.upgrade()) {
+            queue.fire(now);
+        }
+    }
+}
+
+impl Queue {
+    /// Wakes the line's waiters if its timer is due at `now` (an entry may be stale: the line
+    /// asked for an earlier instant since, which fired already).
+    fn fire(&self, now: Instant) {
+        {
+            let mut pending = self.timer.lock();
+            if pending.is_none_or(|at| at > now) {
+                return;
+            }
+            *pending = None;
+        }
+        for slot in self.slots.lock().iter() {
             let mut state = slot.state.lock();
             if *state == SlotState::Queued {
                 *state = SlotState::Expired;
@@ -655,10 +685,11 @@ mod tests {
     use crate::kit::wait::Holder;
     use crate::transport::pubsub::PubSub;
 
-    /// The line's one timer fires at the earliest instant its waiters asked for, wakes each of
-    /// them once (and says so), and its task ends once the line is gone.
+    /// The lines' timer task fires a line at the earliest instant its waiters asked for and
+    /// wakes each of them once (and says so); a dropped line takes its pending entry along, and
+    /// the task ends when the client stops.
     #[tokio::test]
-    async fn a_lines_timer_wakes_its_waiters_and_ends_with_the_line() {
+    async fn the_lines_timer_wakes_waiters_and_forgets_dropped_lines() {
         // Clients that never connect: nothing here talks to Redis.
         let builder = fred::types::Builder::default_centralized();
         let (Ok(subscriber), Ok(commands)) =
@@ -678,30 +709,34 @@ mod tests {
             stop.clone(),
         );
         let handoffs = Arc::new(Handoffs::new(8, false, pubsub));
+        let timers = tokio::spawn(super::run_timers(
+            Arc::clone(&handoffs.timers),
+            stop.clone(),
+        ));
         let (janitor, _jobs) = Janitor::detached();
-        let alive = || {
-            tokio::runtime::Handle::current()
-                .metrics()
-                .num_alive_tasks()
-        };
-        let before = alive();
-        let name: Arc<str> = "lock".into();
-        let fields: [Arc<str>; 2] = ["client:1".into(), "client:2".into()];
-        let place = |field| {
+        let fields: [Arc<str>; 3] = ["client:1".into(), "client:2".into(), "client:3".into()];
+        let place = |name: &Arc<str>, field| {
             let holder = Holder {
                 field,
                 lease_ms: 1_000,
                 wait_ms: 0,
             };
-            handoffs.join(&name, &holder, &Receives::Hold, false, &janitor)
+            handoffs.join(name, &holder, &Receives::Hold, false, &janitor)
         };
-        let (Some(first), Some(second)) = (place(&fields[0]), place(&fields[1])) else {
-            panic!("hand-offs are on: both waiters get a place");
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let (Some(first), Some(second), Some(other)) = (
+            place(&a, &fields[0]),
+            place(&a, &fields[1]),
+            place(&b, &fields[2]),
+        ) else {
+            panic!("hand-offs are on: every waiter gets a place");
         };
         let asked_at = Instant::now();
         second.wake_at(asked_at + Duration::from_secs(60));
         first.wake_at(asked_at + Duration::from_millis(50));
-        assert_eq!(alive(), before + 1, "one timer task for the line");
+        other.wake_at(asked_at + Duration::from_secs(60));
+        let pending = || handoffs.timers.due.lock().len();
+        assert_eq!(pending(), 2, "one entry per line, at its earliest instant");
         for place in [&first, &second] {
             timeout(Duration::from_secs(5), place.notified())
                 .await
@@ -710,19 +745,15 @@ mod tests {
             assert!(!place.take_expired(), "and says so once");
         }
         assert!(asked_at.elapsed() >= Duration::from_millis(50));
+        assert!(!other.take_expired(), "another line's timer is not due");
+        assert_eq!(pending(), 1);
 
-        // Asked again, then the line goes: the task sees it and ends.
-        first.wake_at(Instant::now() + Duration::from_secs(60));
-        tokio::time::sleep(Duration::from_millis(20)).await; // the task sleeps towards it
-        drop((first, second));
-        let gone = async {
-            while alive() > before {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        };
-        timeout(Duration::from_secs(5), gone)
-            .await
-            .expect("the timer's task ends with its line");
+        drop(other);
+        assert_eq!(pending(), 0, "a dropped line takes its entry along");
         stop.cancel();
+        timeout(Duration::from_secs(5), timers)
+            .await
+            .expect("the timers' task ends when the client stops")
+            .expect("the task ran to its end");
     }
 }

@@ -17,7 +17,8 @@
 //! of every request, so that the scheduler interleaves round trips. [`client`] adds the
 //! attempt and a release in `kit/release.rs`'s order.
 //!
-//! Time never passes for the tasks: every timer is made in a runtime that never runs, so a
+//! Time never passes for the tasks: every timer is made in a runtime that never runs, and the
+//! task that fires the local lines' timers (`kit/handoff.rs`, `run_timers`) is not started, so a
 //! lock's TTL bound never ends a wait. A waiter therefore gets the lock only through an unlock
 //! message or a hand-off, and one that is parked with neither on its way leaves every task
 //! blocked: the scheduler fails the check with "deadlock" and the schedule that led there.
