@@ -402,7 +402,9 @@ where
             && client.handoffs().contended(waiter.name)
         {
             // Boxed, as below: the subscribe future is large and runs once per acquire at most.
-            subscription = Box::pin(subscribe_within(client, waiter, limit.left())).await;
+            subscription = Box::pin(subscribe_bounded(client, waiter, limit.left()))
+                .await
+                .ok();
         }
         let mut woken_by = WokenBy::Immediate;
         // A wake-up taken from the channel that no attempt of this waiter has answered yet: passed
@@ -621,16 +623,6 @@ where
             }
         }
     }
-}
-
-/// A share of `waiter`'s channel, confirmed within `left` (`None`: no bound); `None` if that
-/// failed or took too long.
-async fn subscribe_within(
-    client: &(impl Waiting + ?Sized),
-    waiter: &Waiter<'_>,
-    left: Option<Duration>,
-) -> Option<crate::transport::pubsub::Subscription> {
-    subscribe_bounded(client, waiter, left).await.ok()
 }
 
 /// A share of `waiter`'s channel, confirmed within `left` (`None`: no bound); `Err(None)` when
