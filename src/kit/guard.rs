@@ -92,9 +92,9 @@ impl<P: Protocol> Guard<P> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn unlock(self) -> impl Future<Output = Result<()>> + Send + 'static {
-        // The hold's own future, not one around it: the guard's handle is not needed to release.
-        self.hold.release(false)
+    pub fn unlock(mut self) -> impl Future<Output = Result<()>> + Send + 'static {
+        // The hold's own future, not one around it: the guard is not needed to release.
+        self.hold.release(&self.lock, false)
     }
 
     /// Releases as [`unlock`](Guard::unlock) does, but settles a release of unknown outcome
@@ -129,8 +129,8 @@ impl<P: Protocol> Guard<P> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn unlock_settled(self) -> impl Future<Output = Result<()>> + Send + 'static {
-        self.hold.release(true)
+    pub fn unlock_settled(mut self) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.hold.release(&self.lock, true)
     }
 
     /// Takes the lock once more with the same owner and lease kind (a reentrant acquire;
@@ -172,7 +172,7 @@ impl<P: Protocol> Guard<P> {
     /// lock.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub fn detach(self) {
+    pub fn detach(mut self) {
         self.hold.detach();
     }
 
@@ -210,7 +210,7 @@ impl<P: Protocol> Guard<P> {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.hold.lost()
+        self.hold.lost(&self.lock)
     }
 
     /// A token cancelled when this hold's lease is found lost or given up (the cases of
@@ -225,7 +225,7 @@ impl<P: Protocol> Guard<P> {
     /// # Ok(()) }
     /// ```
     pub fn lost_token(&self) -> CancellationToken {
-        self.hold.lost_token()
+        self.hold.lost_token(&self.lock)
     }
 
     /// Whether the lease is already known to be lost or past its proven end (see
@@ -239,7 +239,7 @@ impl<P: Protocol> Guard<P> {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.hold.is_lost()
+        self.hold.is_lost(&self.lock)
     }
 
     /// How the acquisition went: its wait, its attempts, and what ended its wait.
@@ -251,7 +251,7 @@ impl<P: Protocol> Guard<P> {
     /// # Ok(()) }
     /// ```
     pub fn acquisition(&self) -> &Acquisition {
-        &self.hold.acquisition
+        self.hold.acquisition()
     }
 
     /// The owner holding this hold.
@@ -288,6 +288,13 @@ impl<P: Protocol> Guard<P> {
     /// ```
     pub fn lock(&self) -> &Handle<P> {
         &self.lock
+    }
+}
+
+impl<P: Protocol> Drop for Guard<P> {
+    fn drop(&mut self) {
+        // Nothing once released or detached.
+        self.hold.dropped(&self.lock);
     }
 }
 

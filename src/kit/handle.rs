@@ -426,7 +426,7 @@ impl<P: Protocol> Handle<P> {
                         return finish(
                             self,
                             acquired.map(|(mut guard, acquisition)| {
-                                guard.hold.acquisition = acquisition;
+                                guard.hold.set_acquisition(acquisition);
                                 guard
                             }),
                         )
@@ -593,6 +593,10 @@ impl<P: Protocol> Handle<P> {
         }
     }
 
+    pub(crate) fn name_ref(&self) -> &Arc<str> {
+        &self.name
+    }
+
     pub(crate) fn name_arc(&self) -> Arc<str> {
         Arc::clone(&self.name)
     }
@@ -703,8 +707,7 @@ impl<'a, P: Protocol> Call<'a, P> {
     fn adopt(&self, sent_at: Instant, extra: P::Extra) -> (Guard<P>, bool) {
         let lock = self.lock;
         let key = lock.key(&self.field);
-        let client = lock.client_arc();
-        let (hold, reentered) = Hold::acquired(client, &key, self.lease(), sent_at, P::RELEASE);
+        let (hold, reentered) = Hold::acquired(lock.client(), &key, self.lease(), sent_at);
         let guard = Guard {
             lock: lock.with_owner(self.owner),
             hold,

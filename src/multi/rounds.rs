@@ -352,7 +352,7 @@ async fn relet_all(held: Vec<LockGuard>, lease_ms: u64, quorum: usize) -> Result
     for (mut guard, (sent_at, reply)) in held.into_iter().zip(replies) {
         match reply {
             Ok(1) => {
-                guard.hold.relet(lease_ms, sent_at);
+                guard.hold.relet(&guard.lock, lease_ms, sent_at);
                 kept.push(guard);
             }
             Ok(_) => {
