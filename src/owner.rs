@@ -1,10 +1,10 @@
 //! Who holds a lock: the `threadId` half of Redisson's holder field `<client uuid>:<threadId>`.
 
+use arcstr::ArcStr;
 use std::cell::RefCell;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
@@ -160,12 +160,12 @@ fn task_number(task: tokio::task::Id) -> u64 {
 thread_local! {
     /// The last holder field built on this thread, by owner id: an owner's holds share one
     /// allocation, on the acquire and release paths and in the lease table.
-    static LAST_FIELD: RefCell<Option<(u64, Arc<str>)>> = const { RefCell::new(None) };
+    static LAST_FIELD: RefCell<Option<(u64, ArcStr)>> = const { RefCell::new(None) };
 }
 
 /// The holder field `<client uuid>:<owner id>`: the one this thread built last when it matches,
 /// otherwise built in place (one allocation, no formatted `String` copied into an `Arc`).
-pub(crate) fn holder_field(client_id: &str, owner: Owner) -> Arc<str> {
+pub(crate) fn holder_field(client_id: &str, owner: Owner) -> ArcStr {
     LAST_FIELD.with(|last| {
         let mut last = last.borrow_mut();
         if let Some((id, field)) = &*last {
@@ -175,11 +175,11 @@ pub(crate) fn holder_field(client_id: &str, owner: Owner) -> Arc<str> {
                 && field.len() == client_id.len() + 1 + digit_count(owner.id())
                 && field.starts_with(client_id)
             {
-                return Arc::clone(field);
+                return ArcStr::clone(field);
             }
         }
         let field = build_holder_field(client_id, owner);
-        *last = Some((owner.id(), Arc::clone(&field)));
+        *last = Some((owner.id(), ArcStr::clone(&field)));
         field
     })
 }
@@ -189,11 +189,13 @@ fn digit_count(value: u64) -> usize {
     value.checked_ilog10().map_or(1, |log| log as usize + 1)
 }
 
-fn build_holder_field(client_id: &str, owner: Owner) -> Arc<str> {
+fn build_holder_field(client_id: &str, owner: Owner) -> ArcStr {
     let mut digits = itoa::Buffer::new();
     let id = digits.format(owner.id());
-    on_stack(format_args!("{client_id}:{id}"), |field| Arc::from(field))
-        .unwrap_or_else(|| Arc::from(format!("{client_id}:{id}"))) // a client id longer than a uuid
+    on_stack(format_args!("{client_id}:{id}"), |field| {
+        ArcStr::from(field)
+    })
+    .unwrap_or_else(|| ArcStr::from(format!("{client_id}:{id}"))) // a client id longer than a uuid
 }
 
 /// `with` the text of `args`, formatted in a buffer on the stack; `None` if it takes more than
@@ -253,7 +255,7 @@ mod tests {
     fn the_last_field_is_reused_only_for_the_same_client_and_owner() {
         let (owner, other) = (Owner::new(), Owner::new());
         let first = holder_field("abc", owner);
-        assert!(Arc::ptr_eq(&first, &holder_field("abc", owner)));
+        assert!(ArcStr::ptr_eq(&first, &holder_field("abc", owner)));
         // A client id that the cached one merely starts with, or that starts with it, and
         // another owner, each get their own field.
         assert_eq!(&*holder_field("ab", owner), format!("ab:{}", owner.id()));

@@ -317,8 +317,9 @@ pub fn render(run: &Run) -> String {
 /// Live heap per held lock: `locks` locks taken by one client with the default watchdog (whose
 /// first renewal, a third of 30 s away, stays out of the window), their guards kept in a `Vec`
 /// as a service would keep them; read once the client's background work on them (the
-/// watchdog's tracking) has settled. Unlike the `held` scenario's figure, which is read between
-/// renewal rounds, nothing is in flight here: the count is the same on every run.
+/// watchdog's tracking, drained once per grid tick: a thirtieth of the timeout, 1 s) has
+/// settled. Unlike the `held` scenario's figure, which is read between renewal rounds, nothing
+/// is in flight here: the count is the same on every run.
 pub async fn held_lock_bytes(url: &str, locks: usize) -> Result<f64, String> {
     let client = Client::connect(url)
         .await
@@ -348,6 +349,9 @@ pub async fn held_lock_bytes(url: &str, locks: usize) -> Result<f64, String> {
                 guards.push(guard.map_err(|e| format!("lock: {e}"))?);
             }
         }
+        // Past the watchdog's next grid tick, so that its track requests are drained into its
+        // buckets: what holding costs from then on, not the requests in between.
+        tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
         let after = settled_heap().await;
         for guard in guards {
             guard.unlock().await.map_err(|e| format!("unlock: {e}"))?;

@@ -23,6 +23,7 @@
 //! lock stays free for the pause, once per plain release, and only while another client is
 //! subscribed to the lock's channel. A single client never gives way to itself.
 
+use arcstr::ArcStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,7 +50,7 @@ const SWEEP_ABOVE: usize = 64;
 
 /// The per-client registry of locks this client gives way on.
 pub(crate) struct GiveWay {
-    locks: Mutex<HashMap<Arc<str>, Arc<Courtesy>>>,
+    locks: Mutex<HashMap<ArcStr, Arc<Courtesy>>>,
     /// Tells whether this client's own subscriber is among an unlock message's receivers.
     pubsub: PubSub,
 }
@@ -79,7 +80,7 @@ impl State {
 /// call failed or was dropped), it lets waiting attempts go.
 pub(crate) struct PlainRelease<'a> {
     give_way: &'a GiveWay,
-    name: Arc<str>,
+    name: ArcStr,
     /// The lock's unlock channel.
     channel: String,
     /// Registered as in flight (local waiters wait for the outcome).
@@ -110,7 +111,7 @@ impl GiveWay {
     /// attempts wait for the outcome).
     pub(crate) fn releasing(
         &self,
-        name: &Arc<str>,
+        name: &ArcStr,
         channel: String,
         local_waiters: bool,
     ) -> PlainRelease<'_> {
@@ -121,7 +122,7 @@ impl GiveWay {
         });
         PlainRelease {
             give_way: self,
-            name: Arc::clone(name),
+            name: ArcStr::clone(name),
             pending,
             sent_at: Instant::now(),
             subscribed_at_send: self.own_listeners(&channel) > 0,
@@ -203,13 +204,13 @@ impl GiveWay {
         u32::from(self.pubsub.may_receive(channel))
     }
 
-    fn entry(&self, name: &Arc<str>) -> Arc<Courtesy> {
+    fn entry(&self, name: &ArcStr) -> Arc<Courtesy> {
         let mut locks = self.locks.lock();
         if locks.len() >= SWEEP_ABOVE {
             let now = Instant::now();
             locks.retain(|_, courtesy| !courtesy.state.lock().stale(now));
         }
-        let courtesy = locks.entry(Arc::clone(name)).or_insert_with(|| {
+        let courtesy = locks.entry(ArcStr::clone(name)).or_insert_with(|| {
             Arc::new(Courtesy {
                 state: Mutex::new(State::default()),
                 settled: Notify::new(),

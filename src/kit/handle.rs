@@ -2,6 +2,7 @@
 //! wait loop, or polling, through the primitive's [`Protocol`]), its release without a guard,
 //! its force release and its queries, written once with their docs.
 
+use arcstr::ArcStr;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +57,7 @@ pub struct Handle<P: Protocol> {
     // The parts inline rather than behind one shared allocation: a guard keeps its handle, so
     // every held lock would pay for that allocation.
     client: Arc<ClientInner>,
-    name: Arc<str>,
+    name: ArcStr,
     owner: Option<Owner>,
     pub(crate) kind: P,
 }
@@ -87,7 +88,7 @@ impl<P: Protocol> Handle<P> {
     pub(crate) fn as_kind<Q: Protocol>(&self, kind: Q) -> Handle<Q> {
         Handle {
             client: Arc::clone(&self.client),
-            name: Arc::clone(&self.name),
+            name: ArcStr::clone(&self.name),
             owner: self.owner,
             kind,
         }
@@ -458,7 +459,7 @@ impl<P: Protocol> Handle<P> {
     }
 
     /// The hash field of `owner` on this lock.
-    fn field_of(&self, owner: Owner) -> Arc<str> {
+    fn field_of(&self, owner: Owner) -> ArcStr {
         self.kind.field(holder_field(&self.client.id, owner))
     }
 
@@ -586,19 +587,19 @@ impl<P: Protocol> Handle<P> {
     }
 
     /// The hold key of `field` in this lock.
-    fn key(&self, field: &Arc<str>) -> HoldKey {
+    fn key(&self, field: &ArcStr) -> HoldKey {
         HoldKey {
             name: self.name_arc(),
-            field: Arc::clone(field),
+            field: ArcStr::clone(field),
         }
     }
 
-    pub(crate) fn name_ref(&self) -> &Arc<str> {
+    pub(crate) fn name_ref(&self) -> &ArcStr {
         &self.name
     }
 
-    pub(crate) fn name_arc(&self) -> Arc<str> {
-        Arc::clone(&self.name)
+    pub(crate) fn name_arc(&self) -> ArcStr {
+        ArcStr::clone(&self.name)
     }
 
     pub(crate) fn client_arc(&self) -> Arc<ClientInner> {
@@ -613,9 +614,9 @@ struct Call<'a, P: Protocol> {
     lock: &'a Handle<P>,
     owner: Owner,
     /// The hash field taken.
-    field: Arc<str>,
+    field: ArcStr,
     /// The owner's holder field.
-    base: Arc<str>,
+    base: ArcStr,
     lease_ms: u64,
     /// A fixed lease of `lease_ms` (else the watchdog's).
     fixed: bool,
@@ -630,7 +631,7 @@ impl<'a, P: Protocol> Call<'a, P> {
     fn new(lock: &'a Handle<P>, lease: Lease, lease_ms: u64, wait: Option<Duration>) -> Self {
         let owner = lock.owner();
         let base = holder_field(&lock.client.id, owner);
-        let field = lock.kind.field(Arc::clone(&base));
+        let field = lock.kind.field(ArcStr::clone(&base));
         let acquiring = lock.kind.begin(lock, &field, wait);
         Call {
             lock,

@@ -50,6 +50,7 @@
 //! its own, which a line that empties and fills again at every hand-off (two tasks taking
 //! turns) would spawn each time.
 
+use arcstr::ArcStr;
 use std::collections::{BTreeMap, VecDeque};
 
 use foldhash::HashMap;
@@ -74,7 +75,7 @@ const BUDGETS_PER_PLAIN_RELEASE: u32 = 16;
 
 /// The per-client registry of local wait queues, one per lock with local waiters.
 pub(crate) struct Handoffs {
-    queues: Mutex<HashMap<Arc<str>, Arc<Queue>>>,
+    queues: Mutex<HashMap<ArcStr, Arc<Queue>>>,
     max_in_row: u32,
     /// Whether a spent budget may end in a conditional hand-off: only where this server sees
     /// every subscriber of the unlock channel (`PUBLISH` mode, no cluster).
@@ -120,7 +121,7 @@ impl Drop for Queue {
 }
 
 struct Slot {
-    field: Arc<str>,
+    field: ArcStr,
     lease_ms: u64,
     /// The waiter's wait time in its lock's queue in Redis (the fair lock's; 0 for others).
     wait_ms: u64,
@@ -148,7 +149,7 @@ enum SlotState {
 /// that was handed over but never adopted).
 pub(crate) struct Place {
     handoffs: Arc<Handoffs>,
-    name: Arc<str>,
+    name: ArcStr,
     queue: Arc<Queue>,
     slot: Arc<Slot>,
     janitor: crate::kit::janitor::Janitor,
@@ -251,7 +252,7 @@ impl Handoffs {
     /// `give_way.rs`). `None` when giving way is off.
     pub(crate) fn plain_release(
         &self,
-        name: &Arc<str>,
+        name: &ArcStr,
         channel: impl FnOnce() -> String,
         local_waiters: bool,
     ) -> Option<PlainRelease<'_>> {
@@ -269,7 +270,7 @@ impl Handoffs {
 
     /// This client's line for lock `name`, head first, with each slot's state, and the
     /// hand-offs in a row (for [`Client::local_state`](crate::Client::local_state)).
-    pub(crate) fn snapshot(&self, name: &str) -> (Vec<(Arc<str>, LocalWaiterState)>, u32) {
+    pub(crate) fn snapshot(&self, name: &str) -> (Vec<(ArcStr, LocalWaiterState)>, u32) {
         let Some(queue) = self.queues.lock().get(name).cloned() else {
             return (Vec::new(), 0);
         };
@@ -285,7 +286,7 @@ impl Handoffs {
                     SlotState::Owned(..) => LocalWaiterState::HandedOver,
                     SlotState::Abandoned => LocalWaiterState::Left,
                 };
-                (Arc::clone(&slot.field), state)
+                (ArcStr::clone(&slot.field), state)
             })
             .collect();
         (line, queue.in_row.load(Ordering::Relaxed))
@@ -296,7 +297,7 @@ impl Handoffs {
     /// [`Place::requeue`]); `receives`: what a hand-off to it writes.
     pub(crate) fn join(
         self: &Arc<Self>,
-        name: &Arc<str>,
+        name: &ArcStr,
         holder: &super::wait::Holder<'_>,
         receives: &'static Receives,
         retrying: bool,
@@ -311,7 +312,7 @@ impl Handoffs {
             SlotState::Queued
         };
         let slot = Arc::new(Slot {
-            field: Arc::clone(holder.field),
+            field: ArcStr::clone(holder.field),
             lease_ms: holder.lease_ms,
             wait_ms: holder.wait_ms,
             receives,
@@ -320,7 +321,7 @@ impl Handoffs {
         });
         let queue = {
             let mut queues = self.queues.lock();
-            let queue = queues.entry(Arc::clone(name)).or_insert_with(|| {
+            let queue = queues.entry(ArcStr::clone(name)).or_insert_with(|| {
                 Arc::new(Queue {
                     slots: Mutex::new(VecDeque::new()),
                     in_row: AtomicU32::new(0),
@@ -335,7 +336,7 @@ impl Handoffs {
         };
         Some(Place {
             handoffs: Arc::clone(self),
-            name: Arc::clone(name),
+            name: ArcStr::clone(name),
             queue,
             slot,
             janitor: janitor.clone(),
@@ -393,7 +394,7 @@ impl Handoffs {
             0
         };
         let heir = Heir {
-            field: Arc::clone(&slot.field),
+            field: ArcStr::clone(&slot.field),
             lease_ms: slot.lease_ms,
             conditional,
             own_listeners,
@@ -448,7 +449,7 @@ impl Handoffs {
         handed
     }
 
-    fn leave(&self, name: &Arc<str>, queue: &Arc<Queue>, slot: &Arc<Slot>) {
+    fn leave(&self, name: &ArcStr, queue: &Arc<Queue>, slot: &Arc<Slot>) {
         let mut queues = self.queues.lock();
         let mut slots = queue.slots.lock();
         // Mostly the head leaves (FIFO service): O(1) then, not a scan of every waiter.
@@ -654,7 +655,7 @@ impl Drop for Place {
         if let Receives::Permits(by) = *self.slot.receives {
             tracing::debug!(semaphore = %self.name, "giving back permits handed to a waiter that left");
             self.janitor.submit(crate::kit::janitor::Job::GiveBack {
-                name: Arc::clone(&self.name),
+                name: ArcStr::clone(&self.name),
                 permits: lease_ms,
                 by,
             });
@@ -662,8 +663,8 @@ impl Drop for Place {
         }
         tracing::debug!(lock = %self.name, "releasing a handed-over lock whose waiter left");
         let release = Release {
-            name: Arc::clone(&self.name),
-            field: Arc::clone(&self.slot.field),
+            name: ArcStr::clone(&self.name),
+            field: ArcStr::clone(&self.slot.field),
             lease_ms,
             script: self.slot.receives.release_script(),
         };
@@ -675,6 +676,8 @@ impl Drop for Place {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use arcstr::ArcStr;
     use std::time::Duration;
 
     use tokio::time::{timeout, Instant};
@@ -714,8 +717,8 @@ mod tests {
             stop.clone(),
         ));
         let (janitor, _jobs) = Janitor::detached();
-        let fields: [Arc<str>; 3] = ["client:1".into(), "client:2".into(), "client:3".into()];
-        let place = |name: &Arc<str>, field| {
+        let fields: [ArcStr; 3] = ["client:1".into(), "client:2".into(), "client:3".into()];
+        let place = |name: &ArcStr, field| {
             let holder = Holder {
                 field,
                 lease_ms: 1_000,
@@ -723,7 +726,7 @@ mod tests {
             };
             handoffs.join(name, &holder, &Receives::Hold, false, &janitor)
         };
-        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let (a, b): (ArcStr, ArcStr) = ("a".into(), "b".into());
         let (Some(first), Some(second), Some(other)) = (
             place(&a, &fields[0]),
             place(&a, &fields[1]),

@@ -9,6 +9,7 @@
 //! there): every held lock pays for its guard, so the methods take that handle. What a release
 //! needs is gathered when it starts ([`Leaving`]).
 
+use arcstr::ArcStr;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +31,7 @@ use crate::transport::script::ReleaseScript;
 pub(crate) struct Hold {
     /// The holder field; taken once the hold is released or detached, so that the guard's
     /// `Drop` does nothing.
-    field: Option<Arc<str>>,
+    field: Option<ArcStr>,
     /// Tells this hold's entry in the lease table from a later one of the same owner.
     generation: u64,
     lease: HoldLease,
@@ -101,7 +102,7 @@ impl Hold {
     ) -> (Hold, bool) {
         let (ticket, reentered) = client.leases.acquired(key, lease, sent_at);
         let hold = Hold {
-            field: Some(Arc::clone(&key.field)),
+            field: Some(ArcStr::clone(&key.field)),
             generation: ticket.generation,
             lease: HoldLease::new(ticket.lease, sent_at),
             acquisition: Acquisition::immediate(1),
@@ -110,11 +111,11 @@ impl Hold {
     }
 
     /// The lease table's ticket of this hold in lock `name`.
-    fn ticket(&self, name: &Arc<str>) -> Ticket {
+    fn ticket(&self, name: &ArcStr) -> Ticket {
         Ticket {
             key: HoldKey {
-                name: Arc::clone(name),
-                field: self.field.clone().unwrap_or_else(|| Arc::from("")),
+                name: ArcStr::clone(name),
+                field: self.field.clone().unwrap_or_default(),
             },
             generation: self.generation,
             lease: self.lease.lease(),

@@ -5,6 +5,7 @@
 //! The task ends when the client is gone and every queued job is done, then closes the client's
 //! connections.
 
+use arcstr::ArcStr;
 use std::sync::Arc;
 
 use fred::interfaces::ClientLike;
@@ -37,7 +38,7 @@ pub(crate) enum Job {
     /// Give back `permits` of semaphore `name` that nobody holds (handed to a waiter that left)
     /// with `by`.
     GiveBack {
-        name: Arc<str>,
+        name: ArcStr,
         permits: u64,
         by: &'static crate::transport::script::GiveBackScript,
     },
@@ -53,8 +54,8 @@ impl Release {
         script: Option<&'static crate::transport::script::ReleaseScript>,
     ) -> Release {
         Release {
-            name: Arc::clone(&key.name),
-            field: Arc::clone(&key.field),
+            name: ArcStr::clone(&key.name),
+            field: ArcStr::clone(&key.field),
             lease_ms,
             script,
         }
@@ -63,8 +64,8 @@ impl Release {
     /// The lock and holder field this release is for.
     pub(crate) fn key(&self) -> crate::lease::watchdog::HoldKey {
         crate::lease::watchdog::HoldKey {
-            name: Arc::clone(&self.name),
-            field: Arc::clone(&self.field),
+            name: ArcStr::clone(&self.name),
+            field: ArcStr::clone(&self.field),
         }
     }
 }
@@ -183,7 +184,7 @@ async fn run(
 
 async fn release_hold(releaser: Releaser, release: Release) {
     use crate::kit::release::{release_or_hand_off, Released};
-    let name = Arc::clone(&release.name);
+    let name = ArcStr::clone(&release.name);
     match release_or_hand_off(releaser, release, None).await {
         Ok(Released::Reply(Value::Null)) => {
             tracing::debug!(lock = %name, "dropped guard's lock was no longer held")

@@ -4,6 +4,7 @@
 //! [`Handle`] and [`Guard`](super::guard::Guard) give every primitive the same public surface,
 //! and its wait loop, in-flight settling, janitor, lease table and give-way serve each alike.
 
+use arcstr::ArcStr;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -88,18 +89,14 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
     /// The hash field of an owner whose holder field is `base` (`<client uuid>:<owner id>`): the
     /// base itself for most, `base:write` for a read-write lock's write side.
     #[doc(hidden)]
-    fn field(&self, base: Arc<str>) -> Arc<str> {
+    fn field(&self, base: ArcStr) -> ArcStr {
         base
     }
 
     /// Starts one acquire of `field` that waits at most `wait` (`None`: no bound).
     #[doc(hidden)]
-    fn begin(
-        &self,
-        lock: &Handle<Self>,
-        field: &Arc<str>,
-        wait: Option<Duration>,
-    ) -> Self::Acquiring;
+    fn begin(&self, lock: &Handle<Self>, field: &ArcStr, wait: Option<Duration>)
+        -> Self::Acquiring;
 
     /// The acquire script call of one attempt, not yet sent: by default
     /// [`BATCHED_ACQUIRE`](Protocol::BATCHED_ACQUIRE) through the dispatcher.
@@ -214,9 +211,9 @@ pub enum Reply<E> {
 pub struct AcquireCall<'a, P: Protocol> {
     pub(crate) lock: &'a Handle<P>,
     /// The hash field this call takes ([`Protocol::field`] of `base`).
-    pub(crate) field: &'a Arc<str>,
+    pub(crate) field: &'a ArcStr,
     /// The owner's holder field, `<client uuid>:<owner id>`.
-    pub(crate) base: &'a Arc<str>,
+    pub(crate) base: &'a ArcStr,
     pub(crate) lease_ms: u64,
     pub(crate) acquiring: &'a P::Acquiring,
 }
@@ -235,7 +232,7 @@ impl<P: Protocol> AcquireCall<'_, P> {
         let redis = Arc::clone(&self.lock.client().redis);
         let call = LockCall::Acquire {
             name: self.lock.name_arc(),
-            field: Arc::clone(self.field),
+            field: ArcStr::clone(self.field),
             lease_ms: self.lease_ms,
             op,
         };
@@ -257,7 +254,7 @@ impl<P: Protocol> AcquireCall<'_, P> {
         // The release of the hold this call may take.
         let rollback = Release {
             name: self.lock.name_arc(),
-            field: Arc::clone(self.field),
+            field: ArcStr::clone(self.field),
             lease_ms: self.lease_ms,
             script: P::RELEASE,
         };

@@ -1,6 +1,7 @@
 //! The release path every primitive's guards and the janitor share: one release now, with a
 //! local hand-off when this client has waiters of the lock.
 
+use arcstr::ArcStr;
 use fred::prelude::Value;
 use tokio::sync::oneshot;
 
@@ -199,15 +200,15 @@ pub(crate) async fn release_or_hand_off(
         // worth making local waiters wait for the outcome of every hand-off. A conditional
         // hand-off becomes one whenever another client listens: then they wait for it.
         let plain = handoffs.plain_release(&release.name, || release.channel(), claim.conditional);
-        let to_field = Arc::clone(&heir.field);
+        let to_field = ArcStr::clone(&heir.field);
         let reply = send(&redis, release.clone(), Some(heir)).await;
         if reply.as_ref().is_err_and(outcome_unknown) {
             // Either field may now hold what this client does not know of: the releasing
             // field a hold whose release may not have run, the heir one it may have been given.
             doubts.mark_release(&key, watcher.take());
             doubts.mark(&HoldKey {
-                name: Arc::clone(&release.name),
-                field: Arc::clone(&to_field),
+                name: ArcStr::clone(&release.name),
+                field: ArcStr::clone(&to_field),
             });
         }
         let handed = reply.as_ref().ok().and_then(handed_over_with);

@@ -23,6 +23,7 @@
 //!
 //! There is no fixed-interval polling: every retry follows a message, a TTL, or a reconnect.
 
+use arcstr::ArcStr;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -205,7 +206,7 @@ pub(crate) enum TryOutcome<T> {
 
 /// Who waits: what a local releaser needs to hand the lock over.
 pub(crate) struct Waiter<'a> {
-    pub(crate) name: &'a Arc<str>,
+    pub(crate) name: &'a ArcStr,
     /// Who waits, for a primitive whose holds are fields of a hash: `None` for one whose
     /// waiters hold nothing by name (a semaphore's permits, a latch), which never line up for
     /// a hand-off and have no hold to re-enter.
@@ -224,14 +225,14 @@ pub(crate) struct Waiter<'a> {
 /// hand it the lock); for a semaphore's waiter, the semaphore's name and the permits it asks
 /// for.
 pub(crate) struct Holder<'a> {
-    pub(crate) field: &'a Arc<str>,
+    pub(crate) field: &'a ArcStr,
     pub(crate) lease_ms: u64,
     /// Its wait time in the lock's queue in Redis (the fair lock's; 0 for others).
     pub(crate) wait_ms: u64,
 }
 
 impl Waiter<'_> {
-    fn channel(&self) -> Arc<str> {
+    fn channel(&self) -> ArcStr {
         let field = self.holder.as_ref().map_or("", |holder| holder.field);
         (self.channel)(self.name, field).into()
     }
@@ -241,8 +242,8 @@ impl Waiter<'_> {
     fn holds(&self, client: &(impl Waiting + ?Sized)) -> bool {
         self.holder.as_ref().is_some_and(|holder| {
             client.holds(&HoldKey {
-                name: Arc::clone(self.name),
-                field: Arc::clone(holder.field),
+                name: ArcStr::clone(self.name),
+                field: ArcStr::clone(holder.field),
             })
         })
     }

@@ -14,12 +14,21 @@
 //! topped up from the next buckets: L held locks cost about L / batch size calls per period, and
 //! renewing a little early is safe. A renewal that finds the field gone marks the lease lost.
 //!
-//! Acquires and releases never wake the watchdog: they append track/untrack requests to a list
-//! the watchdog drains once per grid tick, so a hold released within a tick costs the watchdog
-//! nothing but two list entries, and a tracked hold is renewed at most a third plus a thirtieth
-//! of the timeout after it was taken, well before it could expire.
+//! Acquires and releases never wake the watchdog: an acquire appends a track request to a list
+//! the watchdog drains once per grid tick, and a release marks its entry untracked in place, so
+//! a hold released within a tick costs the watchdog one list entry, and a tracked hold is
+//! renewed at most a third plus a thirtieth of the timeout after it was taken, well before it
+//! could expire.
+//!
+//! Memory per held lock: the table and the watchdog share one entry per lock and holder field
+//! (its watchdog state, the bucket's tick and the expiry, is in the entry), found by the hash of
+//! its key: a bucket keeps that 8-byte hash, not the key, and an entry is the one a bucket
+//! means only while its tick is the bucket's (a stale or colliding hash finds none, or finds
+//! another entry due at the same tick, which is renewed then anyway).
 
+use arcstr::ArcStr;
 use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 
 use foldhash::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +37,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
+use hashbrown::HashTable;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -44,8 +54,8 @@ use crate::transport::Redis;
 /// A lock and one of its holder fields.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct HoldKey {
-    pub(crate) name: Arc<str>,
-    pub(crate) field: Arc<str>,
+    pub(crate) name: ArcStr,
+    pub(crate) field: ArcStr,
 }
 
 /// The lease an acquisition asked for.
@@ -76,25 +86,96 @@ struct HoldEntry {
     /// acquire or relet, a partial release re-arming a fixed lease) since the watchdog last
     /// settled a renewal of the entry: a renewal in flight meanwhile may have run before or
     /// after it, so its confirmation bounds `lease_end` by the smaller end, not the larger.
-    /// (In the padding after `lost`: no memory.)
     mixed_ttl: bool,
+    /// Whether a guard asked for the entry's lost token (kept in `Holds::tokens`: most holds
+    /// never do, and a token per held lock would be a large share of its memory).
+    watched: bool,
     /// Until when the server is known to keep the key, whatever each hold's lease: the TTL the
     /// last `PEXPIRE` this client knows of set, timed from when it was *sent* (the server applied
     /// it later). Every acquire sets the TTL to its own lease (protocol §2.2: a re-entry resets
     /// it, a shorter lease shortens it), as does every renewal, relet and partial release
     /// (§2.3). Past it the holds can no longer be proven.
-    lease_end: Instant,
+    lease_end: Stamp,
     last_lease_ms: u64,
     generation: u64,
-    /// Made only when a guard asks for it (`lost()`, `lost_token()`): most holds never do, and
-    /// a token per held lock would be a large share of its memory.
-    lost_token: Option<CancellationToken>,
+    /// The watchdog's part, kept here rather than in a map of its own (one entry per held lock
+    /// instead of two): the grid tick of the bucket the entry's watchdog holds wait in,
+    /// [`IN_FLIGHT`] while their renewal is in flight, or [`UNTRACKED`].
+    tick: u64,
+    /// The tick at or just before the end of the lease as the watchdog last confirmed it: holds
+    /// whose renewal is not confirmed by then are given up as lost, without waiting for Redis.
+    expiry: u64,
 }
 
 impl HoldEntry {
     /// Whether these are the holds of `generation`, not known lost.
     fn live(&self, generation: u64) -> bool {
         !self.lost && self.generation == generation
+    }
+}
+
+/// An instant as nanoseconds since the lease table's epoch: 8 bytes where an `Instant` takes 16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Stamp(u64);
+
+/// A lock and holder field's entry, and its key.
+struct Slot {
+    key: HoldKey,
+    entry: HoldEntry,
+}
+
+/// The lease table's entries, found by the hash of their key: the watchdog's buckets keep that
+/// hash (8 bytes) rather than the key.
+struct Holds {
+    slots: HashTable<Slot>,
+    hasher: foldhash::fast::RandomState,
+    /// The lost tokens of entries with `watched` set, by generation.
+    tokens: HashMap<u64, CancellationToken>,
+}
+
+impl Holds {
+    fn hash(&self, key: &HoldKey) -> u64 {
+        self.hasher.hash_one((&*key.name, &*key.field))
+    }
+
+    fn get_mut(&mut self, key: &HoldKey) -> Option<&mut HoldEntry> {
+        let hash = self.hash(key);
+        self.slots
+            .find_mut(hash, |slot| slot.key == *key)
+            .map(|slot| &mut slot.entry)
+    }
+
+    fn get(&self, key: &HoldKey) -> Option<&HoldEntry> {
+        let hash = self.hash(key);
+        self.slots
+            .find(hash, |slot| slot.key == *key)
+            .map(|slot| &slot.entry)
+    }
+
+    fn remove(&mut self, key: &HoldKey) -> Option<HoldEntry> {
+        let hash = self.hash(key);
+        let (slot, _) = self
+            .slots
+            .find_entry(hash, |slot| slot.key == *key)
+            .ok()?
+            .remove();
+        Some(slot.entry)
+    }
+
+    fn insert(&mut self, key: HoldKey, entry: HoldEntry) -> &mut HoldEntry {
+        let hash = self.hash(&key);
+        let hasher = &self.hasher;
+        let slot = self.slots.insert_unique(hash, Slot { key, entry }, |slot| {
+            hasher.hash_one((&*slot.key.name, &*slot.key.field))
+        });
+        &mut slot.into_mut().entry
+    }
+
+    /// The slot of hash `hash` whose entry passes `test` (the watchdog's lookups: its buckets
+    /// keep hashes, and an entry is the one they mean only at the tick or generation they
+    /// were filed with; a stale bucket entry finds none).
+    fn find_mut(&mut self, hash: u64, test: impl Fn(&HoldEntry) -> bool) -> Option<&mut Slot> {
+        self.slots.find_mut(hash, |slot| test(&slot.entry))
     }
 }
 
@@ -107,9 +188,10 @@ pub(crate) struct Released {
 }
 
 enum Command {
-    /// A hold to renew: its key, generation, and when its lease ends unless renewed.
-    Track(HoldKey, u64, Instant),
-    Untrack(u64),
+    /// The watchdog holds of the entry with this hash and generation are to be renewed before
+    /// the entry's `lease_end` (just taken, or the key's TTL set again otherwise than by a
+    /// renewal).
+    Track(u64, u64),
     /// A hold whose guard listens for its loss: check it whenever its lock's unlock message
     /// arrives (say from a `force_unlock`), without waiting for the next renewal.
     Watch(HoldKey, u64),
@@ -117,7 +199,9 @@ enum Command {
 }
 
 pub(crate) struct LeaseTable {
-    entries: Mutex<HashMap<HoldKey, HoldEntry>>,
+    entries: Mutex<Holds>,
+    /// What `Stamp`s count from.
+    epoch: Instant,
     /// Track/untrack requests, drained by the watchdog once per grid tick (see the module docs).
     pending: Mutex<Vec<Command>>,
     next_generation: AtomicU64,
@@ -133,13 +217,37 @@ pub(crate) struct LeaseTable {
 impl LeaseTable {
     fn new(watchdog_ms: u64, doubts: Arc<Doubts>) -> LeaseTable {
         LeaseTable {
-            entries: Mutex::new(HashMap::default()),
+            entries: Mutex::new(Holds {
+                slots: HashTable::new(),
+                hasher: foldhash::fast::RandomState::default(),
+                tokens: HashMap::default(),
+            }),
+            epoch: Instant::now(),
             pending: Mutex::new(Vec::new()),
             next_generation: AtomicU64::new(1),
             watchdog_ms,
             doubts,
             held: Default::default(),
         }
+    }
+
+    /// `at` as a [`Stamp`] (instants before the epoch count as the epoch).
+    fn stamp(&self, at: Instant) -> Stamp {
+        let nanos = at.saturating_duration_since(self.epoch).as_nanos();
+        Stamp(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// The instant of `stamp`.
+    fn instant(&self, stamp: Stamp) -> Instant {
+        let since = Duration::from_nanos(stamp.0);
+        self.epoch
+            .checked_add(since)
+            .unwrap_or_else(|| end_of(self.epoch, u64::MAX))
+    }
+
+    /// When a TTL of `ms` set by a command sent at `sent_at` ends at the earliest.
+    fn end_stamp(&self, sent_at: Instant, ms: u64) -> Stamp {
+        self.stamp(end_of(sent_at, ms))
     }
 
     /// Records a successful acquisition, whose script was sent at `sent_at`, and returns its
@@ -155,85 +263,104 @@ impl LeaseTable {
     /// guard believes it holds, and (watchdog lease) be given up with them by the watchdog.
     pub(crate) fn acquired(&self, key: &HoldKey, lease: Lease, sent_at: Instant) -> (Ticket, bool) {
         let now = Instant::now();
-        let mut entries = self.entries.lock();
-        let lapsed = entries
-            .get_mut(key)
-            .is_some_and(|entry| self.lapse(key, entry, now));
-        let mut reentered = true;
-        let entry = match entries.get_mut(key) {
-            // Holds whose lease was lost no longer exist on the server: start afresh.
-            Some(entry) if !entry.lost => entry,
-            _ => {
-                reentered = false;
-                if let Some(old) = entries.remove(key) {
-                    self.forget(&old);
-                }
-                entries.entry(key.clone()).or_insert(HoldEntry {
-                    holds: 0,
-                    watchdog_holds: 0,
-                    lost: false,
-                    mixed_ttl: false,
-                    lease_end: sent_at,
-                    last_lease_ms: self.watchdog_ms,
-                    generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
-                    lost_token: None,
-                })
-            }
-        };
-        entry.holds += 1;
-        self.held.add(1);
+        let mut guard = self.entries.lock();
+        let holds = &mut *guard;
+        let lapsed = self.lapse(holds, key, None, now);
+        let hash = holds.hash(key);
         let lease_ms = match lease {
             Lease::Watchdog => self.watchdog_ms,
             Lease::Fixed(ms) => ms,
         };
+        let end = self.end_stamp(sent_at, lease_ms);
+        let mut reentered = true;
+        let entry = match holds.get_mut(key) {
+            Some(entry) if !entry.lost => entry,
+            // Holds whose lease was lost no longer exist on the server: start afresh.
+            _ => {
+                reentered = false;
+                if let Some(old) = holds.remove(key) {
+                    self.forget(holds, &old);
+                }
+                holds.insert(
+                    key.clone(),
+                    HoldEntry {
+                        holds: 0,
+                        watchdog_holds: 0,
+                        lost: false,
+                        mixed_ttl: false,
+                        watched: false,
+                        lease_end: self.stamp(sent_at),
+                        last_lease_ms: self.watchdog_ms,
+                        generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+                        tick: UNTRACKED,
+                        expiry: 0,
+                    },
+                )
+            }
+        };
+        entry.holds += 1;
+        self.held.add(1);
         // The script reset the key's TTL to this lease when it ran, longer or shorter than
         // what it was.
-        entry.lease_end = end_of(sent_at, lease_ms);
+        entry.lease_end = end;
         entry.last_lease_ms = lease_ms;
         match lease {
             Lease::Watchdog => {
                 entry.watchdog_holds += 1;
                 if entry.watchdog_holds == 1 {
-                    self.track(key, entry);
+                    self.track(hash, entry);
                 }
             }
-            Lease::Fixed(_) => self.ttl_set(key, entry, lease_ms),
+            Lease::Fixed(_) => self.ttl_set(hash, entry, lease_ms),
         }
         let ticket = Ticket {
             key: key.clone(),
             generation: entry.generation,
             lease,
         };
-        drop(entries);
+        drop(guard);
         if lapsed {
             self.doubts.mark(key);
         }
         (ticket, reentered)
     }
 
-    /// The key of `entry` just had its TTL set to `lease_ms` (`lease_end` moved) otherwise than
-    /// by a watchdog renewal or acquire: flags `mixed_ttl` for renewals in flight and, while it
-    /// has watchdog holds, tells the watchdog the new end, which may come before the next
-    /// renewal was due (a short fixed re-entry of a watchdog-held lock).
-    fn ttl_set(&self, key: &HoldKey, entry: &mut HoldEntry, lease_ms: u64) {
+    /// The key of `entry` (of hash `hash`) just had its TTL set to `lease_ms` (`lease_end`
+    /// moved) otherwise than by a watchdog renewal or acquire: flags `mixed_ttl` for renewals
+    /// in flight and, while it has watchdog holds, tells the watchdog the new end, which may
+    /// come before the next renewal was due (a short fixed re-entry of a watchdog-held lock).
+    fn ttl_set(&self, hash: u64, entry: &mut HoldEntry, lease_ms: u64) {
         if lease_ms != self.watchdog_ms {
             entry.mixed_ttl = true;
         }
         if entry.watchdog_holds > 0 {
-            self.track(key, entry);
+            self.track(hash, entry);
         }
     }
 
     /// Tells the watchdog to renew the watchdog holds of `entry` before its `lease_end`.
-    fn track(&self, key: &HoldKey, entry: &HoldEntry) {
-        let track = Command::Track(key.clone(), entry.generation, entry.lease_end);
-        self.pending.lock().push(track);
+    fn track(&self, hash: u64, entry: &HoldEntry) {
+        self.pending
+            .lock()
+            .push(Command::Track(hash, entry.generation));
     }
 
-    /// Marks `entry`, the holds of `key`, lost if its key ran past its proven end by `now`;
-    /// returns whether it did (the caller then puts the field in doubt, outside the lock).
-    fn lapse(&self, key: &HoldKey, entry: &mut HoldEntry, now: Instant) -> bool {
-        if entry.lost || now < entry.lease_end {
+    /// Marks the entry of `key` (if of `generation`, when given) lost if its key ran past its
+    /// proven end by `now`; returns whether it did (the caller then puts the field in doubt,
+    /// outside the lock).
+    fn lapse(
+        &self,
+        holds: &mut Holds,
+        key: &HoldKey,
+        generation: Option<u64>,
+        now: Instant,
+    ) -> bool {
+        let now = self.stamp(now);
+        let Some(entry) = holds.get(key) else {
+            return false;
+        };
+        if entry.lost || now < entry.lease_end || generation.is_some_and(|g| g != entry.generation)
+        {
             return false;
         }
         let proof = if entry.watchdog_holds > 0 {
@@ -241,7 +368,7 @@ impl LeaseTable {
         } else {
             Proof::RanOut
         };
-        self.lose(key, entry, proof);
+        self.lose(holds, key, proof);
         true
     }
 
@@ -249,16 +376,18 @@ impl LeaseTable {
     /// (see `Hold::relet`): the key's end moves there, and, when the holds are all fixed, a
     /// partial release re-arms that lease from now on.
     pub(crate) fn relet(&self, ticket: &Ticket, lease_ms: u64, sent_at: Instant) {
-        let mut entries = self.entries.lock();
-        if let Some(entry) = entries
+        let end = self.end_stamp(sent_at, lease_ms);
+        let mut holds = self.entries.lock();
+        let hash = holds.hash(&ticket.key);
+        if let Some(entry) = holds
             .get_mut(&ticket.key)
             .filter(|e| e.live(ticket.generation))
         {
-            entry.lease_end = end_of(sent_at, lease_ms);
+            entry.lease_end = end;
             if entry.watchdog_holds == 0 {
                 entry.last_lease_ms = lease_ms;
             }
-            self.ttl_set(&ticket.key, entry, lease_ms);
+            self.ttl_set(hash, entry, lease_ms);
         }
     }
 
@@ -269,13 +398,17 @@ impl LeaseTable {
 
     /// This client's holds of lock `name`: each holder field with its hold count and whether
     /// its lease is known lost.
-    pub(crate) fn holds_of(&self, name: &str) -> Vec<(Arc<str>, u32, bool)> {
+    pub(crate) fn holds_of(&self, name: &str) -> Vec<(ArcStr, u32, bool)> {
         let mut holds: Vec<_> = self
             .entries
             .lock()
+            .slots
             .iter()
-            .filter(|(key, _)| &*key.name == name)
-            .map(|(key, entry)| (Arc::clone(&key.field), entry.holds, entry.lost))
+            .filter(|slot| &*slot.key.name == name)
+            .map(|slot| {
+                let entry = &slot.entry;
+                (ArcStr::clone(&slot.key.field), entry.holds, entry.lost)
+            })
             .collect();
         holds.sort();
         holds
@@ -294,12 +427,15 @@ impl LeaseTable {
     /// `lost` tells the caller to send nothing. An awaited release (`Hold::release`) needs none
     /// of this: its caller's next acquire comes after its reply.
     pub(crate) fn dropped(&self, ticket: &Ticket) -> Released {
-        let lapsed = self
-            .entries
-            .lock()
-            .get_mut(&ticket.key)
-            .filter(|entry| entry.generation == ticket.generation)
-            .is_some_and(|entry| self.lapse(&ticket.key, entry, Instant::now()));
+        let lapsed = {
+            let mut holds = self.entries.lock();
+            self.lapse(
+                &mut holds,
+                &ticket.key,
+                Some(ticket.generation),
+                Instant::now(),
+            )
+        };
         if lapsed {
             self.doubts.mark(&ticket.key);
         }
@@ -318,11 +454,14 @@ impl LeaseTable {
     /// Until when the holds of `ticket` are proven (`HoldEntry::lease_end`), or `None` if they
     /// are lost (as [`LeaseTable::is_lost`]). The end moves with renewals and re-entries.
     pub(crate) fn lease_end(&self, ticket: &Ticket) -> Option<Instant> {
-        let entries = self.entries.lock();
-        entries
+        let now = self.stamp(Instant::now());
+        let end = self
+            .entries
+            .lock()
             .get(&ticket.key)
-            .filter(|entry| entry.live(ticket.generation) && Instant::now() < entry.lease_end)
-            .map(|entry| entry.lease_end)
+            .filter(|entry| entry.live(ticket.generation) && now < entry.lease_end)
+            .map(|entry| entry.lease_end)?;
+        Some(self.instant(end))
     }
 
     /// How many holds of `key` this client has that are not given up as lost: what the server
@@ -346,25 +485,26 @@ impl LeaseTable {
     /// A token cancelled when the holds of `ticket` are found lost (already cancelled if they
     /// are); made on first request and shared by the entry's holds.
     pub(crate) fn lost_token(&self, ticket: &Ticket) -> CancellationToken {
-        let mut entries = self.entries.lock();
-        match entries.get_mut(&ticket.key) {
-            Some(entry) if entry.live(ticket.generation) => entry
-                .lost_token
-                .get_or_insert_with(|| {
-                    // Someone listens for the loss: have the watchdog listen for the lock's
-                    // unlock messages too.
-                    self.pending
-                        .lock()
-                        .push(Command::Watch(ticket.key.clone(), ticket.generation));
-                    CancellationToken::new()
-                })
-                .clone(),
+        let mut guard = self.entries.lock();
+        let holds = &mut *guard;
+        let first = match holds.get_mut(&ticket.key) {
+            Some(entry) if entry.live(ticket.generation) => {
+                !std::mem::replace(&mut entry.watched, true)
+            }
             _ => {
                 let token = CancellationToken::new();
                 token.cancel();
-                token
+                return token;
             }
+        };
+        if first {
+            // Someone listens for the loss: have the watchdog listen for the lock's unlock
+            // messages too.
+            self.pending
+                .lock()
+                .push(Command::Watch(ticket.key.clone(), ticket.generation));
         }
+        holds.tokens.entry(ticket.generation).or_default().clone()
     }
 
     /// Records the release of one hold of `key`, whichever acquisition took it (Redisson-style
@@ -379,8 +519,10 @@ impl LeaseTable {
     }
 
     fn release_hold(&self, key: &HoldKey, generation: Option<u64>, lease: Lease) -> Released {
-        let mut entries = self.entries.lock();
-        let Some(entry) = entries.get_mut(key) else {
+        let now = Instant::now();
+        let mut guard = self.entries.lock();
+        let holds = &mut *guard;
+        let Some(entry) = holds.get_mut(key) else {
             return Released {
                 rearm_ms: self.watchdog_ms,
                 lost: true,
@@ -401,7 +543,8 @@ impl LeaseTable {
         if lease == Lease::Watchdog && entry.watchdog_holds > 0 {
             entry.watchdog_holds -= 1;
             if entry.watchdog_holds == 0 {
-                self.pending.lock().push(Command::Untrack(entry.generation));
+                // Its bucket entries go stale; a renewal in flight is not settled.
+                entry.tick = UNTRACKED;
             }
         }
         let rearm = if entry.watchdog_holds > 0 {
@@ -410,14 +553,14 @@ impl LeaseTable {
             entry.last_lease_ms
         };
         if entry.holds == 0 {
-            if let Some(entry) = entries.remove(key) {
-                self.forget(&entry);
+            if let Some(entry) = holds.remove(key) {
+                self.forget(holds, &entry);
             }
         } else if !lost {
             // A partial release re-arms the key's TTL to `rearm` (protocol §2.3) once it runs,
             // which is after now; if it never runs, the TTL stays as it was: either way the key
             // lives at least until the earlier of the two.
-            entry.lease_end = entry.lease_end.min(end_of(Instant::now(), rearm));
+            entry.lease_end = entry.lease_end.min(self.end_stamp(now, rearm));
             if rearm != self.watchdog_ms {
                 entry.mixed_ttl = true;
             }
@@ -432,23 +575,22 @@ impl LeaseTable {
     /// stops and the holds expire) or when the table is dropped (detached holds that were
     /// never released).
     pub(crate) fn retire(&self) {
-        let entries = self.entries.lock();
-        let live = entries
-            .values()
-            .filter(|entry| !entry.lost)
-            .map(|entry| u64::from(entry.holds))
+        let holds = self.entries.lock();
+        let live = holds
+            .slots
+            .iter()
+            .filter(|slot| !slot.entry.lost)
+            .map(|slot| u64::from(slot.entry.holds))
             .sum();
         self.held.retire(live);
     }
 
-    /// Tells the watchdog that `entry`, removed from the table, needs no renewals or checks.
-    fn forget(&self, entry: &HoldEntry) {
-        let mut pending = self.pending.lock();
-        if entry.watchdog_holds > 0 {
-            pending.push(Command::Untrack(entry.generation));
-        }
-        if entry.lost_token.is_some() {
-            pending.push(Command::Unwatch(entry.generation));
+    /// Drops what was kept beside `entry`, just removed from the table, and tells the watchdog
+    /// it needs no checks (its renewals stop by themselves: the watchdog finds no entry).
+    fn forget(&self, holds: &mut Holds, entry: &HoldEntry) {
+        if entry.watched {
+            holds.tokens.remove(&entry.generation);
+            self.pending.lock().push(Command::Unwatch(entry.generation));
         }
     }
 
@@ -456,21 +598,21 @@ impl LeaseTable {
     /// did not confirm puts the field in doubt: the server may still keep the holds, and they
     /// must be taken back before the field is used again.
     fn mark_lost(&self, key: &HoldKey, generation: u64, proof: Proof) {
-        let mut entries = self.entries.lock();
-        let Some(entry) = entries.get_mut(key).filter(|entry| entry.live(generation)) else {
+        let mut holds = self.entries.lock();
+        if !holds.get(key).is_some_and(|entry| entry.live(generation)) {
             return;
-        };
-        self.lose(key, entry, proof);
-        drop(entries);
+        }
+        self.lose(&mut holds, key, proof);
+        drop(holds);
         if proof == Proof::Clock {
             self.doubts.mark(key);
         }
     }
 
-    /// Marks `entry`, the holds of `key`, lost (under the `entries` lock): logged, counted,
-    /// out of the held-locks gauge, its guards told. The caller puts the field in doubt after
-    /// releasing the lock when the loss is by the clock.
-    fn lose(&self, key: &HoldKey, entry: &mut HoldEntry, proof: Proof) {
+    /// Marks the entry of `key` lost (under the `entries` lock): logged, counted, out of the
+    /// held-locks gauge, its guards told. The caller puts the field in doubt after releasing
+    /// the lock when the loss is by the clock.
+    fn lose(&self, holds: &mut Holds, key: &HoldKey, proof: Proof) {
         match proof {
             Proof::Server => {
                 tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner");
@@ -485,9 +627,13 @@ impl LeaseTable {
                 tracing::debug!(lock = %key.name, field = %key.field, "lock lease ran out before the owner's next acquire: that acquire is a new hold");
             }
         }
+        let Some(entry) = holds.get_mut(key) else {
+            return;
+        };
         entry.lost = true;
         self.held.sub(entry.holds);
-        if let Some(token) = &entry.lost_token {
+        let (watched, generation) = (entry.watched, entry.generation);
+        if let Some(token) = holds.tokens.get(&generation).filter(|_| watched) {
             token.cancel();
         }
     }
@@ -501,12 +647,13 @@ impl LeaseTable {
         Arc::new(LeaseTable::new(watchdog_ms, doubts))
     }
 
-    /// The holds the watchdog is told to track, as it drains its commands at a grid tick.
-    pub(crate) fn take_tracked(&self) -> Vec<(HoldKey, u64)> {
+    /// The generations of the holds the watchdog is told to track, as it drains its commands
+    /// at a grid tick.
+    pub(crate) fn take_tracked(&self) -> Vec<u64> {
         std::mem::take(&mut *self.pending.lock())
             .into_iter()
             .filter_map(|command| match command {
-                Command::Track(key, generation, _) => Some((key, generation)),
+                Command::Track(_, generation) => Some(generation),
                 _ => None,
             })
             .collect()
@@ -554,7 +701,7 @@ pub(crate) fn start(
     watchdog_timeout: Duration,
     batch_size: usize,
     doubts: Arc<Doubts>,
-    (pubsub, watched_messages): (PubSub, mpsc::UnboundedReceiver<Arc<str>>),
+    (pubsub, watched_messages): (PubSub, mpsc::UnboundedReceiver<ArcStr>),
     shutdown: CancellationToken,
 ) -> (Arc<LeaseTable>, tokio::task::JoinHandle<()>) {
     let watchdog_ms = u64::try_from(watchdog_timeout.as_millis()).unwrap_or(u64::MAX);
@@ -570,7 +717,6 @@ pub(crate) fn start(
         batch_size,
         queue: DelayQueue::new(),
         buckets: BTreeMap::new(),
-        tracked: HashMap::default(),
         watches: Watches {
             pubsub,
             messages: watched_messages,
@@ -591,25 +737,18 @@ enum Outcome {
 /// Renewal script calls in flight at most (see `Watchdog::run`).
 const MAX_RENEWALS_IN_FLIGHT: usize = 8;
 
-/// [`Tracked::tick`] of a hold whose renewal is in flight (or not yet scheduled). Never a real
-/// tick: ticks are at least 1 ms apart, and `tick_after` saturates below it.
+/// [`HoldEntry::tick`] of an entry whose renewal is in flight. Never a real tick: ticks are at
+/// least 1 ms apart, and `tick_after` saturates below it.
 const IN_FLIGHT: u64 = u64::MAX;
 
-/// A tracked hold, keyed by its generation (unique per hold registration), so that the
-/// watchdog's per-renewal bookkeeping hashes one integer instead of two strings.
-struct Tracked {
-    key: HoldKey,
-    /// The tick of the bucket the hold waits in, or [`IN_FLIGHT`] while a renewal of it is in
-    /// flight (a plain `u64` rather than an `Option`: 8 bytes less per held lock).
-    tick: u64,
-    /// The tick at or just before the end of the lease as last confirmed: a hold whose renewal
-    /// is not confirmed by then is given up as lost, without waiting for Redis.
-    expiry: u64,
-}
+/// [`HoldEntry::tick`] of an entry the watchdog does not renew (no watchdog holds, given up, or
+/// not yet scheduled). Never a real tick either.
+const UNTRACKED: u64 = u64::MAX - 1;
 
 /// The holds due at one tick of the grid, and that tick's timer in the wheel.
 struct Bucket {
-    /// May hold stale entries (untracked or rescheduled holds); they are skipped when due.
+    /// The hashes of the entries due (`Holds::find_mut`). May hold stale ones (untracked or
+    /// rescheduled entries, whose tick is no longer this one); they are skipped when due.
     holds: Vec<u64>,
     timer: delay_queue::Key,
 }
@@ -629,7 +768,6 @@ struct Watchdog {
     queue: DelayQueue<u64>,
     /// Buckets by tick, ordered, so that a partial batch can be topped up from the next ones.
     buckets: BTreeMap<u64, Bucket>,
-    tracked: HashMap<u64, Tracked>,
     watches: Watches,
 }
 
@@ -638,14 +776,14 @@ struct Watchdog {
 struct Watches {
     pubsub: PubSub,
     /// Channels with watchers on which a message arrived (from `pubsub.rs`).
-    messages: mpsc::UnboundedReceiver<Arc<str>>,
+    messages: mpsc::UnboundedReceiver<ArcStr>,
     /// Generation → the hold, and its subscription once confirmed.
     holds: HashMap<u64, (HoldKey, Option<Subscription>)>,
-    by_channel: HashMap<Arc<str>, Vec<u64>>,
+    by_channel: HashMap<ArcStr, Vec<u64>>,
 }
 
-/// When a renewal batch was sent, and each hold's outcome.
-type BatchResult = (Instant, Vec<(u64, Outcome)>);
+/// When a renewal batch was sent, and each entry's outcome (by hash and generation).
+type BatchResult = (Instant, Vec<(u64, u64, Outcome)>);
 
 impl Watchdog {
     async fn run(mut self, shutdown: CancellationToken) {
@@ -665,9 +803,9 @@ impl Watchdog {
                         return; // the client is gone
                     };
                     let commands = std::mem::take(&mut *table.pending.lock());
-                    drop(table);
+                    let mut holds = table.entries.lock();
                     for command in commands {
-                        self.apply(command, &mut watch_events);
+                        self.apply(&table, &mut holds, command, &mut watch_events);
                     }
                 },
                 Some(channel) = self.watches.messages.recv() => {
@@ -683,11 +821,17 @@ impl Watchdog {
                     self.on_watch_event(event, &mut watch_events);
                 },
                 Some(expired) = self.queue.next(), if !self.queue.is_empty() => {
-                    let due = self.take_due(expired.into_inner(), &mut lapsed);
+                    let Some(table) = self.table.upgrade() else {
+                        return;
+                    };
+                    let due = self.take_due(&table, expired.into_inner(), &mut lapsed);
                     backlog.extend(split_into_batches(due, self.batch_size, self.redis.clustered));
                 },
                 Some(results) = in_flight.next(), if !in_flight.is_empty() => {
-                    self.settle(results, &mut lapsed);
+                    let Some(table) = self.table.upgrade() else {
+                        return;
+                    };
+                    self.settle(&table, results, &mut lapsed);
                 }
             }
             if !lapsed.is_empty() {
@@ -706,7 +850,7 @@ impl Watchdog {
                 let Some(batch) = backlog.pop_front() else {
                     break;
                 };
-                let lease_end = self.instant_of(batch.iter().map(|(_, _, expiry)| *expiry).min());
+                let lease_end = self.instant_of(batch.iter().map(|due| due.expiry).min());
                 in_flight.push(Box::pin(renew(
                     Arc::clone(&self.redis),
                     self.renew_script,
@@ -718,13 +862,19 @@ impl Watchdog {
         }
     }
 
-    fn apply(&mut self, command: Command, watch_events: &mut WatchEvents) {
+    fn apply(
+        &mut self,
+        table: &LeaseTable,
+        holds: &mut Holds,
+        command: Command,
+        watch_events: &mut WatchEvents,
+    ) {
         match command {
             Command::Watch(key, generation) => {
-                let channel: Arc<str> = crate::name::lock_channel(&key.name).into();
+                let channel: ArcStr = crate::name::lock_channel(&key.name).into();
                 self.watches
                     .by_channel
-                    .entry(Arc::clone(&channel))
+                    .entry(ArcStr::clone(&channel))
                     .or_default()
                     .push(generation);
                 self.watches.holds.insert(generation, (key, None));
@@ -734,41 +884,39 @@ impl Watchdog {
                 }));
             }
             Command::Unwatch(generation) => self.unwatch(generation),
-            Command::Track(key, generation, lease_end) => {
+            Command::Track(hash, generation) => {
+                let Some(slot) = holds.find_mut(hash, |e| e.generation == generation) else {
+                    return; // released meanwhile
+                };
+                let entry = &mut slot.entry;
+                if entry.watchdog_holds == 0 {
+                    return; // its watchdog holds were released meanwhile
+                }
+                let lease_end = table.instant(entry.lease_end);
                 let expiry = self.tick_at(lease_end);
                 // Renew a third of the timeout from now, or before the key's TTL ends if a
                 // shorter lease set it (a fixed-lease re-entry of a watchdog-held lock).
                 let tick = self.tick_after(self.renew_within(lease_end));
-                let Some(tracked) = self.tracked.get_mut(&generation) else {
-                    self.tracked
-                        .insert(generation, Tracked { key, tick, expiry });
-                    self.add_to_bucket(tick, vec![generation]);
+                if entry.tick == UNTRACKED {
+                    entry.tick = tick;
+                    entry.expiry = expiry;
+                    self.add_to_bucket(tick, vec![hash]);
                     return;
-                };
+                }
                 // Tracked already: the TTL was set again otherwise than by a renewal. A longer
                 // one the next renewal cuts back to the timeout: give up by the earlier end.
-                tracked.expiry = tracked.expiry.min(expiry);
-                if tracked.tick == IN_FLIGHT {
+                entry.expiry = entry.expiry.min(expiry);
+                if entry.tick == IN_FLIGHT {
                     // The renewal in flight settles by the table's end (`mixed_ttl`).
                     return;
                 }
-                if tick < tracked.tick {
-                    tracked.tick = tick;
-                    self.add_to_bucket(tick, vec![generation]);
+                if tick < entry.tick {
+                    entry.tick = tick;
+                    self.add_to_bucket(tick, vec![hash]);
                 }
                 // No renewal in flight: the next one is sent after the TTL was set, so its
                 // confirmation proves the timeout again.
-                if let Some(table) = self.table.upgrade() {
-                    let mut entries = table.entries.lock();
-                    if let Some(entry) =
-                        entries.get_mut(&key).filter(|e| e.generation == generation)
-                    {
-                        entry.mixed_ttl = false;
-                    }
-                }
-            }
-            Command::Untrack(generation) => {
-                self.tracked.remove(&generation);
+                entry.mixed_ttl = false;
             }
         }
     }
@@ -860,14 +1008,28 @@ impl Watchdog {
     /// L held locks cost about L / batch_size calls per period, and the holds renewed early
     /// join this bucket's phase for good. Holds whose lease end has come without a confirmed
     /// renewal go to `expired` instead.
-    fn take_due(&mut self, tick: u64, expired: &mut Vec<(HoldKey, u64)>) -> Vec<Due> {
+    fn take_due(
+        &mut self,
+        table: &LeaseTable,
+        tick: u64,
+        expired: &mut Vec<(HoldKey, u64)>,
+    ) -> Vec<Due> {
         let now = self.tick_after(Duration::ZERO);
         let mut due = Vec::new();
+        let mut holds = table.entries.lock();
         if let Some(bucket) = self.buckets.remove(&tick) {
-            self.take_live(tick, bucket.holds, &mut due, expired, usize::MAX, now);
+            take_live(
+                &mut holds,
+                tick,
+                bucket.holds,
+                &mut due,
+                expired,
+                usize::MAX,
+                now,
+            );
         }
         if self.redis.clustered {
-            self.top_up_slots(&mut due, expired, now);
+            self.top_up_slots(&mut holds, &mut due, expired, now);
             return due;
         }
         let horizon = self.tick_after(self.interval / 2);
@@ -881,7 +1043,7 @@ impl Watchdog {
             let wanted = self.batch_size - due.len() % self.batch_size;
             let split = bucket.holds.len().saturating_sub(wanted);
             let taken = bucket.holds.split_off(split);
-            self.take_live(next, taken, &mut due, expired, wanted, now);
+            take_live(&mut holds, next, taken, &mut due, expired, wanted, now);
             self.put_back(next, bucket);
         }
         due
@@ -900,10 +1062,16 @@ impl Watchdog {
     /// with holds of the same slot from the next buckets within half an interval: the holds of
     /// one slot taken across a grid tick (their tracking drained at two ticks) are renewed by
     /// one call a round rather than one per bucket, and keep that common phase from then on.
-    fn top_up_slots(&mut self, due: &mut Vec<Due>, expired: &mut Vec<(HoldKey, u64)>, now: u64) {
+    fn top_up_slots(
+        &mut self,
+        holds: &mut Holds,
+        due: &mut Vec<Due>,
+        expired: &mut Vec<(HoldKey, u64)>,
+        now: u64,
+    ) {
         let mut wanted: HashMap<u16, usize> = HashMap::default();
-        for (key, _, _) in due.iter() {
-            *wanted.entry(slot_of(key)).or_default() += 1;
+        for hold in due.iter() {
+            *wanted.entry(slot_of(&hold.key)).or_default() += 1;
         }
         for count in wanted.values_mut() {
             *count = (self.batch_size - *count % self.batch_size) % self.batch_size;
@@ -923,20 +1091,20 @@ impl Watchdog {
                 continue;
             };
             let mut kept = Vec::with_capacity(bucket.holds.len());
-            for generation in std::mem::take(&mut bucket.holds) {
-                let Some(tracked) = self.tracked.get(&generation).filter(|t| t.tick == next) else {
+            for hash in std::mem::take(&mut bucket.holds) {
+                let Some(found) = holds.find_mut(hash, |e| e.tick == next) else {
                     continue; // untracked or rescheduled: a stale entry
                 };
-                let slot = slot_of(&tracked.key);
+                let slot = slot_of(&found.key);
                 match wanted.get_mut(&slot) {
                     Some(count) => {
                         *count -= 1;
                         if *count == 0 {
                             wanted.remove(&slot);
                         }
-                        self.take_live(next, vec![generation], due, expired, 1, now);
+                        take_live(holds, next, vec![hash], due, expired, 1, now);
                     }
-                    None => kept.push(generation),
+                    None => kept.push(hash),
                 }
             }
             bucket.holds = kept;
@@ -944,139 +1112,124 @@ impl Watchdog {
         }
     }
 
-    /// Moves the live entries of `holds` (due at `tick`) into `due`, marking them in flight,
-    /// or, when their lease ends by tick `now`, out of the watchdog into `expired`.
-    fn take_live(
+    /// Reschedules a renewed batch: one clock read, and one lookup per entry. A renewal that
+    /// failed is retried, but not past the end of the lease as last confirmed: then the hold
+    /// is given up (`expired`).
+    fn settle(
         &mut self,
-        tick: u64,
-        holds: Vec<u64>,
-        due: &mut Vec<Due>,
+        table: &LeaseTable,
+        (sent, results): BatchResult,
         expired: &mut Vec<(HoldKey, u64)>,
-        limit: usize,
-        now: u64,
     ) {
-        let mut taken = 0;
-        for generation in holds {
-            if taken == limit {
-                break;
-            }
-            let Some(tracked) = self.tracked.get_mut(&generation).filter(|t| t.tick == tick) else {
-                continue; // untracked or rescheduled: a stale entry
-            };
-            if tracked.expiry <= now {
-                if let Some(tracked) = self.tracked.remove(&generation) {
-                    expired.push((tracked.key, generation));
-                }
-                continue;
-            }
-            tracked.tick = IN_FLIGHT;
-            due.push((tracked.key.clone(), generation, tracked.expiry));
-            taken += 1;
-        }
-    }
-
-    /// Reschedules a renewed batch: one clock read, one bucket and one map lookup per hold. A
-    /// renewal that failed is retried, but not past the end of the lease as last confirmed:
-    /// then the hold is given up (`expired`).
-    fn settle(&mut self, (sent, results): BatchResult, expired: &mut Vec<(HoldKey, u64)>) {
         let now = self.tick_after(Duration::ZERO);
         let renew_tick = self.tick_after(self.interval);
         // Retry well before the lease can run out.
         let retry_tick = self.tick_after(self.interval / 2);
         let lease_end = sent + Duration::from_millis(self.watchdog_ms);
+        let renewed_end = table.stamp(lease_end);
         let renewed_expiry = self.tick_at(lease_end);
         let mut renewed = Vec::with_capacity(results.len());
         let mut retries: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
         let mut not_held = Vec::new();
-        for (generation, outcome) in results {
-            let Some(tracked) = self.tracked.get_mut(&generation) else {
-                continue; // untracked (released) meanwhile
+        let mut holds = table.entries.lock();
+        for (hash, generation, outcome) in results {
+            let Some(slot) = holds.find_mut(hash, |e| e.generation == generation) else {
+                continue; // released meanwhile
             };
-            if tracked.tick != IN_FLIGHT {
-                continue; // released and tracked again meanwhile: scheduled afresh
+            let entry = &mut slot.entry;
+            if entry.tick != IN_FLIGHT {
+                // Untracked meanwhile (its last watchdog hold released: fixed holds remain),
+                // perhaps tracked again and scheduled afresh. A renewal that ran (or, failed,
+                // may still run) after a TTL set since it was sent bounds the key's end all
+                // the same: the shorter of the two is all that is known.
+                if !matches!(outcome, Outcome::NotHeld) {
+                    entry.lease_end = entry.lease_end.min(renewed_end);
+                }
+                continue;
             }
             match outcome {
                 Outcome::Renewed => {
-                    tracked.tick = renew_tick;
-                    tracked.expiry = renewed_expiry;
-                    renewed.push(generation);
-                }
-                Outcome::Failed if tracked.expiry > now => {
-                    let tick = retry_tick.min(tracked.expiry);
-                    tracked.tick = tick;
-                    retries.entry(tick).or_default().push(generation);
-                }
-                Outcome::Failed => {
-                    if let Some(tracked) = self.tracked.remove(&generation) {
-                        expired.push((tracked.key, generation));
-                    }
-                }
-                Outcome::NotHeld => {
-                    if let Some(tracked) = self.tracked.remove(&generation) {
-                        not_held.push((tracked.key, generation));
-                    }
-                }
-            }
-        }
-        if let Some(table) = self.table.upgrade() {
-            // Holds whose key's TTL the renewal cannot be shown to have set last: renewed
-            // again before the end the table keeps for them.
-            let mut sooner = Vec::new();
-            if !renewed.is_empty() || !retries.is_empty() {
-                let mut entries = table.entries.lock();
-                for generation in &renewed {
-                    let Some(entry) = entry_of(&mut entries, &self.tracked, *generation) else {
-                        continue;
-                    };
                     // The renewal set the TTL to the timeout after every TTL set before it was
                     // sent. Another TTL set while it was in flight (a fixed-lease re-entry, the
                     // last watchdog hold's release re-arming a fixed lease) may have come after
-                    // it: then only the earlier end is known.
-                    if entry.mixed_ttl || entry.watchdog_holds == 0 {
-                        entry.lease_end = entry.lease_end.min(lease_end);
-                        if entry.lease_end < lease_end && entry.watchdog_holds > 0 {
-                            sooner.push((*generation, entry.lease_end));
-                        }
-                    } else {
-                        entry.lease_end = lease_end;
+                    // it: then only the earlier end is known, and the hold is renewed again
+                    // before it.
+                    let mixed = std::mem::replace(&mut entry.mixed_ttl, false);
+                    if mixed && entry.lease_end < renewed_end {
+                        let end = table.instant(entry.lease_end);
+                        let tick = self.tick_after(self.renew_within(end));
+                        entry.expiry = self.tick_at(end);
+                        entry.tick = tick;
+                        retries.entry(tick).or_default().push(hash);
+                        continue;
                     }
-                    entry.mixed_ttl = false;
+                    entry.lease_end = renewed_end;
+                    entry.tick = renew_tick;
+                    entry.expiry = renewed_expiry;
+                    renewed.push(hash);
                 }
-                for generation in retries.values().flatten() {
+                Outcome::Failed if entry.expiry > now => {
                     // A renewal that failed may still run, and set the timeout then.
-                    if let Some(entry) = entry_of(&mut entries, &self.tracked, *generation) {
-                        entry.lease_end = entry.lease_end.min(lease_end);
-                    }
+                    entry.lease_end = entry.lease_end.min(renewed_end);
+                    let tick = retry_tick.min(entry.expiry);
+                    entry.tick = tick;
+                    retries.entry(tick).or_default().push(hash);
                 }
-            }
-            for (key, generation) in not_held {
-                table.mark_lost(&key, generation, Proof::Server);
-            }
-            for (generation, end) in sooner {
-                let expiry = self.tick_at(end);
-                let tick = self.tick_after(self.renew_within(end));
-                if let Some(tracked) = self.tracked.get_mut(&generation) {
-                    tracked.expiry = expiry;
-                    tracked.tick = tick;
-                    retries.entry(tick).or_default().push(generation);
+                Outcome::Failed => {
+                    entry.tick = UNTRACKED;
+                    expired.push((slot.key.clone(), generation));
+                }
+                Outcome::NotHeld => {
+                    entry.tick = UNTRACKED;
+                    not_held.push((slot.key.clone(), generation));
                 }
             }
         }
+        drop(holds);
+        for (key, generation) in not_held {
+            table.mark_lost(&key, generation, Proof::Server);
+        }
         self.add_to_bucket(renew_tick, renewed);
-        for (tick, holds) in retries {
-            self.add_to_bucket(tick, holds);
+        for (tick, hashes) in retries {
+            self.add_to_bucket(tick, hashes);
         }
     }
 }
 
-/// The table's entry of the tracked hold `generation`, if it is still that hold's.
-fn entry_of<'a>(
-    entries: &'a mut HashMap<HoldKey, HoldEntry>,
-    tracked: &HashMap<u64, Tracked>,
-    generation: u64,
-) -> Option<&'a mut HoldEntry> {
-    let entry = entries.get_mut(&tracked.get(&generation)?.key)?;
-    (entry.generation == generation).then_some(entry)
+/// Moves the live entries of `hashes` (due at `tick`) into `due`, marking them in flight, or,
+/// when their lease ends by tick `now`, out of the watchdog into `expired`.
+fn take_live(
+    holds: &mut Holds,
+    tick: u64,
+    hashes: Vec<u64>,
+    due: &mut Vec<Due>,
+    expired: &mut Vec<(HoldKey, u64)>,
+    limit: usize,
+    now: u64,
+) {
+    let mut taken = 0;
+    for hash in hashes {
+        if taken == limit {
+            break;
+        }
+        let Some(slot) = holds.find_mut(hash, |e| e.tick == tick) else {
+            continue; // untracked or rescheduled: a stale entry
+        };
+        let entry = &mut slot.entry;
+        if entry.expiry <= now {
+            entry.tick = UNTRACKED;
+            expired.push((slot.key.clone(), entry.generation));
+            continue;
+        }
+        entry.tick = IN_FLIGHT;
+        due.push(Due {
+            key: slot.key.clone(),
+            hash,
+            generation: entry.generation,
+            expiry: entry.expiry,
+        });
+        taken += 1;
+    }
 }
 
 /// Subscriptions of watched holds being confirmed, and checks of watched holds.
@@ -1099,8 +1252,13 @@ fn check(redis: Arc<Redis>, key: HoldKey, generation: u64) -> BoxFuture<'static,
     })
 }
 
-/// A hold due for renewal: its key, generation and expiry tick.
-type Due = (HoldKey, u64, u64);
+/// An entry due for renewal: its key, hash, generation and expiry tick.
+struct Due {
+    key: HoldKey,
+    hash: u64,
+    generation: u64,
+    expiry: u64,
+}
 
 /// The cluster hash slot of a hold's lock.
 fn slot_of(key: &HoldKey) -> u16 {
@@ -1112,7 +1270,7 @@ fn slot_of(key: &HoldKey) -> u16 {
 fn split_into_batches(due: Vec<Due>, batch_size: usize, clustered: bool) -> Vec<Vec<Due>> {
     let mut groups: HashMap<u16, Vec<Due>> = HashMap::default();
     for hold in due {
-        let slot = if clustered { slot_of(&hold.0) } else { 0 };
+        let slot = if clustered { slot_of(&hold.key) } else { 0 };
         groups.entry(slot).or_default().push(hold);
     }
     // Each batch in a vector of its own size: splitting one vector in place (`split_off`)
@@ -1138,11 +1296,11 @@ async fn renew(
     lease_end: Option<Instant>,
 ) -> BatchResult {
     let sent = Instant::now();
-    let keys: Vec<&str> = batch.iter().map(|(key, _, _)| &*key.name).collect();
+    let keys: Vec<&str> = batch.iter().map(|due| &*due.key.name).collect();
     let timeout = watchdog_ms.to_string();
     let mut args: Vec<&str> = Vec::with_capacity(batch.len() + 1);
     args.push(&timeout);
-    args.extend(batch.iter().map(|(key, _, _)| &*key.field));
+    args.extend(batch.iter().map(|due| &*due.key.field));
     let call = script.run(&redis.pool, &redis.write_options, &keys, &args);
     let reply = match lease_end {
         Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
@@ -1158,8 +1316,12 @@ async fn renew(
                 Some(1) => Outcome::Renewed,
                 _ => Outcome::NotHeld,
             };
-            let generations = batch.into_iter().map(|(_, generation, _)| generation);
-            generations.zip(flags.into_iter().map(outcome)).collect()
+            let flags = flags.into_iter().map(outcome);
+            batch
+                .into_iter()
+                .zip(flags)
+                .map(|(due, outcome)| (due.hash, due.generation, outcome))
+                .collect()
         }
         other => {
             match other {
@@ -1177,7 +1339,7 @@ async fn renew(
             metrics::renewals(metrics::Renewal::Failed, batch.len() as u64);
             batch
                 .into_iter()
-                .map(|(_, generation, _)| (generation, Outcome::Failed))
+                .map(|due| (due.hash, due.generation, Outcome::Failed))
                 .collect()
         }
     };
@@ -1195,17 +1357,23 @@ mod tests {
                     name: format!("lock:{i}").into(),
                     field: "client:1".into(),
                 };
-                (key, i, u64::MAX)
+                Due {
+                    key,
+                    hash: i,
+                    generation: i,
+                    expiry: u64::MAX,
+                }
             })
             .collect()
     }
 
-    /// The lease table's entry is a large share of a held lock's memory (docs/bench): the key's
-    /// end and the `mixed_ttl` flag fit in what it had (the flag in padding).
+    /// The lease table's slot is a large share of a held lock's memory (docs/benchmarks.md):
+    /// key, counts, flags, the key's end and the watchdog's tick and expiry in 72 bytes. It was
+    /// 88 bytes in the table and 56 in the watchdog's own map before they were one.
     #[test]
-    fn a_hold_entry_takes_56_bytes() {
-        eprintln!("HoldEntry: {} bytes", std::mem::size_of::<HoldEntry>());
-        assert!(std::mem::size_of::<HoldEntry>() <= 56);
+    fn a_lease_table_slot_takes_72_bytes() {
+        let size = std::mem::size_of::<Slot>();
+        assert!(size <= 72, "Slot {size} B");
     }
 
     #[test]
@@ -1216,7 +1384,7 @@ mod tests {
         assert_eq!(batches[10].len(), 50);
         // A batch cut from a shared vector would keep the capacity of everything after it.
         assert!(batches.iter().all(|batch| batch.capacity() <= 100));
-        let mut generations: Vec<u64> = batches.iter().flatten().map(|(_, g, _)| *g).collect();
+        let mut generations: Vec<u64> = batches.iter().flatten().map(|d| d.generation).collect();
         generations.sort_unstable();
         assert_eq!(
             generations,
@@ -1228,8 +1396,8 @@ mod tests {
     #[test]
     fn in_a_cluster_a_batch_keeps_to_one_hash_slot() {
         for batch in split_into_batches(due(500), 100, true) {
-            let slot = slot_of(&batch[0].0);
-            assert!(batch.iter().all(|(key, _, _)| slot_of(key) == slot));
+            let slot = slot_of(&batch[0].key);
+            assert!(batch.iter().all(|due| slot_of(&due.key) == slot));
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The fair lock, Redisson's `RFairLock` (protocol §4): the reentrant lock's hash, plus a queue
 //! of waiters served in arrival order across every client.
 
+use arcstr::ArcStr;
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -294,7 +295,7 @@ impl<Q: Queued> Protocol for Q {
 
     /// A waiter that may queue owes a give-up unless it acquires (now, or from the janitor if
     /// the acquire is dropped).
-    fn begin(&self, lock: &Handle<Q>, field: &Arc<str>, wait: Option<Duration>) -> Acquiring {
+    fn begin(&self, lock: &Handle<Q>, field: &ArcStr, wait: Option<Duration>) -> Acquiring {
         let once = wait == Some(Duration::ZERO);
         let wait_ms = match wait {
             Some(wait) if !once => (wait.as_millis() as u64).clamp(1, MAX_WAIT_MS),

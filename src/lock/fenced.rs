@@ -1,6 +1,7 @@
 //! The fenced lock, Redisson's `RFencedLock` (protocol §7): the reentrant lock's hash, plus a
 //! fencing token taken from a counter by every acquisition.
 
+use arcstr::ArcStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -160,7 +161,7 @@ impl Protocol for Fenced {
         }
     }
 
-    fn begin(&self, _lock: &FencedLock, _field: &Arc<str>, _wait: Option<Duration>) {}
+    fn begin(&self, _lock: &FencedLock, _field: &ArcStr, _wait: Option<Duration>) {}
 
     fn send(
         &self,

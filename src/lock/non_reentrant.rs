@@ -2,6 +2,7 @@
 //! lock's hash, channel, release, renewal and hand-off, with an acquire that refuses its own
 //! holder.
 
+use arcstr::ArcStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,7 +98,7 @@ impl Protocol for NonReentrant {
     /// acquire writes, and the release is `RELEASE`: the default waits (with hand-off) serve.
     const BATCHED_ACQUIRE: &'static BatchedAcquire = &NON_REENTRANT_ACQUIRE;
 
-    fn begin(&self, _lock: &NonReentrantLock, _field: &Arc<str>, _wait: Option<Duration>) {}
+    fn begin(&self, _lock: &NonReentrantLock, _field: &ArcStr, _wait: Option<Duration>) {}
 
     /// The script's refusal of a second acquire is [`Error::AlreadyHeld`].
     fn script_error(&self, lock: &NonReentrantLock, err: fred::error::Error) -> Error {

@@ -3,8 +3,8 @@
 //! [`Handle`] ([`Read`], [`Write`]): they differ in the hash field they take, their scripts, and
 //! what `is_locked` asks.
 
+use arcstr::ArcStr;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::Value;
@@ -302,7 +302,7 @@ pub type ReadGuard = Guard<Read>;
 pub type WriteGuard = Guard<Write>;
 
 /// The write side's field of an owner whose holder field is `base`.
-fn write_field(base: &str) -> Arc<str> {
+fn write_field(base: &str) -> ArcStr {
     format!("{base}:write").into()
 }
 
@@ -340,7 +340,7 @@ impl Protocol for Read {
         waits(None)
     }
 
-    fn begin(&self, _lock: &ReadLock, _field: &Arc<str>, _wait: Option<Duration>) {}
+    fn begin(&self, _lock: &ReadLock, _field: &ArcStr, _wait: Option<Duration>) {}
 
     /// `read_acquire` with the hold's timeout key prefix and the owner's write field (a writer
     /// may read).
@@ -385,11 +385,11 @@ impl Protocol for Write {
     }
 
     /// The writer's field is `<client uuid>:<owner id>:write`.
-    fn field(&self, base: Arc<str>) -> Arc<str> {
+    fn field(&self, base: ArcStr) -> ArcStr {
         write_field(&base)
     }
 
-    fn begin(&self, _lock: &WriteLock, _field: &Arc<str>, _wait: Option<Duration>) {}
+    fn begin(&self, _lock: &WriteLock, _field: &ArcStr, _wait: Option<Duration>) {}
 
     /// `write_acquire` with the owner's read field (an owner that only reads cannot upgrade).
     fn send(

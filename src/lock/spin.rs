@@ -1,6 +1,7 @@
 //! The spin lock, Redisson's `RSpinLock` (protocol §6): the reentrant lock's hash, taken by
 //! polling with back-off instead of waiting for unlock messages, and released without any.
 
+use arcstr::ArcStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -149,7 +150,7 @@ impl Protocol for Spin {
         Waits::Poll(self.backoff)
     }
 
-    fn begin(&self, _lock: &SpinLock, _field: &Arc<str>, _wait: Option<Duration>) {}
+    fn begin(&self, _lock: &SpinLock, _field: &ArcStr, _wait: Option<Duration>) {}
 
     /// `DEL`, publishing nothing: a spin lock has no channel.
     fn force_release(

@@ -6,6 +6,7 @@
 //! orphaned hand-off) against the model server. A map of live holds stands in for the lease
 //! table, and a janitor task for the client's.
 
+use arcstr::ArcStr;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,8 +112,8 @@ impl ModelClient {
 
     /// `Lock::lock` for owner `field`: the crate's wait loop with a model attempt.
     pub(crate) async fn lock(self: &Arc<Self>, name: &str, field: &str) -> Held {
-        let name: Arc<str> = name.into();
-        let field: Arc<str> = field.into();
+        let name: ArcStr = name.into();
+        let field: ArcStr = field.into();
         let waiter = Waiter {
             name: &name,
             holder: Some(Holder {
@@ -124,7 +125,11 @@ impl ModelClient {
             wake: lock_wake,
         };
         let attempt = || {
-            let (client, name, field) = (Arc::clone(self), Arc::clone(&name), Arc::clone(&field));
+            let (client, name, field) = (
+                Arc::clone(self),
+                ArcStr::clone(&name),
+                ArcStr::clone(&field),
+            );
             async move {
                 match client.server.acquire(&name, &field).await {
                     Ok(reentered) => Ok(TryOutcome::Acquired(
@@ -146,7 +151,7 @@ impl ModelClient {
     /// `CountDownLatch::wait`: the crate's wait loop with the latch's attempt (a `GET`) and wake
     /// rule.
     pub(crate) async fn wait_latch(self: &Arc<Self>, name: &str) {
-        let name_arc: Arc<str> = name.into();
+        let name_arc: ArcStr = name.into();
         let waiter = Waiter {
             name: &name_arc,
             holder: None,
@@ -249,10 +254,10 @@ impl crate::kit::wait::Lapse for Held {
 
 impl Held {
     /// A hold the server just gave `field`, counted at once (the lease table's `acquired`).
-    fn taken(client: &Arc<ModelClient>, name: &Arc<str>, field: &Arc<str>) -> Held {
+    fn taken(client: &Arc<ModelClient>, name: &ArcStr, field: &ArcStr) -> Held {
         let key = HoldKey {
-            name: Arc::clone(name),
-            field: Arc::clone(field),
+            name: ArcStr::clone(name),
+            field: ArcStr::clone(field),
         };
         client.count(&key, true);
         Held {
@@ -292,8 +297,8 @@ impl Drop for Held {
 
 fn release_of(key: &HoldKey) -> Release {
     Release {
-        name: Arc::clone(&key.name),
-        field: Arc::clone(&key.field),
+        name: ArcStr::clone(&key.name),
+        field: ArcStr::clone(&key.field),
         lease_ms: crate::transport::model_server::LEASE_MS as u64,
         script: None,
     }
@@ -333,7 +338,7 @@ async fn release_or_hand_off(server: &Server, handoffs: &Handoffs, mut release: 
             // The waiter left while the lock was handed to it: release its hold too.
             Some(lease_ms) => {
                 release = Release {
-                    field: Arc::clone(&heir.field),
+                    field: ArcStr::clone(&heir.field),
                     lease_ms,
                     ..release
                 };

@@ -174,7 +174,7 @@ async fn generations(reply: Reply) {
         future::spawn(async move {
             // Told at a grid tick after some acquire (the latest hold, if it was told of two).
             let generation = loop {
-                if let Some((_, generation)) = table.take_tracked().into_iter().last() {
+                if let Some(generation) = table.take_tracked().into_iter().last() {
                     break generation;
                 }
                 future::yield_now().await;

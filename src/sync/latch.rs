@@ -3,6 +3,7 @@
 //! `redisson_countdownlatch__channel__{name}` (braces whatever the name holds), on which `0` says
 //! the count reached zero and `1` that a new count was set or the latch deleted.
 
+use arcstr::ArcStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,7 +55,7 @@ lua_scripts! {
 #[derive(Clone)]
 pub struct CountDownLatch {
     client: Arc<ClientInner>,
-    name: Arc<str>,
+    name: ArcStr,
 }
 
 impl Client {
@@ -72,7 +73,7 @@ impl Client {
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         CountDownLatch {
             client: Arc::clone(&self.inner),
-            name: Arc::from(name.into()),
+            name: ArcStr::from(name.into()),
         }
     }
 }

@@ -16,6 +16,7 @@ pub use latch::CountDownLatch;
 pub use permit_semaphore::{Permit, PermitExpirableSemaphore, PermitIdFormat};
 pub use semaphore::{Semaphore, SemaphorePermits};
 
+use arcstr::ArcStr;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,14 +50,14 @@ trait GiveBack: std::fmt::Display + Send + Sync + Sized + 'static {
     }
     /// What a background give-back that failed leaves behind, for its log line.
     const IF_LOST: &'static str;
-    fn name(&self) -> &Arc<str>;
+    fn name(&self) -> &ArcStr;
     /// The release script's keys and arguments, with the publish mode's script argument.
     fn encoded(&self, publish: &'static str) -> Encoded;
 
     /// The undo of an acquisition no replica acknowledged.
     fn rollback(&self, publish: &'static str) -> Rollback {
         Rollback::Write {
-            name: Arc::clone(self.name()),
+            name: ArcStr::clone(self.name()),
             script: Self::SCRIPT,
             encoded: self.encoded(publish),
         }
@@ -153,7 +154,7 @@ type HandOff<A> = Option<(u64, A)>;
 /// acquisition is its own script's.
 async fn acquire_loop<T: Lapse, F, Fut, A>(
     client: &ClientInner,
-    name: &Arc<str>,
+    name: &ArcStr,
     wait: Option<Duration>,
     attempt: F,
     hand_off: HandOff<A>,
@@ -194,7 +195,7 @@ where
 /// Cancel safe: once sent, the janitor finishes it.
 async fn give_back_now<G: GiveBack>(client: &ClientInner, release: G) -> Result<Value> {
     let redis = Arc::clone(&client.redis);
-    let name = Arc::clone(release.name());
+    let name = ArcStr::clone(release.name());
     let send = async move { give_back(&redis, &release).await };
     InFlight::new(send, None, None, client.janitor.clone())
         .await
@@ -247,7 +248,7 @@ async fn get(client: &ClientInner, name: &str) -> Result<Option<i64>> {
 /// a NOSCRIPT), so the operation happens whole or, if never sent, not at all.
 async fn write(
     client: &ClientInner,
-    name: &Arc<str>,
+    name: &ArcStr,
     script: &'static Script,
     keys: &[&str],
     args: &[&str],

@@ -1,6 +1,7 @@
 //! The permit-expirable semaphore, Redisson's `RPermitExpirableSemaphore` (protocol §11): a
 //! semaphore whose permits each have an id and a lease of their own.
 
+use arcstr::ArcStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,7 +42,7 @@ lua_scripts! {
 /// The release of one permit, by its (checked) hex id: what `release`, a dropped [`Permit`], a
 /// cancelled acquire's undo and an unreplicated acquire's rollback send.
 struct PermitRelease {
-    name: Arc<str>,
+    name: ArcStr,
     id: String,
     format: PermitIdFormat,
 }
@@ -50,7 +51,7 @@ impl super::GiveBack for PermitRelease {
     const SCRIPT: &'static Script = &RELEASE;
     const IF_LOST: &'static str = "it comes back when its lease ends";
 
-    fn name(&self) -> &Arc<str> {
+    fn name(&self) -> &ArcStr {
         &self.name
     }
 
@@ -143,7 +144,7 @@ impl PermitIdFormat {
 #[derive(Clone)]
 pub struct PermitExpirableSemaphore {
     client: Arc<ClientInner>,
-    name: Arc<str>,
+    name: ArcStr,
     format: PermitIdFormat,
 }
 
@@ -528,7 +529,7 @@ impl PermitExpirableSemaphore {
     /// The release of permit `id` (checked hex).
     fn release_of(&self, id: &str) -> PermitRelease {
         PermitRelease {
-            name: Arc::clone(&self.name),
+            name: ArcStr::clone(&self.name),
             id: id.to_owned(),
             format: self.format,
         }

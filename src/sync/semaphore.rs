@@ -2,6 +2,7 @@
 //! at the semaphore's name, changed by `lua/semaphore.lua`, and the channel `redisson_sc:` +
 //! T(name) on which every increase publishes the permits now available.
 
+use arcstr::ArcStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ lua_scripts! {
 /// `p` permits of a semaphore to give back (`release`, synced as every release): a dropped
 /// guard's, a cancelled acquire's, or a rollback's.
 struct Permits {
-    name: Arc<str>,
+    name: ArcStr,
     permits: u64,
 }
 
@@ -46,7 +47,7 @@ impl super::GiveBack for Permits {
         (self.permits > 0).then_some(self)
     }
 
-    fn name(&self) -> &Arc<str> {
+    fn name(&self) -> &ArcStr {
         &self.name
     }
 
@@ -112,7 +113,7 @@ fn took(reply: &Value) -> bool {
 #[derive(Clone)]
 pub struct Semaphore {
     client: Arc<ClientInner>,
-    name: Arc<str>,
+    name: ArcStr,
 }
 
 impl Client {
@@ -130,7 +131,7 @@ impl Client {
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore {
             client: Arc::clone(&self.inner),
-            name: Arc::from(name.into()),
+            name: ArcStr::from(name.into()),
         }
     }
 }
@@ -427,7 +428,7 @@ impl Semaphore {
 
     fn permits(&self, permits: u64) -> Permits {
         Permits {
-            name: Arc::clone(&self.name),
+            name: ArcStr::clone(&self.name),
             permits,
         }
     }
@@ -449,7 +450,7 @@ impl Semaphore {
 /// Cancel safe: once sent, the janitor finishes it.
 async fn send_release(client: &ClientInner, release: Permits) -> Result<()> {
     let handoffs = &client.handoffs;
-    let semaphore = Arc::clone(&release.name);
+    let semaphore = ArcStr::clone(&release.name);
     let channel = || name::semaphore_channel(&semaphore);
     // Unlike after a lock's release, this client's attempts do not wait for the outcome of a
     // release in flight: with several permits, several releases are in flight at once, and

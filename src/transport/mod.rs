@@ -15,6 +15,7 @@ pub(crate) mod script;
 pub(crate) mod sentinel;
 pub(crate) mod tls;
 
+use arcstr::ArcStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +36,7 @@ pub(crate) enum Rollback {
     Hold(Release),
     /// Run the primitive's own undo of `name` (a semaphore gives its permits back).
     Write {
-        name: Arc<str>,
+        name: ArcStr,
         script: &'static Script,
         encoded: script::Encoded,
     },
@@ -105,8 +106,8 @@ impl Redis {
                 lease_ms,
                 op,
             } => Some(Release {
-                name: Arc::clone(name),
-                field: Arc::clone(field),
+                name: ArcStr::clone(name),
+                field: ArcStr::clone(field),
                 lease_ms: *lease_ms,
                 script: op.release,
             }),
@@ -203,7 +204,7 @@ impl Redis {
                 encoded,
             } => (name, script, encoded),
             Rollback::Hold(hold) => {
-                let name = Arc::clone(&hold.name);
+                let name = ArcStr::clone(&hold.name);
                 let (script, encoded) = match hold.script {
                     Some(by) => (by.script, (by.encode)(&hold, self.publish_arg)),
                     None => {

@@ -9,6 +9,7 @@
 //! share, parked or not. SUBSCRIBE and UNSUBSCRIBE of one channel are serialised by the entry,
 //! so a quick leave-and-return can never end unsubscribed.
 
+use arcstr::ArcStr;
 use foldhash::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -92,13 +93,13 @@ struct Shared {
     subscriber: SubscriberClient,
     /// Channels with watchers that received a message (or may have missed one during a
     /// reconnect): the watchdog checks the holds that watch them.
-    watched: tokio::sync::mpsc::UnboundedSender<Arc<str>>,
+    watched: tokio::sync::mpsc::UnboundedSender<ArcStr>,
     /// The command connections, which waiters retry on after a reconnect.
     commands: fred::clients::Pool,
     mode: PublishMode,
     when_unavailable: WhenUnavailable,
     response_timeout: Duration,
-    entries: Mutex<HashMap<Arc<str>, Arc<Entry>>>,
+    entries: Mutex<HashMap<ArcStr, Arc<Entry>>>,
     /// Entries removed so far (their UNSUBSCRIBE answered): see [`PubSub::teardowns`].
     teardowns: AtomicUsize,
     /// The model checks' reproduction of the reading before the latch hang's fix: "every
@@ -116,7 +117,7 @@ struct Shared {
 }
 
 struct Entry {
-    channel: Arc<str>,
+    channel: ArcStr,
     /// How many waiters a message lets retry: the rule of the primitive whose waiters share the
     /// channel (set by the waiters' `subscribe` and `join_active`; `None` while only watchers
     /// listen, whom a message never wakes).
@@ -170,7 +171,7 @@ impl PubSub {
         mode: PublishMode,
         when_unavailable: WhenUnavailable,
         response_timeout: Duration,
-        watched: tokio::sync::mpsc::UnboundedSender<Arc<str>>,
+        watched: tokio::sync::mpsc::UnboundedSender<ArcStr>,
         shutdown: CancellationToken,
     ) -> (PubSub, Vec<tokio::task::JoinHandle<()>>) {
         let shared = Arc::new(Shared {
@@ -307,7 +308,7 @@ impl PubSub {
 
     /// Takes a share of `channel`'s subscription for a waiter woken by `wake` if this client
     /// already has one confirmed by the server (a watcher's, say); never waits.
-    pub(crate) fn join_active(&self, channel: &Arc<str>, wake: WakeRule) -> Option<Subscription> {
+    pub(crate) fn join_active(&self, channel: &ArcStr, wake: WakeRule) -> Option<Subscription> {
         let entries = self.shared.entries.lock();
         let entry = entries.get(channel)?;
         if !entry.confirmed.load(Ordering::Acquire) {
@@ -321,11 +322,7 @@ impl PubSub {
     /// # Cancel safety
     /// Cancel safe: a dropped call releases its share, and a SUBSCRIBE that was already sent is
     /// undone by the last share's UNSUBSCRIBE.
-    pub(crate) async fn subscribe(
-        &self,
-        channel: &Arc<str>,
-        wake: WakeRule,
-    ) -> Result<Subscription> {
+    pub(crate) async fn subscribe(&self, channel: &ArcStr, wake: WakeRule) -> Result<Subscription> {
         self.share(channel, Some(wake)).await
     }
 
@@ -335,17 +332,17 @@ impl PubSub {
     ///
     /// # Cancel safety
     /// As [`subscribe`](PubSub::subscribe).
-    pub(crate) async fn watch(&self, channel: &Arc<str>) -> Result<Subscription> {
+    pub(crate) async fn watch(&self, channel: &ArcStr) -> Result<Subscription> {
         self.share(channel, None).await
     }
 
     /// A share of `channel` for a waiter woken by `wake`, or for a watcher (`None`).
-    async fn share(&self, channel: &Arc<str>, wake: Option<WakeRule>) -> Result<Subscription> {
+    async fn share(&self, channel: &ArcStr, wake: Option<WakeRule>) -> Result<Subscription> {
         let subscription = {
             let mut entries = self.shared.entries.lock();
-            let entry = entries.entry(Arc::clone(channel)).or_insert_with(|| {
+            let entry = entries.entry(ArcStr::clone(channel)).or_insert_with(|| {
                 Arc::new(Entry {
-                    channel: Arc::clone(channel),
+                    channel: ArcStr::clone(channel),
                     wake: Mutex::new(None),
                     refs: AtomicUsize::new(0),
                     parked: AtomicUsize::new(0),
@@ -387,7 +384,7 @@ impl PubSub {
 }
 
 impl Shared {
-    async fn send_subscribe(&self, channel: &Arc<str>) -> Result<()> {
+    async fn send_subscribe(&self, channel: &ArcStr) -> Result<()> {
         #[cfg(test)]
         if let Some(model) = &self.model {
             model.subscribe(channel).await;
@@ -505,7 +502,7 @@ impl Shared {
     fn wake(&self, entry: &Entry, retries: usize) {
         entry.add_permits(retries);
         if entry.watchers.load(Ordering::Relaxed) > 0 {
-            let _ = self.watched.send(Arc::clone(&entry.channel));
+            let _ = self.watched.send(ArcStr::clone(&entry.channel));
         }
     }
 

@@ -6,7 +6,7 @@
 //! run an operation twice. For the same reason a call that a cluster node redirected (`MOVED`,
 //! `TRYAGAIN`) is sent again, up to 5 times.
 
-use std::sync::Arc;
+use arcstr::ArcStr;
 use std::time::Duration;
 
 use fred::bytes::{Bytes, BytesMut};
@@ -462,8 +462,8 @@ impl Encoded {
 /// A release to perform: one hold of `field` on lock `name`.
 #[derive(Clone, Debug)]
 pub(crate) struct Release {
-    pub(crate) name: Arc<str>,
-    pub(crate) field: Arc<str>,
+    pub(crate) name: ArcStr,
+    pub(crate) field: ArcStr,
     pub(crate) lease_ms: u64,
     /// The primitive's own release script; `None` for [`RELEASE`] (the reentrant lock's, which
     /// the fenced lock shares), the only one that is batched.
@@ -532,8 +532,8 @@ pub(crate) enum LockCall {
     /// `op` (a mode of [`ACQUIRE`]): take (or re-enter) `name` as `field` with a lease of
     /// `lease_ms`.
     Acquire {
-        name: Arc<str>,
-        field: Arc<str>,
+        name: ArcStr,
+        field: ArcStr,
         lease_ms: u64,
         op: &'static BatchedAcquire,
     },
@@ -567,7 +567,7 @@ pub(crate) static REENTRANT_ACQUIRE: BatchedAcquire = BatchedAcquire {
 
 /// The local waiter that a full release hands the lock to (`heir` in lua/release.lua).
 pub(crate) struct Heir {
-    pub(crate) field: Arc<str>,
+    pub(crate) field: ArcStr,
     pub(crate) lease_ms: u64,
     /// The heir's wait time W in its lock's queue (the fair lock's), 0 for other locks: a
     /// hand-off runs the heir's own acquire, which moves those behind it up by W.
@@ -592,10 +592,10 @@ impl Heir {
 
 impl LockCall {
     /// The name of the lock the call is for.
-    pub(crate) fn name(&self) -> Arc<str> {
+    pub(crate) fn name(&self) -> ArcStr {
         match self {
-            LockCall::Acquire { name, .. } => Arc::clone(name),
-            LockCall::Release { release, .. } => Arc::clone(&release.name),
+            LockCall::Acquire { name, .. } => ArcStr::clone(name),
+            LockCall::Release { release, .. } => ArcStr::clone(&release.name),
         }
     }
 

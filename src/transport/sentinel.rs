@@ -21,7 +21,7 @@
 //! chased; chasing it kept every connection reconnecting for 10 s to a master that was gone,
 //! deaf to the switch that followed.
 
-use std::sync::Arc;
+use arcstr::ArcStr;
 use std::time::Duration;
 
 use fred::clients::{Pool, SubscriberClient};
@@ -47,7 +47,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// One subscriber connection per sentinel of a sentinel configuration, listening for switches.
 #[derive(Clone)]
 pub(crate) struct Sentinels {
-    service: Arc<str>,
+    service: ArcStr,
     listeners: Vec<SubscriberClient>,
 }
 
@@ -183,7 +183,7 @@ impl Sentinels {
     fn events(&self, index: usize, listener: &SubscriberClient) -> BoxStream<'static, Event> {
         let connects =
             notifications(listener.reconnect_rx()).map(move |()| Event::Connected(index));
-        let service = Arc::clone(&self.service);
+        let service = ArcStr::clone(&self.service);
         // A lagging receiver is ignored: only switches are subscribed to, and other sentinels
         // announce them too.
         let switches = events(listener.message_rx()).filter_map(move |message| {
