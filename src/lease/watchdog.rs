@@ -133,13 +133,23 @@ struct Holds {
     tokens: HashMap<u64, CancellationToken>,
 }
 
+/// The hash an entry of `key` is filed under.
+fn key_hash(hasher: &foldhash::fast::RandomState, key: &HoldKey) -> u64 {
+    hasher.hash_one((&*key.name, &*key.field))
+}
+
 impl Holds {
     fn hash(&self, key: &HoldKey) -> u64 {
-        self.hasher.hash_one((&*key.name, &*key.field))
+        key_hash(&self.hasher, key)
     }
 
     fn get_mut(&mut self, key: &HoldKey) -> Option<&mut HoldEntry> {
-        let hash = self.hash(key);
+        self.get_mut_hashed(self.hash(key), key)
+    }
+
+    /// [`get_mut`](Holds::get_mut) for a caller that has the key's hash already (acquires and
+    /// releases need it for several lookups).
+    fn get_mut_hashed(&mut self, hash: u64, key: &HoldKey) -> Option<&mut HoldEntry> {
         self.slots
             .find_mut(hash, |slot| slot.key == *key)
             .map(|slot| &mut slot.entry)
@@ -152,8 +162,7 @@ impl Holds {
             .map(|slot| &slot.entry)
     }
 
-    fn remove(&mut self, key: &HoldKey) -> Option<HoldEntry> {
-        let hash = self.hash(key);
+    fn remove(&mut self, hash: u64, key: &HoldKey) -> Option<HoldEntry> {
         let (slot, _) = self
             .slots
             .find_entry(hash, |slot| slot.key == *key)
@@ -162,11 +171,10 @@ impl Holds {
         Some(slot.entry)
     }
 
-    fn insert(&mut self, key: HoldKey, entry: HoldEntry) -> &mut HoldEntry {
-        let hash = self.hash(&key);
+    fn insert(&mut self, hash: u64, key: HoldKey, entry: HoldEntry) -> &mut HoldEntry {
         let hasher = &self.hasher;
         let slot = self.slots.insert_unique(hash, Slot { key, entry }, |slot| {
-            hasher.hash_one((&*slot.key.name, &*slot.key.field))
+            key_hash(hasher, &slot.key)
         });
         &mut slot.into_mut().entry
     }
@@ -179,7 +187,7 @@ impl Holds {
     fn find_mut(&mut self, hash: u64, test: impl Fn(&HoldEntry) -> bool) -> Option<&mut Slot> {
         let hasher = &self.hasher;
         self.slots.find_mut(hash, |slot| {
-            test(&slot.entry) && hasher.hash_one((&*slot.key.name, &*slot.key.field)) == hash
+            test(&slot.entry) && key_hash(hasher, &slot.key) == hash
         })
     }
 }
@@ -278,15 +286,16 @@ impl LeaseTable {
         };
         let end = self.end_stamp(sent_at, lease_ms);
         let mut reentered = true;
-        let entry = match holds.get_mut(key) {
+        let entry = match holds.get_mut_hashed(hash, key) {
             Some(entry) if !entry.lost => entry,
             // Holds whose lease was lost no longer exist on the server: start afresh.
             _ => {
                 reentered = false;
-                if let Some(old) = holds.remove(key) {
+                if let Some(old) = holds.remove(hash, key) {
                     self.forget(holds, &old);
                 }
                 holds.insert(
+                    hash,
                     key.clone(),
                     HoldEntry {
                         holds: 0,
@@ -385,7 +394,7 @@ impl LeaseTable {
         let mut holds = self.entries.lock();
         let hash = holds.hash(&ticket.key);
         if let Some(entry) = holds
-            .get_mut(&ticket.key)
+            .get_mut_hashed(hash, &ticket.key)
             .filter(|e| e.live(ticket.generation))
         {
             entry.lease_end = end;
@@ -527,7 +536,8 @@ impl LeaseTable {
         let now = Instant::now();
         let mut guard = self.entries.lock();
         let holds = &mut *guard;
-        let Some(entry) = holds.get_mut(key) else {
+        let hash = holds.hash(key);
+        let Some(entry) = holds.get_mut_hashed(hash, key) else {
             return Released {
                 rearm_ms: self.watchdog_ms,
                 lost: true,
@@ -558,7 +568,7 @@ impl LeaseTable {
             entry.last_lease_ms
         };
         if entry.holds == 0 {
-            if let Some(entry) = holds.remove(key) {
+            if let Some(entry) = holds.remove(hash, key) {
                 self.forget(holds, &entry);
             }
         } else if !lost {
@@ -1411,7 +1421,7 @@ mod tests {
                 tick: 7,
                 expiry: 100,
             };
-            holds.insert(key.clone(), entry);
+            holds.insert(holds.hash(key), key.clone(), entry);
         }
         for key in &keys {
             let hash = holds.hash(key);
