@@ -155,7 +155,16 @@ impl Parts {
     /// given, a lease of twice the wait (reset to `lease` at the end). A part that fails (busy,
     /// or an error) uses up one of the failures the kind tolerates; when the parts left to fail
     /// are exactly those tolerated, the round stops early: acquired. When a round fails, what it
-    /// took is released and, with time left, the next round starts from the first part. Finally,
+    /// took is released and, with time left, the next round starts from the first part.
+    ///
+    /// Once a part is taken, the parts after it are swept: one attempt each, all at once (one
+    /// round trip to every server instead of one after another). The sweep keeps what it took up
+    /// to its first part that was busy, releases what it took after that one (so that, as in
+    /// Redisson's order, what is held while waiting is always a prefix of the parts, and two
+    /// composite locks over shared parts cannot hold each other's later parts), and that part
+    /// is then waited for as above. The first part of a round is taken alone: under contention
+    /// it is the one waited for, and an owner that just released must not race the heir for the
+    /// later parts. Finally,
     /// with a lease, each part's key is set to expire after `lease` (`PEXPIRE`, the "lease
     /// recalculation"), and its guard told.
     ///
@@ -211,30 +220,62 @@ impl Parts {
         let mut held: Vec<LockGuard> = Vec::with_capacity(n);
         let mut failures = Failures::default();
         let mut next = 0;
+        // Whether the parts from `next` on are swept (the part before was just taken).
+        let mut sweep = false;
         while next < n {
-            let lock = &self.locks[next];
-            next += 1;
             let left = deadline.map_or(Duration::ZERO, |deadline| {
                 deadline.saturating_duration_since(Instant::now())
             });
             let bound = part_wait.min(left);
-            match lock.try_lock_for(bound, part_lease).await {
-                Ok(Attempt::Acquired(guard)) => held.push(guard),
-                failed => {
-                    failures.note(lock.name(), failed, bound < part_wait / 2);
-                    if n - held.len() == limit {
-                        break; // a RedLock's quorum: the rest may fail
+            let outcome = if sweep && n - next >= 2 {
+                sweep = false;
+                let swept = sweep_parts(&self.locks[next..], bound, part_lease).await;
+                held.extend(swept.taken);
+                match swept.stop {
+                    None => {
+                        next = n;
+                        None
                     }
-                    if allowance == 0 {
-                        release_all(std::mem::take(&mut held)).await;
-                        if deadline.is_none() || failures.final_round() {
-                            return failures.verdict();
+                    Some((offset, outcome)) => {
+                        release_all(swept.beyond).await;
+                        next += offset;
+                        match outcome {
+                            // Busy with time to wait: waited for the usual way, next turn.
+                            Ok(Attempt::Busy) if deadline.is_some() => {
+                                failures.round_busy = true;
+                                None
+                            }
+                            outcome => Some(outcome),
                         }
-                        allowance = limit;
-                        next = 0;
-                        failures.round_busy = false;
-                    } else {
-                        allowance -= 1;
+                    }
+                }
+            } else {
+                Some(self.locks[next].try_lock_for(bound, part_lease).await)
+            };
+            if let Some(outcome) = outcome {
+                let lock = &self.locks[next];
+                next += 1;
+                match outcome {
+                    Ok(Attempt::Acquired(guard)) => {
+                        held.push(guard);
+                        sweep = true;
+                    }
+                    failed => {
+                        failures.note(lock.name(), failed, bound < part_wait / 2);
+                        if n - held.len() == limit {
+                            break; // a RedLock's quorum: the rest may fail
+                        }
+                        if allowance == 0 {
+                            release_all(std::mem::take(&mut held)).await;
+                            if deadline.is_none() || failures.final_round() {
+                                return failures.verdict();
+                            }
+                            allowance = limit;
+                            next = 0;
+                            failures.round_busy = false;
+                        } else {
+                            allowance -= 1;
+                        }
                     }
                 }
             }
@@ -259,6 +300,46 @@ impl Parts {
             lease,
         }))
     }
+}
+
+/// What a sweep of the parts after a taken one got.
+struct Swept {
+    /// The parts taken before the first that was not: kept.
+    taken: Vec<LockGuard>,
+    /// The parts taken after that one: to be released.
+    beyond: Vec<LockGuard>,
+    /// The first part not taken (its offset in the sweep) and its attempt's outcome.
+    stop: Option<(usize, Result<Attempt<LockGuard>>)>,
+}
+
+/// One attempt on each of `locks`, all at once, each bounded by `bound` as a waiting attempt
+/// would be (an attempt without a reply by then is abandoned, as `try_lock_for` abandons it,
+/// and is a `Timeout`); a zero `bound` is a single attempt (no deadline).
+async fn sweep_parts(locks: &[Lock], bound: Duration, lease: Option<Duration>) -> Swept {
+    let attempts = join_all(locks.iter().map(|lock| async move {
+        let attempt = lock.try_lock_for(Duration::ZERO, lease);
+        if bound.is_zero() {
+            return attempt.await;
+        }
+        tokio::time::timeout(bound, attempt)
+            .await
+            .unwrap_or(Err(Error::Timeout(bound)))
+    }))
+    .await;
+    let mut swept = Swept {
+        taken: Vec::with_capacity(locks.len()),
+        beyond: Vec::new(),
+        stop: None,
+    };
+    for (offset, outcome) in attempts.into_iter().enumerate() {
+        match (outcome, swept.stop.is_some()) {
+            (Ok(Attempt::Acquired(guard)), false) => swept.taken.push(guard),
+            (Ok(Attempt::Acquired(guard)), true) => swept.beyond.push(guard),
+            (outcome, false) => swept.stop = Some((offset, outcome)),
+            (_, true) => {}
+        }
+    }
+    swept
 }
 
 /// Why parts were not taken, over the whole acquisition.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use ferrisson::{Attempt, Error, MultiLock, Owner};
 use fred::prelude::*;
 use support::contenders;
+use support::redis_state::{channel_of, pttl, reset_stats, script_runs, wait_numsub};
 use support::servers::{contender_locks, Servers};
 
 const LONG: Duration = Duration::from_secs(5);
@@ -113,6 +114,66 @@ async fn a_busy_lock_makes_it_busy_and_the_locks_taken_are_released() {
         .expect("acquired after the release");
     assert_eq!(s.holding(0..3, name).await, vec![0, 1, 2]);
     guard.unlock().await.expect("unlock");
+}
+
+/// Lock 1 is held by another owner, locks 0 and 2 are free. Once lock 0 is taken, locks 1 and 2
+/// are swept at once: lock 2 is taken and given back before the MultiLock waits for lock 1, so
+/// that while it waits it holds lock 0 alone (a prefix of its parts, as in Redisson's order).
+/// Once lock 1 is released, it takes locks 1 and 2.
+#[tokio::test]
+async fn while_it_waits_for_a_busy_lock_it_holds_only_the_locks_before_it() {
+    let s = Servers::start(3).await;
+    let name = "multi:prefix";
+    let holder = support::hold(&s.clients[1], name).await;
+    reset_stats(&s.raws[2]).await;
+    let multi = MultiLock::new(s.locks(name)).expect("locks");
+    let waiting = tokio::spawn(async move { multi.try_lock_for(LONG, None).await });
+    // Its subscription to lock 1's channel: it waits for lock 1, after the sweep.
+    wait_numsub(&s.raws[1], &channel_of(name), 1, LONG).await;
+    assert_eq!(
+        s.holding([0, 2], name).await,
+        vec![0],
+        "lock 0 held, lock 2 given back"
+    );
+    assert_eq!(
+        script_runs(&s.raws[2]).await,
+        2,
+        "lock 2 was taken by the sweep and released"
+    );
+    holder.unlock().await.expect("holder releases");
+    let guard = waiting
+        .await
+        .expect("task")
+        .expect("try_lock_for")
+        .acquired()
+        .expect("acquired once lock 1 was released");
+    assert_eq!(s.holding(0..3, name).await, vec![0, 1, 2]);
+    guard.unlock().await.expect("unlock");
+    assert!(s.holding(0..3, name).await.is_empty());
+}
+
+/// Server 1 is paused (`CLIENT PAUSE`, 500 ms) when the MultiLock is taken: once lock 0 is
+/// taken, locks 1 and 2 are asked for at once, so lock 2 is taken while server 1 is paused,
+/// about 500 ms before lock 1 (its key's TTL is that much shorter). Taken one after the other,
+/// lock 2 would be taken after lock 1.
+#[tokio::test]
+async fn the_locks_after_the_first_are_taken_at_once() {
+    let s = Servers::start(3).await;
+    let name = "multi:sweep";
+    let multi = MultiLock::new(s.locks(name)).expect("locks");
+    let _: Value = s.raws[1]
+        .custom(fred::cmd!("CLIENT"), vec!["PAUSE", "500"])
+        .await
+        .expect("CLIENT PAUSE");
+    let guard = multi.lock().await.expect("lock");
+    let (ttl1, ttl2) = tokio::join!(pttl(&s.raws[1], name), pttl(&s.raws[2], name));
+    assert!(
+        ttl1 - ttl2 >= 250,
+        "lock 2 was taken {} ms before lock 1 (PTTL {ttl1} and {ttl2} ms)",
+        ttl1 - ttl2
+    );
+    guard.unlock().await.expect("unlock");
+    assert!(s.holding(0..3, name).await.is_empty());
 }
 
 #[tokio::test]
