@@ -41,7 +41,9 @@ pub struct Cost {
 pub struct Row {
     pub primitive: &'static str,
     /// Whether the gate holds it against the baseline: not MultiLock's parts on one server,
-    /// whose concurrent calls share script runs as their timing allows.
+    /// whose concurrent calls share script runs as their timing allows. (In a cluster the
+    /// parts swept at once may share a node's run too, which only lowers the count: the gate
+    /// fails on a count above its baseline.)
     pub gated: bool,
     /// `Err`: why the row has no figures.
     pub cost: Result<Cost, String>,
