@@ -241,8 +241,8 @@ impl Parts {
                         next += offset;
                         match outcome {
                             // Busy with time to wait: waited for the usual way, next turn.
-                            Ok(Attempt::Busy) if deadline.is_some() => {
-                                failures.round_busy = true;
+                            busy @ Ok(Attempt::Busy) if deadline.is_some() => {
+                                failures.note(self.locks[next].name(), busy, false);
                                 None
                             }
                             outcome => Some(outcome),
