@@ -4,7 +4,7 @@
 -- reaches exactly 0, 1 for a new count (trySetCount) and a delete. No WAIT sync (§12.1).
 -- Each Script in src/sync/latch.rs is lib/publish.lua, this file, and one line that calls one
 -- of these functions with KEYS and ARGV. A key of another type fails with WRONGTYPE before
--- anything was written.
+-- anything was written (raised as a string, as lua/semaphore.lua says why).
 
 -- Refuses a key that is neither absent nor a string integer.
 local function check(name)
@@ -12,7 +12,7 @@ local function check(name)
   if value then
     local number = tonumber(value)
     if number == nil or number ~= math.floor(number) then
-      error({err = 'WRONGTYPE ferrisson: the count-down latch key does not hold an integer'})
+      error('WRONGTYPE ferrisson: the count-down latch key does not hold an integer', 0)
     end
   end
 end

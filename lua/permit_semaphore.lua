@@ -8,7 +8,8 @@
 -- Numbers given to redis.call are strings (Redis formats Lua numbers with printf).
 
 -- N's value as a number, or a WRONGTYPE error when N is a string that is not an integer (a
--- key of another type fails with WRONGTYPE in GET itself).
+-- key of another type fails with WRONGTYPE in GET itself). Raised as a string, as
+-- lua/semaphore.lua says why.
 local function permits_of(name)
   local value = redis.call('get', name)
   if value == false then
@@ -16,7 +17,7 @@ local function permits_of(name)
   end
   local permits = tonumber(value)
   if permits == nil then
-    error({err = 'WRONGTYPE ferrisson: the semaphore key does not hold an integer'})
+    error('WRONGTYPE ferrisson: the semaphore key does not hold an integer', 0)
   end
   return permits
 end

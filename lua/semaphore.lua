@@ -6,6 +6,8 @@
 -- Lua numbers with printf).
 -- A key that is not a string integer fails every operation with a WRONGTYPE error, before
 -- anything was written (GET raises it for other types, `permits` for a string of text).
+-- Raised as a string: Redis 6.2's error handler cannot format a table raised with error() (it
+-- fails with "attempt to concatenate"), and every server keeps the WRONGTYPE in the message.
 
 -- The permits available (GET N; nil when absent).
 local function permits(name)
@@ -15,7 +17,7 @@ local function permits(name)
   end
   local number = tonumber(value)
   if number == nil or number ~= math.floor(number) then
-    error({err = 'WRONGTYPE ferrisson: the semaphore key does not hold an integer'})
+    error('WRONGTYPE ferrisson: the semaphore key does not hold an integer', 0)
   end
   return number
 end

@@ -264,6 +264,10 @@ impl Client {
                 )));
             }
         }
+        if let Err(err) = refuse_unsupported_publish_mode(&pool, publish_mode, &url).await {
+            close(&pool, &subscriber).await;
+            return Err(err);
+        }
         crate::transport::script::preload(&pool, clustered, &crate::lock::upkeep::SCRIPTS).await;
 
         let read_options = Options {
@@ -525,6 +529,40 @@ async fn answers_plain_resp(host: String, port: u16) -> bool {
         Ok(matches!(first[0], b'+' | b'-'))
     };
     matches!(tokio::task::spawn_blocking(probe).await, Ok(Ok(true)))
+}
+
+/// Refuses [`PublishMode::Sharded`] on a server without sharded pub/sub (Redis before 7.0):
+/// there every waiter's `SSUBSCRIBE` would fail, and every release's `SPUBLISH` too, after the
+/// release's writes. Read from `INFO server` (Valkey reports the Redis version it matches); a
+/// user without the right to `INFO` is not checked, as before.
+async fn refuse_unsupported_publish_mode(pool: &Pool, mode: PublishMode, url: &str) -> Result<()> {
+    if mode != PublishMode::Sharded {
+        return Ok(());
+    }
+    let Ok(info) = pool
+        .info::<String>(Some(fred::types::InfoKind::Server))
+        .await
+    else {
+        return Ok(());
+    };
+    let Some(version) = info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .map(str::trim)
+    else {
+        return Ok(());
+    };
+    match version
+        .split('.')
+        .next()
+        .and_then(|major| major.parse::<u32>().ok())
+    {
+        Some(major) if major < 7 => Err(Error::InvalidArgument(format!(
+            "PublishMode::Sharded needs sharded pub/sub (Redis 7.0 or later, or Valkey), but \
+             {url} runs Redis {version}: use PublishMode::Auto or Classic"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 async fn close(pool: &Pool, subscriber: &SubscriberClient) {

@@ -195,9 +195,11 @@ impl Error {
             // did not run, and will once the migration ends.
             _ if details.starts_with("TRYAGAIN") => Error::Unavailable(err),
             // `NOPERM` for a command refused at the top level; a command a script calls is
-            // refused with "ERR The user executing the script can't run this command".
+            // refused with "ERR The user executing the script can't run this command" (Redis),
+            // or "ERR ACL failure in script: User u has no permissions to run ..." (Valkey 8).
             _ if details.contains("NOPERM")
-                || details.contains("user executing the script can't run this command") =>
+                || details.contains("user executing the script can't run this command")
+                || details.contains("ACL failure in script") =>
             {
                 Error::PermissionDenied(err)
             }

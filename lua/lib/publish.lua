@@ -15,13 +15,18 @@ local function publish(channel, message, mode)
   return receivers
 end
 
+-- PUBSUB is a non-deterministic command: a script may write after it only under effects
+-- replication (the default from Redis 5 on; from Redis 7 on this call is a no-op returning
+-- true). Before Redis 7 the call answers false once the script has written, even when effects
+-- replication is already on, so it is made here, in the prelude, before any write: else every
+-- conditional hand-off after the first call of a batch would count as heard (Redis 6.2).
+local effects_replicated = not redis.replicate_commands or redis.replicate_commands()
+
 -- Whether anyone besides the releasing client's `own` subscriptions may hear `channel`.
 local function others_listen(channel, own)
-  -- PUBSUB is a non-deterministic command: a script may write after it only under effects
-  -- replication (the default from Redis 5 on; from Redis 7 on this call is a no-op returning
-  -- true). Before Redis 7 the call returns false once the script has written (in a batch after
-  -- other calls): then assume listeners, the safe answer, and release plainly.
-  if redis.replicate_commands and not redis.replicate_commands() then
+  -- Without effects replication (a server configured with lua-replicate-commands no), assume
+  -- listeners, the safe answer, and release plainly.
+  if not effects_replicated then
     return true
   end
   local listeners = redis.call('pubsub', 'numsub', channel)[2] + redis.call('pubsub', 'numpat')

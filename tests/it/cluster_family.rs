@@ -116,15 +116,22 @@ fn tagged(name: &str) -> String {
     }
 }
 
-/// The sharded messages `rx` received within `within`, as (channel, payload).
-async fn smessages_within(
+/// The sharded messages `rx` received within `within` (classic ones on Redis 6.2), as
+/// (channel, payload).
+async fn messages_within(
     rx: &mut tokio::sync::broadcast::Receiver<Message>,
     within: Duration,
 ) -> Vec<(String, String)> {
     let mut seen = Vec::new();
     let end = tokio::time::Instant::now() + within;
+    // Redis 6.2: the observer subscribed classically (see `fair_lock`).
+    let kind = if support::server_binary().has_7_0_features() {
+        fred::types::MessageKind::SMessage
+    } else {
+        fred::types::MessageKind::Message
+    };
     while let Ok(Ok(message)) = tokio::time::timeout_at(end, rx.recv()).await {
-        if message.kind == fred::types::MessageKind::SMessage {
+        if message.kind == kind {
             let payload: String = message.value.convert().expect("text payload");
             seen.push((message.channel.to_string(), payload));
         }
@@ -145,7 +152,7 @@ async fn handed_to(
         .expect("the waiter acquires");
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message, "{name}");
     assert_eq!(
-        smessages_within(rx, Duration::from_millis(300)).await,
+        messages_within(rx, Duration::from_millis(300)).await,
         [(channel, "0".to_owned())],
         "{name}: only the queue's head is told, on its own channel"
     );
@@ -164,10 +171,18 @@ async fn fair_lock(f: &Family) {
         let subscriber = f.cluster.raw().await;
         let mut rx = subscriber.message_rx();
         for field in [&f1, &f2] {
-            subscriber
-                .ssubscribe(channel(field))
-                .await
-                .expect("SSUBSCRIBE");
+            // `Auto` publishes both ways; Redis 6.2 has the classic way only.
+            if support::server_binary().has_7_0_features() {
+                subscriber
+                    .ssubscribe(channel(field))
+                    .await
+                    .expect("SSUBSCRIBE");
+            } else {
+                subscriber
+                    .subscribe(channel(field))
+                    .await
+                    .expect("SUBSCRIBE");
+            }
         }
 
         let first = {

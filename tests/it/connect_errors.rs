@@ -1,12 +1,14 @@
 //! `Client::new` reports a wrong URL as `Error::InvalidArgument`, not as an outage: a scheme
 //! other than Redis's, a database the server does not have, and `rediss://` to a server that
-//! does not speak TLS (the handshake gets no answer).
+//! does not speak TLS (the handshake gets no answer); and `PublishMode::Sharded` on a server
+//! without sharded pub/sub (Redis 6.2), which would otherwise fail at every wait and release.
 
 use crate::support;
 
 use std::time::Duration;
 
-use ferrisson::{Client, Config, Error};
+use ferrisson::{Client, Config, Error, PublishMode};
+use fred::prelude::*;
 use support::RedisServer;
 
 /// The message of the `InvalidArgument` that connecting to `url` fails with.
@@ -64,4 +66,56 @@ async fn rediss_to_a_plain_server_says_it_does_not_speak_tls() {
     let port = support::free_port();
     let err = connect_error(format!("rediss://127.0.0.1:{port}")).await;
     assert!(matches!(err, Error::Unavailable(_)), "got {err:?}");
+}
+
+/// Redis 6.2 (`./dev test --servers redis-6.2`): refused with the server's version and what to
+/// use instead, and no connection is left open. Redis 7.0 and Valkey: the mode connects and a
+/// lock and its release go through (a single server serves sharded pub/sub too).
+#[tokio::test]
+async fn sharded_publishing_is_refused_where_the_server_lacks_it() {
+    let server = RedisServer::start();
+    let raw = support::raw_client(&server.url()).await;
+    let mut config = Config::new(server.url());
+    config.publish_mode = PublishMode::Sharded;
+    let connected = Client::new(config).await;
+    let binary = support::server_binary();
+    if binary.has_7_0_features() {
+        let client = connected.expect("Sharded connects where the server has sharded pub/sub");
+        let guard = client.lock("sharded:single").lock().await.expect("lock");
+        guard.unlock().await.expect("unlock");
+        client.shutdown().await;
+        return;
+    }
+    match connected {
+        Err(Error::InvalidArgument(message)) => {
+            let (major, minor, patch) = binary.version;
+            for part in [
+                "PublishMode::Sharded".to_owned(),
+                format!("runs Redis {major}.{minor}.{patch}"),
+                "PublishMode::Auto or Classic".to_owned(),
+            ] {
+                assert!(message.contains(&part), "{part:?} not in {message:?}");
+            }
+        }
+        Err(err) => panic!("refused with the wrong error: {err:?}"),
+        Ok(client) => {
+            client.shutdown().await;
+            panic!("Sharded connected to a server without sharded pub/sub");
+        }
+    }
+    // The refused client's connections are closed: only the raw client's remains.
+    support::redis_state::poll_until(
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        || async {
+            let list: String = raw
+                .custom(fred::cmd!("CLIENT"), vec!["LIST"])
+                .await
+                .expect("CLIENT LIST");
+            list.lines().count()
+        },
+        |count| *count == 1,
+    )
+    .await
+    .expect("the refused client closed its connections");
 }

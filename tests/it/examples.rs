@@ -138,6 +138,9 @@ async fn the_sentinel_example_locks_on_the_master() {
 #[cfg(feature = "tls")]
 #[test]
 fn the_tls_example_locks_with_a_private_ca_and_a_client_certificate() {
+    if support::tls::unsupported() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let (_server, tls_port, _) = support::tls::tls_server(dir.path());
     let file = |name: &str| dir.path().join(name);

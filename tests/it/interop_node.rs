@@ -1613,9 +1613,14 @@ async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mod
     let cluster = RedisCluster::start(3, 0).await;
     let peer = NodePeer::start(&cluster.url()).await?;
     let auto = connect_with(Config::new(cluster.url())).await;
-    let mut sharded = Config::new(cluster.url());
-    sharded.publish_mode = PublishMode::Sharded;
-    let sharded = connect_with(sharded).await;
+    // Redis 6.2 has no sharded pub/sub and refuses `Sharded` at connect: no last step there.
+    let sharded = if support::server_binary().has_7_0_features() {
+        let mut sharded = Config::new(cluster.url());
+        sharded.publish_mode = PublishMode::Sharded;
+        Some(connect_with(sharded).await)
+    } else {
+        None
+    };
 
     // Rust holds, node waits: the release wakes node at once.
     let name = "cluster:interop";
@@ -1651,6 +1656,9 @@ async fn on_a_cluster_node_and_rust_wake_each_other_with_the_default_publish_mod
     guard.unlock().await.expect("rust release");
 
     // A sharded-only release is not heard by node's classic subscription.
+    let Some(sharded) = sharded else {
+        return Ok(());
+    };
     let lease = Duration::from_secs(6);
     wait_node_unsubscribed_on(&cluster.master_clients, &peer).await;
     let guard = sharded

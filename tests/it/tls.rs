@@ -27,6 +27,9 @@ fn tls_config(port: u16, tls: Option<TlsOptions>) -> Config {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_work_over_tls_with_a_private_ca_and_a_client_certificate() {
+    if support::tls::unsupported() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let (server, tls_port, pki) = tls_server(dir.path());
     let raw = raw_client(&server.url()).await;
@@ -68,6 +71,9 @@ async fn locks_work_over_tls_with_a_private_ca_and_a_client_certificate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_server_certificate_fails_the_connection_clearly() {
+    if support::tls::unsupported() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let (_server, tls_port, pki) = tls_server(dir.path());
     // The system's roots do not know the test CA.
@@ -82,6 +88,9 @@ async fn an_untrusted_server_certificate_fails_the_connection_clearly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_client_certificate_fails_instead_of_locking() {
+    if support::tls::unsupported() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let (_server, tls_port, pki) = tls_server(dir.path());
     let options = TlsOptions::default().trust_pem(pki.ca);

@@ -63,13 +63,17 @@ impl RedisCluster {
         }
         for (index, client) in clients.iter().take(masters).enumerate() {
             let (from, to) = slot_range(index, masters);
+            // Every slot named: `ADDSLOTSRANGE` came with Redis 7.0, and the matrix runs 6.2.
+            let slots = (from..=to).map(|slot| slot.to_string());
             let _: String = client
                 .custom(
                     fred::cmd!("CLUSTER"),
-                    vec!["ADDSLOTSRANGE".to_owned(), from.to_string(), to.to_string()],
+                    std::iter::once("ADDSLOTS".to_owned())
+                        .chain(slots)
+                        .collect::<Vec<_>>(),
                 )
                 .await
-                .expect("CLUSTER ADDSLOTSRANGE");
+                .expect("CLUSTER ADDSLOTS");
         }
         let total = clients.len();
         for client in &clients {

@@ -90,7 +90,7 @@ impl RedisServer {
     /// file; [`RedisServer::restart`] reuses it as it is then.
     pub fn start_with_config(config: Option<&str>, extra_args: &[&str]) -> RedisServer {
         let binary = redis_server_binary();
-        let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+        let extra_args = args_for_this_server(extra_args);
         let mut failures = Vec::new();
         for attempt in 1..=START_ATTEMPTS {
             let dir = tempfile::Builder::new()
@@ -532,6 +532,117 @@ pub fn answers_ping(port: u16, timeout: Duration) -> bool {
         }
     }
     got.starts_with(b"+PONG")
+}
+
+/// What the test server binary (`REDIS_SERVER`, else `redis-server` on `PATH`) is and can do,
+/// read once per test process: `./dev test --servers` runs the suite on Redis 6.2, 7.0 and
+/// Valkey 8, and a test that needs what one of them lacks asks here and is skipped ([`skip`]).
+pub struct ServerBinary {
+    /// "Redis" or "Valkey".
+    pub product: String,
+    /// major, minor, patch.
+    pub version: (u32, u32, u32),
+    /// Built with TLS (Debian's is; the registries' 6.2 and Valkey builds are not).
+    pub tls: bool,
+}
+
+impl ServerBinary {
+    /// Redis 7.0 or later, or any Valkey: sharded pub/sub (and so the ACL rights of its
+    /// commands), `--enable-debug-command`.
+    pub fn has_7_0_features(&self) -> bool {
+        self.product == "Valkey" || self.version >= (7, 0, 0)
+    }
+
+    /// As `redis-server --version` names it, e.g. "Redis 6.2.14".
+    pub fn describe(&self) -> String {
+        let (major, minor, patch) = self.version;
+        format!("{} {major}.{minor}.{patch}", self.product)
+    }
+}
+
+/// The test server binary's version and abilities (see [`ServerBinary`]).
+pub fn server_binary() -> &'static ServerBinary {
+    static BINARY: std::sync::OnceLock<ServerBinary> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| {
+        let binary = redis_server_binary();
+        let run = |args: &[&str]| {
+            Command::new(&binary)
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {binary:?} {args:?}: {e}"))
+        };
+        // "Redis server v=7.0.15 sha=..." or "Valkey server v=8.1.8 sha=...".
+        let text = String::from_utf8_lossy(&run(&["--version"]).stdout).into_owned();
+        let product = text.split_whitespace().next().unwrap_or("Redis").to_owned();
+        let numbers: Vec<u32> = text
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix("v="))
+            .unwrap_or_else(|| panic!("no version in {binary:?} --version: {text:?}"))
+            .split('.')
+            .map(|n| n.parse().unwrap_or(0))
+            .collect();
+        let version = (
+            numbers.first().copied().unwrap_or(0),
+            numbers.get(1).copied().unwrap_or(0),
+            numbers.get(2).copied().unwrap_or(0),
+        );
+        // A TLS port with no certificate: a TLS build refuses the configuration, a build without
+        // TLS refuses the directive (Redis) or the connection type (Valkey); each exits at once.
+        let probe = run(&[
+            "--port",
+            "0",
+            "--tls-port",
+            "1",
+            "--save",
+            "",
+            "--logfile",
+            "",
+        ]);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&probe.stdout),
+            String::from_utf8_lossy(&probe.stderr)
+        );
+        let tls = !(said.contains("Bad directive") || said.contains("Failed finding TLS support"));
+        ServerBinary {
+            product,
+            version,
+            tls,
+        }
+    })
+}
+
+/// `args` less what this server does not know: `--enable-debug-command` came with Redis 7.0,
+/// where `DEBUG` became opt-in (before, it is always on).
+fn args_for_this_server(args: &[&str]) -> Vec<String> {
+    let mut kept = Vec::new();
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if *word == "--enable-debug-command" && !server_binary().has_7_0_features() {
+            words.next();
+            continue;
+        }
+        kept.push(word.to_string());
+    }
+    kept
+}
+
+/// Skips the calling test unless `supported`: says why on stderr and in
+/// `target/tmp/skipped.txt`, which `./dev test --servers` prints after each server's run.
+/// Returns whether the test is skipped, for `if support::skip(..) { return; }`.
+pub fn skip(supported: bool, why: &str) -> bool {
+    if supported {
+        return false;
+    }
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let line = format!("{test}: skipped on {}: {why}\n", server_binary().describe());
+    eprint!("{line}");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped.txt");
+    if let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path) {
+        let _ = file.write_all(line.as_bytes());
+    }
+    true
 }
 
 /// Picks a currently free loopback port by binding 127.0.0.1:0.

@@ -62,6 +62,15 @@ pub fn generate_pki(dir: &Path) -> Pki {
     }
 }
 
+/// Whether the test server binary lacks TLS (the registries' Redis 6.2 and Valkey builds do):
+/// then the calling test is skipped with that reason (see [`super::skip`]).
+pub fn unsupported() -> bool {
+    super::skip(
+        super::server_binary().tls,
+        "this server binary was built without TLS",
+    )
+}
+
 /// A server with a plain port (for the fixture and assertions) and a TLS port that requires
 /// client certificates; returns it with the TLS port and the test's PEM material.
 pub fn tls_server(pki_dir: &Path) -> (RedisServer, u16, Pki) {
