@@ -51,6 +51,11 @@ use crate::transport::pubsub::{PubSub, Subscription};
 use crate::transport::script::Script;
 use crate::transport::Redis;
 
+/// The `tracing` target of the lost-lease warning: an application that reports a loss itself
+/// (the CLI's `run`, through `LockGuard::lost`) can turn this one event off without the rest of
+/// the crate's warnings (`ferrisson::lease_lost=off`).
+const LEASE_LOST: &str = "ferrisson::lease_lost";
+
 /// A lock and one of its holder fields.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct HoldKey {
@@ -630,11 +635,11 @@ impl LeaseTable {
     fn lose(&self, holds: &mut Holds, key: &HoldKey, proof: Proof) {
         match proof {
             Proof::Server => {
-                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner");
+                tracing::warn!(target: LEASE_LOST, lock = %key.name, field = %key.field, "lock lease lost: the lock is no longer held by this owner");
                 metrics::lease_lost(metrics::Loss::Server);
             }
             Proof::Clock => {
-                tracing::warn!(lock = %key.name, field = %key.field, "lock lease lost: its renewal was not confirmed before the lease would end");
+                tracing::warn!(target: LEASE_LOST, lock = %key.name, field = %key.field, "lock lease lost: its renewal was not confirmed before the lease would end");
                 metrics::lease_lost(metrics::Loss::Unconfirmed);
             }
             // Not a loss while held: the holder let its fixed lease run out.

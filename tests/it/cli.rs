@@ -13,7 +13,9 @@ use fred::{cmd, prelude::*};
 use predicates::prelude::*;
 use serde_json::Value as Json;
 use support::fault::FaultProxy;
-use support::redis_state::{channel_of, exists, hgetall, poll_until, pttl, wait_numsub};
+use support::redis_state::{
+    channel_of, command_calls, exists, hgetall, poll_until, pttl, reset_stats, wait_numsub,
+};
 use support::{connect, hold_with_lease, raw_client, RedisServer};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
@@ -36,6 +38,12 @@ fn cli_offline() -> AssertCommand {
     cmd.env_remove("REDIS_URL")
         .env_remove("RUST_LOG")
         .timeout(Duration::from_secs(20));
+    // The tool reads the library's settings from the environment: none from the test's.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("FERRISSON_") {
+            cmd.env_remove(name);
+        }
+    }
     cmd
 }
 
@@ -226,7 +234,7 @@ async fn status_reports_a_free_lock_as_text_and_json() {
     assert_eq!(
         json,
         serde_json::json!([{
-            "name": "cli:free", "state": "free", "locked": false, "kind": "free", "mode": null,
+            "name": "cli:free", "state": "free", "locked": false, "kind": null, "mode": null,
             "redis_type": null, "ttl_ms": null, "holders": [], "queued": 0, "waiters": [],
             "token": null, "count": null, "permits_out": 0, "permits": []
         }])
@@ -340,10 +348,10 @@ async fn status_reads_redisson_written_keys_of_every_kind_in_argument_order() {
     assert!(ttl > 0 && ttl <= 60_000);
     assert_eq!(json[1]["locked"], false);
     assert_eq!(json[2]["ttl_ms"], Json::Null, "no expiry is null");
-    assert_eq!(json[3]["kind"], "read-write");
+    assert_eq!(json[3]["kind"], "read_write");
     assert_eq!(json[3]["mode"], "write");
     assert_eq!(json[4]["state"], "present");
-    assert_eq!(json[4]["kind"], "semaphore-or-latch");
+    assert_eq!(json[4]["kind"], "semaphore_or_latch");
     assert_eq!(json[4]["count"], 3);
     assert_eq!(json[4]["locked"], false);
     assert_eq!(json[4]["redis_type"], "string");
@@ -641,7 +649,7 @@ async fn status_shows_a_read_write_locks_writer_and_readers_with_their_hold_ttls
     let json = status_json(&server, &["rw", "wr"]);
     assert_eq!(
         (&json[0]["kind"], &json[0]["mode"]),
-        (&Json::from("read-write"), &Json::from("read"))
+        (&Json::from("read_write"), &Json::from("read"))
     );
     let r1 = &json[0]["holders"][0];
     assert_eq!(
@@ -712,7 +720,7 @@ async fn status_tells_a_semaphore_from_a_latch_only_when_told() {
             &json[0]["locked"]
         ),
         (
-            &Json::from("semaphore-or-latch"),
+            &Json::from("semaphore_or_latch"),
             &Json::from(5),
             &Json::from("present"),
             &Json::from(false)
@@ -794,7 +802,7 @@ async fn status_shows_permits_out_with_ids_in_both_formats() {
     assert_eq!(
         (&json[0]["kind"], &json[0]["count"], &json[0]["permits_out"]),
         (
-            &Json::from("permit-semaphore"),
+            &Json::from("permit_semaphore"),
             &Json::from(2),
             &Json::from(3)
         )
@@ -1047,7 +1055,7 @@ async fn run_exits_75_without_running_the_command_when_the_lock_stays_busy() {
         .assert()
         .code(75)
         .stderr(
-            predicate::str::contains("`cli:busy` is locked by")
+            predicate::str::contains("ferrisson: error: `cli:busy` is locked by")
                 .and(predicate::str::contains(guard.holder_field()))
                 .and(predicate::str::contains("not acquired within --wait 200ms")),
         );
@@ -1261,18 +1269,17 @@ async fn a_lost_lock_is_reported_the_command_runs_on_and_ferrisson_exits_76() {
         "nothing to release"
     );
     assert_eq!(run.event_seen("exited")["code"], 0);
-    // Every stderr line is JSON, the library's warning included (a log line, not an event).
+    // Every stderr line is JSON, and the loss is told once, by the `lost` event: the library's
+    // own lost-lease warning is off by default (`the_loss_is_told_once_unless_rust_log_asks`).
     let lines: Vec<Json> = run
         .stderr_seen
         .iter()
         .map(|line| serde_json::from_str(line).expect("every stderr line is JSON"))
         .collect();
     assert!(
-        lines.iter().any(|line| line["level"] == "WARN"
-            && line["fields"]["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("lock lease lost"))
-            && line["fields"]["lock"] == name),
+        !lines.iter().any(|line| line["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("lock lease lost"))),
         "stderr: {:?}",
         run.stderr_seen
     );
@@ -1420,7 +1427,7 @@ async fn an_unusable_rust_log_is_a_json_warning_under_json() {
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
         "ferrisson: warning: ignoring RUST_LOG `[` (invalid filter directive); using the \
-         default, warn,fred=error\n"
+         default, warn,fred=error,ferrisson::lease_lost=off\n"
     );
 }
 
@@ -1449,17 +1456,23 @@ async fn run_and_lose(
     (run, status)
 }
 
-/// Without RUST_LOG the library's warnings are shown, so a lost lease is logged (besides the
-/// tool's own message); RUST_LOG=off silences the log but not the message or the exit status.
+/// A lost lease is told once, by the tool's own line: without RUST_LOG the library's warnings
+/// are shown but for its lost-lease one (`ferrisson::lease_lost=off` in the default filter),
+/// which a RUST_LOG that selects the crate's warnings shows besides; RUST_LOG=off silences the
+/// log but not the message or the exit status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_librarys_lease_loss_warning_is_logged_unless_rust_log_is_off() {
+async fn the_loss_is_told_once_unless_rust_log_asks() {
     let server = RedisServer::start();
-    for (env, logged) in [(&[][..], true), (&[("RUST_LOG", "off")][..], false)] {
+    for (env, logged) in [
+        (&[][..], false),
+        (&[("RUST_LOG", "ferrisson=warn")][..], true),
+        (&[("RUST_LOG", "off")][..], false),
+    ] {
         let name = "cli:lost-log";
         let (run, status) = run_and_lose(&server, env, &[], name, &["sleep", "1"]).await;
         assert_eq!(status.code(), Some(76), "env {env:?}");
         let warned = run.stderr_seen.iter().any(|l| {
-            l.contains(" WARN ferrisson::lease::watchdog: lock lease lost") && l.contains(name)
+            l.contains(" WARN ferrisson::lease_lost: lock lease lost") && l.contains(name)
         });
         assert_eq!(warned, logged, "env {env:?}, stderr: {:?}", run.stderr_seen);
         assert!(
@@ -2265,7 +2278,7 @@ async fn status_says_a_key_of_another_type_is_not_a_lock() {
             "{text}"
         );
         assert!(
-            stderr.contains(&format!("ferrisson: key `{name}` is {what}")),
+            stderr.contains(&format!("ferrisson: error: key `{name}` is {what}")),
             "{stderr}"
         );
     }
@@ -2283,7 +2296,11 @@ async fn status_says_a_key_of_another_type_is_not_a_lock() {
     let json = stdout_json(&output);
     for (i, (name, _)) in others.iter().enumerate() {
         assert_eq!(json[i]["name"], *name);
-        assert_eq!(json[i]["state"], "not_a_lock", "{json}");
+        assert_eq!(
+            (&json[i]["kind"], &json[i]["state"]),
+            (&Json::from("not_a_lock"), &Json::from("present")),
+            "{json}"
+        );
         assert_eq!(json[i]["locked"], false, "{json}");
     }
     assert_eq!(json[4]["redis_type"], "hash");
@@ -2355,4 +2372,42 @@ async fn argument_errors_are_reported_as_such() {
         2,
         r"TLS handshake with rediss://127\.0\.0\.1:\d+ got no answer, but the server answers in plain text: it does not speak TLS on this port .*",
     );
+}
+
+/// The tool reads the library's settings as `Config::from_env` does: `FERRISSON_PUBLISH_MODE`
+/// chooses how releases are announced (here `sharded`: the release's message goes out by
+/// `SPUBLISH` only), and a value a variable cannot take exits 2 naming the variable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_settings_come_from_the_environment() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let sharded = support::server_binary().has_7_0_features();
+    for (mode, publish, spublish) in [("classic", 1, 0), ("sharded", 0, 1)] {
+        if mode == "sharded" && !sharded {
+            continue; // Redis 6.2 refuses it (connect_errors::sharded_publishing_*)
+        }
+        reset_stats(&raw).await;
+        cli(&server)
+            .env("FERRISSON_PUBLISH_MODE", mode)
+            .args(["run", "--wait", "0", "cli:env", "--", "true"])
+            .assert()
+            .code(0);
+        assert_eq!(
+            (
+                command_calls(&raw, "publish").await,
+                command_calls(&raw, "spublish").await
+            ),
+            (publish, spublish),
+            "FERRISSON_PUBLISH_MODE={mode}: PUBLISH and SPUBLISH calls of the release"
+        );
+    }
+    cli(&server)
+        .env("FERRISSON_PUBLISH_MODE", "loud")
+        .args(["status", "cli:env"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("ferrisson: error: ")
+                .and(predicate::str::contains("FERRISSON_PUBLISH_MODE=\"loud\"")),
+        );
 }

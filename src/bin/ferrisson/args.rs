@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::Failure;
+
 const ABOUT: &str = "Inspect and use Redisson-compatible Redis locks from the shell";
 
 const LONG_ABOUT: &str = r#"Inspect and use Redisson-compatible Redis locks from the shell.
@@ -38,9 +40,16 @@ credentials, database, TLS); 65 when a key is not a lock; 69 when Redis cannot b
 command's status, 75 when the lock was not acquired, 76 when it was lost or its release did not
 show that it lasted (`ferrisson run --help`).
 
+Settings: besides REDIS_URL, the library's FERRISSON_* variables apply as in
+ferrisson::Config::from_env (FERRISSON_PUBLISH_MODE=auto|classic|sharded|both,
+FERRISSON_CONNECT_TIMEOUT, FERRISSON_WATCHDOG_TIMEOUT, FERRISSON_RESPONSE_TIMEOUT,
+FERRISSON_WHEN_UNAVAILABLE, FERRISSON_SYNCED_WRITES, ...); a flag given on the command line
+wins over its variable, and a value a variable cannot take exits 2.
+
 Logging: the library's log events go to stderr (JSON lines with --json): by default its
-warnings (RUST_LOG=warn,fred=error); RUST_LOG=ferrisson=debug for details, RUST_LOG=off for
-none."#;
+warnings, but for the lost-lease one, which run reports itself
+(RUST_LOG=warn,fred=error,ferrisson::lease_lost=off); RUST_LOG=ferrisson=debug for details,
+RUST_LOG=off for none."#;
 
 /// The `ferrisson` command line.
 #[derive(Debug, Parser)]
@@ -83,24 +92,29 @@ pub struct Connection {
     )]
     pub url: String,
 
-    /// Give up connecting after this long
+    /// Give up connecting after this long [default: FERRISSON_CONNECT_TIMEOUT, else 5s]
     #[arg(
         long,
         global = true,
-        default_value = "5s",
         value_name = "DUR",
         value_parser = positive_duration,
         help_heading = "Connection"
     )]
-    pub connect_timeout: Duration,
+    pub connect_timeout: Option<Duration>,
 }
 
 impl Connection {
-    /// A library configuration for this connection with Redisson's defaults.
-    pub fn config(&self) -> ferrisson::Config {
-        let mut config = ferrisson::Config::new(self.url.clone());
-        config.connect_timeout = self.connect_timeout;
-        config
+    /// The library configuration for this connection: `Config::from_env` (Redisson's defaults
+    /// and the `FERRISSON_*` variables, as every service that reads its settings so has them),
+    /// then the URL and the flags given. A variable with a bad value exits 2.
+    pub fn config(&self) -> Result<ferrisson::Config, Failure> {
+        let mut config = ferrisson::Config::from_env()
+            .map_err(|err| Failure::from_lib("the environment's settings", &err, self))?;
+        config.url = self.url.clone();
+        if let Some(timeout) = self.connect_timeout {
+            config.connect_timeout = timeout;
+        }
+        Ok(config)
     }
 
     /// The URL with its password masked, for messages.
@@ -142,7 +156,7 @@ pub enum Command {
     Watch(WatchArgs),
 }
 
-const STATUS_HELP: &str = r#"Reads each NAME with every key Redisson keeps for it, in one atomic step: the lock hash, a
+pub(crate) const STATUS_HELP: &str = r#"Reads each NAME with every key Redisson keeps for it, in one atomic step: the lock hash, a
 fair lock's queue and deadlines, a fenced lock's token, a read-write lock's per-hold timeout
 keys, a semaphore's or latch's count, a permit-expirable semaphore's permits out.
 
@@ -168,9 +182,9 @@ holds another primitive of the family is refused (exit 2); a missing key agrees 
 kind (a missing semaphore or latch counts 0, as Redisson reads it).
 
 With --json, prints one JSON array with an object per NAME:
-  {"name":..., "state":"locked"|"free"|"present"|"absent"|"not_a_lock", "locked":bool,
-   "kind":"free"|"reentrant"|"fair"|"fenced"|"read-write"|"semaphore"|"permit-semaphore"|
-          "latch"|"semaphore-or-latch"|"not_a_lock",
+  {"name":..., "state":"locked"|"free"|"present"|"absent", "locked":bool,
+   "kind":"reentrant"|"fair"|"fenced"|"read_write"|"semaphore"|"permit_semaphore"|
+          "latch"|"semaphore_or_latch"|"not_a_lock"|"unknown"|null,
    "mode":"read"|"write"|null, "redis_type":"hash"|"string"|...|null, "ttl_ms":int|null,
    "holders":[{"field":..., "count":int,
                "read_holds":[{"hold":int, "exists":bool, "ttl_ms":int|null}]}],
@@ -179,6 +193,9 @@ With --json, prints one JSON array with an object per NAME:
    "token":int|null, "count":int|null, "permits_out":int,
    "permits":[{"id":hex, "id_format":"raw"|"hex"|"unknown", "expires_ms":int|null,
                "remaining_ms":int|null, "expired":bool}]}
+kind is what the key is, null when it does not exist; state is whether it is held: locked or
+free for a lock (and a missing key), present or absent for a semaphore or latch, present for a
+key that is not a lock. Kinds and states are snake_case and stable (as the error kinds are).
 ttl_ms is null for a free lock and for a key without expiry; read_holds is given for the
 readers of a read-write lock only; count is null unless the key is a present semaphore or
 latch; expires_ms is null for a permit that never expires.
@@ -369,9 +386,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = lease)]
     pub lease: Option<Duration>,
 
-    /// Lease the watchdog renews every third of
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = watchdog_timeout, conflicts_with = "lease")]
-    pub watchdog_timeout: Duration,
+    /// Lease the watchdog renews every third of [default: FERRISSON_WATCHDOG_TIMEOUT, else 30s]
+    #[arg(long, value_name = "DUR", value_parser = watchdog_timeout, conflicts_with = "lease")]
+    pub watchdog_timeout: Option<Duration>,
 
     /// Send CMD SIGTERM if the lock is lost while it runs
     #[arg(long)]

@@ -82,7 +82,8 @@ fn main() -> ExitCode {
 /// A RUST_LOG that does not parse is ignored with a warning: a line of text, or with `--json` a
 /// log event (a JSON line, so that stderr stays JSON).
 fn init_logging(json: bool) {
-    const DEFAULT: &str = "warn,fred=error";
+    // The lost-lease warning is `run`'s own line (with what it does about it): not twice.
+    const DEFAULT: &str = "warn,fred=error,ferrisson::lease_lost=off";
     let (filter, ignored) = match std::env::var("RUST_LOG") {
         Err(_) => (EnvFilter::new(DEFAULT), None),
         Ok(spec) => match EnvFilter::try_new(&spec) {

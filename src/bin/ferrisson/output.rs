@@ -118,23 +118,26 @@ fn plural(n: i64, word: &str) -> String {
     }
 }
 
-/// A kind as JSON fields: (`kind`, `mode`, `redis_type`).
-pub fn kind_parts(kind: &LockKind) -> (&'static str, Option<String>, Option<String>) {
+/// A kind as JSON fields: (`kind`, `mode`, `redis_type`). `kind` is null for a key that does
+/// not exist (free or absent is its `state`), else one of the stable names that `status --help`
+/// and the README list (checked by `tests::the_json_names_are_the_documented_ones`).
+pub fn kind_parts(kind: &LockKind) -> (Option<&'static str>, Option<String>, Option<String>) {
     let hash = || Some("hash".to_owned());
     let string = || Some("string".to_owned());
-    match kind {
-        LockKind::Free => ("free", None, None),
+    let (kind, mode, redis_type) = match kind {
+        LockKind::Free => return (None, None, None),
         LockKind::Reentrant => ("reentrant", None, hash()),
         LockKind::Fair => ("fair", None, hash()),
-        LockKind::ReadWrite { mode } => ("read-write", Some(mode.clone()), hash()),
+        LockKind::ReadWrite { mode } => ("read_write", Some(mode.clone()), hash()),
         LockKind::Other { redis_type } => ("not_a_lock", None, Some(redis_type.clone())),
         LockKind::Fenced => ("fenced", None, hash()),
         LockKind::Semaphore => ("semaphore", None, string()),
-        LockKind::PermitSemaphore => ("permit-semaphore", None, string()),
+        LockKind::PermitSemaphore => ("permit_semaphore", None, string()),
         LockKind::CountDownLatch => ("latch", None, string()),
-        LockKind::SemaphoreOrLatch => ("semaphore-or-latch", None, string()),
+        LockKind::SemaphoreOrLatch => ("semaphore_or_latch", None, string()),
         _ => ("unknown", None, None),
-    }
+    };
+    (Some(kind), mode, redis_type)
 }
 
 /// `info` as this tool reports it: a hash whose fields are not holders (`<client>:<owner>`
@@ -176,11 +179,12 @@ pub fn not_lockable(info: &LockInfo) -> Option<String> {
     }
 }
 
-/// `locked` or `free` for locks, `present` or `absent` for counters (semaphores, latches),
-/// `not_a_lock` for a key that is no primitive of the family.
+/// `locked` or `free` for locks (and a key that does not exist), `present`
+/// or `absent` for counters (semaphores, latches), `present` for a key that is no primitive of
+/// the family (its `kind` says so).
 pub fn state(info: &LockInfo) -> &'static str {
     match (&info.kind, info.is_locked()) {
-        (LockKind::Other { .. }, _) => "not_a_lock",
+        (LockKind::Other { .. }, _) => "present",
         (kind, true) if kind.is_counter() => "present",
         (kind, false) if kind.is_counter() => "absent",
         (_, true) => "locked",
@@ -287,13 +291,13 @@ pub fn id_format(format: Option<PermitIdFormat>) -> &'static str {
 pub struct LockJson {
     /// Name.
     pub name: String,
-    /// `locked`, `free`, `present`, `absent` or `not_a_lock`.
+    /// `locked`, `free`, `present`, `absent`.
     pub state: &'static str,
     /// Whether the key is a lock that someone holds.
     pub locked: bool,
-    /// `free`, `reentrant`, `fair`, `read-write`, `fenced`, `semaphore`, `permit-semaphore`,
-    /// `latch`, `semaphore-or-latch`, `not_a_lock`.
-    pub kind: &'static str,
+    /// `reentrant`, `fair`, `read_write`, `fenced`, `semaphore`, `permit_semaphore`, `latch`,
+    /// `semaphore_or_latch`, `not_a_lock`; null for a key that does not exist.
+    pub kind: Option<&'static str>,
     /// `read` / `write` for a read-write lock.
     pub mode: Option<String>,
     /// The Redis type of the key (`hash` for locks), null when free.
@@ -413,6 +417,67 @@ pub fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `kind` of the JSON output, a stable interface (README, "JSON output"): snake_case, as
+    /// the error kinds are.
+    const KINDS: [&str; 10] = [
+        "reentrant",
+        "fair",
+        "read_write",
+        "fenced",
+        "semaphore",
+        "permit_semaphore",
+        "latch",
+        "semaphore_or_latch",
+        "not_a_lock",
+        "unknown",
+    ];
+
+    /// Every `state` of the JSON output, stable as `KINDS`.
+    const STATES: [&str; 4] = ["locked", "free", "present", "absent"];
+
+    #[test]
+    fn the_json_names_are_the_documented_ones() {
+        use ferrisson::LockKind;
+        let kinds = [
+            LockKind::Reentrant,
+            LockKind::Fair,
+            LockKind::ReadWrite {
+                mode: "read".to_owned(),
+            },
+            LockKind::Fenced,
+            LockKind::Semaphore,
+            LockKind::PermitSemaphore,
+            LockKind::CountDownLatch,
+            LockKind::SemaphoreOrLatch,
+            LockKind::Other {
+                redis_type: "list".to_owned(),
+            },
+        ];
+        assert_eq!(
+            kind_parts(&LockKind::Free).0,
+            None,
+            "a missing key has no kind"
+        );
+        for kind in &kinds {
+            let name = kind_parts(kind).0.expect("a kind");
+            assert!(KINDS.contains(&name), "{name} is not documented");
+        }
+        let help = crate::args::STATUS_HELP;
+        let readme = include_str!("../../../README.md");
+        for name in KINDS.iter().chain(STATES.iter()) {
+            assert!(
+                name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{name} is not snake_case"
+            );
+            let quoted = format!("\"{name}\"");
+            assert!(help.contains(&quoted), "status --help lacks {quoted}");
+            assert!(
+                readme.contains(&format!("`{name}`")),
+                "the README lacks `{name}`"
+            );
+        }
+    }
 
     #[test]
     fn durations_read_well() {

@@ -129,7 +129,7 @@ impl Reporter<'_> {
                 format!("within --wait {}", humane(wait))
             };
             self.say(&format!(
-                "`{}` is locked{by}; not acquired {within}",
+                "error: `{}` is locked{by}; not acquired {within}",
                 self.name
             ));
         }
@@ -306,8 +306,10 @@ impl Signals {
 /// Takes the lock, runs the command, releases, and returns the command's exit status.
 pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
     let mut signals = Signals::install().map_err(Failure::signals)?;
-    let mut config = conn.config();
-    config.watchdog_timeout = args.watchdog_timeout;
+    let mut config = conn.config()?;
+    if let Some(timeout) = args.watchdog_timeout {
+        config.watchdog_timeout = timeout;
+    }
     let client = connect(conn, config).await?;
     let name = args.name.as_str();
     let report = Reporter {

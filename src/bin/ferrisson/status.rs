@@ -32,7 +32,7 @@ pub fn cannot_read(name: &str, kind: Option<Kind>) -> String {
 /// waiters, read holds, permits out), or a JSON array with `--json`. Exits 65 (after printing
 /// every name) when a key is no primitive of the family.
 pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome {
-    let client = connect(conn, conn.config()).await?;
+    let client = connect(conn, conn.config()?).await?;
     let mut infos = Vec::with_capacity(args.names.len());
     let mut failure = None;
     for name in &args.names {
@@ -59,7 +59,10 @@ pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome 
         for info in &infos {
             rows.push(vec![
                 info.name.clone(),
-                output::state(info).replace('_', "-"),
+                match output::not_a_lock_type(info) {
+                    Some(_) => "not-a-lock".to_owned(),
+                    None => output::state(info).to_owned(),
+                },
                 match output::not_a_lock_type(info) {
                     Some(redis_type) => redis_type.to_owned(),
                     None => output::kind_column(info),
@@ -79,7 +82,7 @@ pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome 
     for info in &infos {
         if let Some(redis_type) = output::not_a_lock_type(info) {
             output::stderr_line(&format!(
-                "ferrisson: {}",
+                "ferrisson: error: {}",
                 not_a_lock(&info.name, redis_type)
             ));
             code = exit::NOT_A_LOCK;

@@ -17,7 +17,7 @@ struct Unlocked<'a> {
 /// that is not a lock is left alone.
 pub async fn unlock(conn: &Connection, json: bool, args: UnlockArgs) -> Outcome {
     debug_assert!(args.force, "clap requires --force");
-    let client = connect(conn, conn.config()).await?;
+    let client = connect(conn, conn.config()?).await?;
     let mut results = Vec::with_capacity(args.names.len());
     let mut failure = None;
     for name in &args.names {

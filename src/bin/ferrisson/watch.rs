@@ -62,7 +62,7 @@ enum Change {
         name: String,
         #[serde(skip)]
         text: String,
-        kind: &'static str,
+        kind: Option<&'static str>,
         mode: Option<String>,
         redis_type: Option<String>,
     },
@@ -159,32 +159,34 @@ impl Change {
 }
 
 fn state_text(lock: &LockJson) -> String {
-    if lock.kind == "free" {
+    let Some(kind) = lock.kind else {
         return "free".to_owned();
-    }
-    if lock.redis_type.as_deref() == Some("string") && lock.kind != "not_a_lock" {
+    };
+    // The JSON's snake_case kind, in the words of the text output (`read-write`).
+    let word = kind.replace('_', "-");
+    if lock.redis_type.as_deref() == Some("string") && kind != "not_a_lock" {
         let ttl = match lock.ttl_ms {
             Some(ms) => format!("TTL {}", humane(Duration::from_millis(ms))),
             None if lock.state == "absent" => "absent".to_owned(),
             None => "no expiry".to_owned(),
         };
         let count = lock.count.unwrap_or(0);
-        let permits = match lock.kind {
-            "permit-semaphore" => format!(", {} permits out", lock.permits_out),
+        let permits = match kind {
+            "permit_semaphore" => format!(", {} permits out", lock.permits_out),
             _ => String::new(),
         };
-        return format!("{}, count {count}{permits} ({ttl})", lock.kind);
+        return format!("{word}, count {count}{permits} ({ttl})");
     }
     let ttl = match lock.ttl_ms {
         Some(ms) => format!("TTL {}", humane(Duration::from_millis(ms))),
         None => "no expiry".to_owned(),
     };
-    let kind = match (lock.kind, &lock.mode, &lock.redis_type) {
-        ("read-write", Some(mode), _) => format!("read-write lock in {mode} mode"),
+    let kind = match (kind, &lock.mode, &lock.redis_type) {
+        ("read_write", Some(mode), _) => format!("read-write lock in {mode} mode"),
         ("not_a_lock", _, Some(redis_type)) => {
             return format!("{}, {ttl}", not_a_lock(&lock.name, redis_type))
         }
-        (kind, _, _) => format!("{kind} lock"),
+        _ => format!("{word} lock"),
     };
     let holders = lock
         .holders
@@ -201,7 +203,7 @@ fn state_text(lock: &LockJson) -> String {
         queued.push_str(&format!(", token {token}"));
     }
     if lock.state == "free" {
-        return format!("free ({}{queued})", lock.kind);
+        return format!("free ({word}{queued})");
     }
     if holders.is_empty() {
         format!("locked ({kind}, {ttl}{queued})")
@@ -420,7 +422,7 @@ fn print(json: bool, change: &Change) {
 pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
     let mut interrupt = signal(SignalKind::interrupt()).map_err(Failure::signals)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(Failure::signals)?;
-    let client = connect(conn, conn.config()).await?;
+    let client = connect(conn, conn.config()?).await?;
     let name = args.name.as_str();
     if !json {
         let until = match args.duration {
