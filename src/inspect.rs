@@ -1,5 +1,25 @@
-//! Read-only inspection of any primitive of the lock family on Redis, whoever wrote it
-//! (ferrisson or Redisson): what `ferrisson status` and `ferrisson watch` display.
+//! Looking at locks without taking them: what a name holds on Redis, and what this client
+//! holds and waits for.
+//!
+//! * [`Client::inspect`] and [`Client::inspect_as`] read any primitive of the lock family,
+//!   whoever wrote it (ferrisson or Java Redisson), into a [`LockInfo`]: its [`LockKind`], its
+//!   [`Holder`]s, a fair lock's [`QueuedWaiter`]s, a permit-expirable semaphore's
+//!   [`ExpirablePermit`]s. It is what `ferrisson status` and `ferrisson watch` display.
+//! * [`Client::local_state`] tells what this client itself knows of a name, without a call to
+//!   Redis: its [`LocalHold`]s, its [`LocalWaiter`]s in line and its [`LocalSubscription`].
+//!
+//! ```no_run
+//! # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+//! use ferrisson::inspect::{LockKind, ReadWriteMode};
+//!
+//! let info = client.inspect("orders:42").await?;
+//! match info.kind {
+//!     LockKind::ReadWrite { mode: ReadWriteMode::Read } => println!("{} readers", info.holders.len()),
+//!     _ if info.is_locked() => println!("held by {}", info.holders[0].field),
+//!     _ => println!("free"),
+//! }
+//! # Ok(()) }
+//! ```
 //!
 //! One script (`lua/inspect.lua`) reads the name's key and every auxiliary key of the family
 //! (fair queue and deadlines, fenced token, permits out, read-hold timeouts) in one atomic step;
@@ -24,13 +44,69 @@ const LISTED: u64 = 100;
 /// Redisson's score for a permit that never expires (§11).
 const NEVER: i64 = 922_337_203_685_477;
 
+pub use crate::kit::{LocalHold, LocalState, LocalSubscription, LocalWaiter, LocalWaiterState};
+
+/// The mode field of a read-write lock's hash ([`LockKind::ReadWrite`]).
+///
+/// ```
+/// use ferrisson::inspect::ReadWriteMode;
+///
+/// assert_eq!(ReadWriteMode::from_stored("read"), ReadWriteMode::Read);
+/// assert_eq!(ReadWriteMode::Write.as_str(), "write");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadWriteMode {
+    /// `read`: held by one or more readers.
+    Read,
+    /// `write`: held by one writer (who may hold read holds too).
+    Write,
+    /// Any other value, which neither Redisson nor ferrisson writes, as stored.
+    Other(String),
+}
+
+impl ReadWriteMode {
+    /// The mode a hash's `mode` field holds.
+    ///
+    /// ```
+    /// use ferrisson::inspect::ReadWriteMode;
+    /// assert_eq!(ReadWriteMode::from_stored("x"), ReadWriteMode::Other("x".into()));
+    /// ```
+    pub fn from_stored(mode: &str) -> ReadWriteMode {
+        match mode {
+            "read" => ReadWriteMode::Read,
+            "write" => ReadWriteMode::Write,
+            other => ReadWriteMode::Other(other.to_owned()),
+        }
+    }
+
+    /// The mode as Redis stores it: `read`, `write`, or the other value.
+    ///
+    /// ```
+    /// assert_eq!(ferrisson::inspect::ReadWriteMode::Read.as_str(), "read");
+    /// ```
+    pub fn as_str(&self) -> &str {
+        match self {
+            ReadWriteMode::Read => "read",
+            ReadWriteMode::Write => "write",
+            ReadWriteMode::Other(other) => other,
+        }
+    }
+}
+
+impl std::fmt::Display for ReadWriteMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What kind of Redisson primitive a key holds, as far as its Redis values tell (or as the
 /// caller named it with [`Client::inspect_as`]).
 ///
 /// ```
-/// use ferrisson::LockKind;
+/// use ferrisson::inspect::{LockKind, ReadWriteMode};
 ///
-/// let kind = LockKind::ReadWrite { mode: "read".into() };
+/// let kind = LockKind::ReadWrite { mode: ReadWriteMode::Read };
 /// assert!(kind.is_lock());
 /// assert!(!LockKind::CountDownLatch.is_lock());
 /// ```
@@ -47,8 +123,8 @@ pub enum LockKind {
     Fair,
     /// A hash with a `mode` field: a read-write lock in `read` or `write` mode.
     ReadWrite {
-        /// `read` or `write`, as stored.
-        mode: String,
+        /// The `mode` field.
+        mode: ReadWriteMode,
     },
     /// Any other value: not a primitive of the family (a list, a string that is not an integer,
     /// ...).
@@ -73,8 +149,8 @@ impl LockKind {
     /// Whether this is a lock (a hash of holder fields): reentrant, fair, fenced or read-write.
     ///
     /// ```
-    /// assert!(ferrisson::LockKind::Fenced.is_lock());
-    /// assert!(!ferrisson::LockKind::Semaphore.is_lock());
+    /// assert!(ferrisson::inspect::LockKind::Fenced.is_lock());
+    /// assert!(!ferrisson::inspect::LockKind::Semaphore.is_lock());
     /// ```
     pub fn is_lock(&self) -> bool {
         matches!(
@@ -87,8 +163,8 @@ impl LockKind {
     /// count-down latch, or one of them.
     ///
     /// ```
-    /// assert!(ferrisson::LockKind::SemaphoreOrLatch.is_counter());
-    /// assert!(!ferrisson::LockKind::Reentrant.is_counter());
+    /// assert!(ferrisson::inspect::LockKind::SemaphoreOrLatch.is_counter());
+    /// assert!(!ferrisson::inspect::LockKind::Reentrant.is_counter());
     /// ```
     pub fn is_counter(&self) -> bool {
         matches!(
@@ -107,7 +183,7 @@ impl LockKind {
 ///
 /// ```no_run
 /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
-/// use ferrisson::Primitive;
+/// use ferrisson::inspect::Primitive;
 ///
 /// let info = client.inspect_as("jobs:done", Primitive::CountDownLatch).await?;
 /// println!("count {}", info.count.unwrap_or(0));
@@ -136,7 +212,7 @@ impl Primitive {
     /// The primitive in words, with its article: `a fair lock`.
     ///
     /// ```
-    /// assert_eq!(ferrisson::Primitive::CountDownLatch.described(), "a count-down latch");
+    /// assert_eq!(ferrisson::inspect::Primitive::CountDownLatch.described(), "a count-down latch");
     /// ```
     pub fn described(self) -> &'static str {
         match self {
@@ -169,7 +245,7 @@ impl Holder {
     /// The client uuid part of the field (everything before the first `:`).
     ///
     /// ```
-    /// # use ferrisson::Holder;
+    /// # use ferrisson::inspect::Holder;
     /// # fn demo(holder: &Holder) {
     /// println!("held by client {}", holder.client_id());
     /// # }
@@ -301,7 +377,7 @@ impl Client {
     ///
     /// ```no_run
     /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
-    /// use ferrisson::{LockKind, Primitive};
+    /// use ferrisson::inspect::{LockKind, Primitive};
     ///
     /// let info = client.inspect_as("pool", Primitive::Semaphore).await?;
     /// if info.kind == LockKind::Semaphore {
@@ -532,7 +608,9 @@ fn resolve(facts: Facts, expected: Option<Primitive>) -> Result<LockInfo> {
         Stored::Missing if has_token => LockKind::Fenced,
         Stored::Missing if has_permits => LockKind::PermitSemaphore,
         Stored::Missing => LockKind::Free,
-        Stored::Hash { mode: Some(mode) } => LockKind::ReadWrite { mode: mode.clone() },
+        Stored::Hash { mode: Some(mode) } => LockKind::ReadWrite {
+            mode: ReadWriteMode::from_stored(mode),
+        },
         Stored::Hash { mode: None } if has_queue => LockKind::Fair,
         Stored::Hash { mode: None } if has_token => LockKind::Fenced,
         Stored::Hash { mode: None } => LockKind::Reentrant,
@@ -677,7 +755,7 @@ mod tests {
         assert_eq!(
             rw.kind,
             LockKind::ReadWrite {
-                mode: "write".into()
+                mode: ReadWriteMode::Write
             }
         );
         assert_eq!(rw.holders.len(), 1);

@@ -16,6 +16,24 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## Which lock do I need?
+//!
+//! | You need | Take | Why |
+//! |---|---|---|
+//! | One owner at a time, shared with Java's `RLock` | [`Client::lock`] → [`Lock`] | the default: reentrant per owner, woken by message, watchdog lease |
+//! | A resource (a database, a file store) that must refuse a holder whose lease ran out | [`Client::fenced_lock`] → [`FencedLock`] | every acquisition gets a larger token ([`FencedGuard::token`]) to pass along and check |
+//! | Waiters of every process served in arrival order | [`Client::fair_lock`] → [`FairLock`] | a queue in Redis; costs a little more per hand-off |
+//! | Many readers or one writer | [`Client::read_write_lock`] → [`ReadWriteLock`] | readers share, a writer excludes all |
+//! | At most N holders (a pool, a rate of jobs) | [`Client::semaphore`] → [`Semaphore`] | permits without owners; [`Client::permit_expirable_semaphore`] when each permit needs a lease of its own |
+//! | Wait until N things happened | [`Client::count_down_latch`] → [`CountDownLatch`] | not a lock: a count others bring to 0 |
+//! | Several locks at once, all or none | [`MultiLock`] | the parts may sit on different servers |
+//! | One lock across independent Redis masters that survives a minority being down | [`RedLock`] | a majority of N servers, with a [`validity`](MultiGuard::validity) |
+//! | A lock that a re-entry must not pass (a bug, not a second hold) | [`Client::non_reentrant_lock`] → [`NonReentrantLock`] | a second acquire by the holder is [`Error::AlreadyHeld`] |
+//! | Interop with Java's `RSpinLock`, or no pub/sub at all | [`Client::spin_lock`] → [`SpinLock`] | polls with a [`BackOff`]; slower to hand over |
+//!
+//! What a name holds on Redis right now, whoever wrote it, is [`Client::inspect`] (types in
+//! [`inspect`]); the `ferrisson` command-line tool shows the same (`status`, `watch`).
+//!
 //! Every section below has a runnable example (`cargo run --example NAME`; the examples are
 //! also run by the test suite against real servers):
 //!
@@ -66,7 +84,8 @@
 //! * **Owners**: reentrant per [`Owner`], by default the current tokio task; explicit owners for
 //!   work that spans tasks, and [`Owner::from_id`] for Redisson's `*Async(threadId)`.
 //! * **Queries**: [`Lock::is_locked`], [`Lock::is_held_by_current_owner`], [`Lock::is_held_by`],
-//!   [`Lock::hold_count`], [`Lock::remaining_ttl`], [`Client::inspect`] (holders, TTL, kind).
+//!   [`Lock::hold_count`], [`Lock::remaining_ttl`], [`Client::inspect`] (holders, TTL, kind: the
+//!   [`inspect`] module).
 //! * **Fair and fast under contention**: waiters of one client queue in arrival order and get
 //!   the lock handed over in the release's own script; concurrent calls share script runs.
 //! * **Cancel safe**: a dropped acquire never leaves a lock held; a dropped release completes.
@@ -231,7 +250,7 @@ mod client;
 mod clock;
 mod config;
 mod error;
-mod inspect;
+pub mod inspect;
 mod kit;
 mod lease;
 mod lock;
@@ -248,11 +267,9 @@ mod model;
 
 pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, TlsOptions, WhenUnavailable};
 pub use error::{Error, Result};
-pub use inspect::{ExpirablePermit, Holder, LockInfo, LockKind, Primitive, QueuedWaiter};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
 pub use kit::{BackOff, Guard, Handle, Protocol, RemainingTtl};
-pub use kit::{LocalHold, LocalState, LocalSubscription, LocalWaiter, LocalWaiterState};
 pub use lock::{FairGuard, FairLock, FencedGuard, FencedLock, Lock, LockGuard};
 pub use lock::{NonReentrantFairGuard, NonReentrantFairLock};
 pub use lock::{NonReentrantGuard, NonReentrantLock, SpinGuard, SpinLock};

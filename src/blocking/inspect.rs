@@ -2,7 +2,7 @@
 
 use super::Client;
 use crate::error::Result;
-use crate::{LockInfo, Primitive};
+use crate::inspect::{LockInfo, Primitive};
 
 impl Client {
     /// Reads the state of `name` atomically as `primitive` (see
@@ -11,7 +11,7 @@ impl Client {
     ///
     /// ```no_run
     /// # fn demo(client: ferrisson::blocking::Client) -> ferrisson::Result<()> {
-    /// use ferrisson::Primitive;
+    /// use ferrisson::inspect::Primitive;
     ///
     /// let latch = client.inspect_as("jobs:done", Primitive::CountDownLatch)?;
     /// println!("count {}", latch.count.unwrap_or(0));

@@ -52,7 +52,8 @@ pub use read_write::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 pub use semaphore::{Semaphore, SemaphorePermits};
 
 use crate::error::{Error, Result};
-use crate::{Config, LockInfo};
+use crate::inspect::LockInfo;
+use crate::Config;
 
 /// A blocking client: a [`crate::Client`] plus the runtime that serves it.
 ///

@@ -64,7 +64,7 @@ pub struct LocalHold {
 ///     .local_state("orders:42")
 ///     .line
 ///     .iter()
-///     .filter(|waiter| waiter.state == ferrisson::LocalWaiterState::Parked)
+///     .filter(|waiter| waiter.state == ferrisson::inspect::LocalWaiterState::Parked)
 ///     .count();
 /// # }
 /// ```
@@ -80,7 +80,7 @@ pub struct LocalWaiter {
 /// Where a waiter of [`LocalState::line`] stands.
 ///
 /// ```
-/// assert_eq!(ferrisson::LocalWaiterState::Parked.to_string(), "parked");
+/// assert_eq!(ferrisson::inspect::LocalWaiterState::Parked.to_string(), "parked");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use ferrisson::{BackOff, Config, Error, LockKind, MultiLock, Owner, Primitive, RedLock};
+use ferrisson::inspect::{LockKind, Primitive};
+use ferrisson::{BackOff, Config, Error, MultiLock, Owner, RedLock};
 use fred::prelude::*;
 use support::redis_state::{channel_of, exists, wait_numsub, wait_ttl_reset};
 use support::{raw_client, RedisServer};

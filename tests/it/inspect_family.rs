@@ -5,7 +5,8 @@
 
 use crate::support;
 
-use ferrisson::{Error, LockKind, Primitive};
+use ferrisson::inspect::{LockKind, Primitive};
+use ferrisson::Error;
 use fred::prelude::*;
 use support::{connect, raw_client, RedisServer};
 

@@ -84,7 +84,7 @@ async fn fresh_clients_never_leave_a_waiter_parked_on_a_free_lock() {
 /// subscription they share, and is empty again once they are gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_state_shows_the_holds_the_line_and_the_subscription() {
-    use ferrisson::LocalWaiterState;
+    use ferrisson::inspect::LocalWaiterState;
     let server = RedisServer::start();
     let client = support::connect(&server).await;
     let name = "stress:local-state";

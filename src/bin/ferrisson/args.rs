@@ -357,8 +357,8 @@ impl Kind {
     }
 
     /// The library's name for this kind.
-    pub fn primitive(self) -> ferrisson::Primitive {
-        use ferrisson::Primitive;
+    pub fn primitive(self) -> ferrisson::inspect::Primitive {
+        use ferrisson::inspect::Primitive;
         match self {
             Kind::Lock => Primitive::Lock,
             Kind::Fair => Primitive::FairLock,

@@ -3,7 +3,8 @@
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
-use ferrisson::{LockInfo, LockKind, PermitIdFormat, RemainingTtl, WokenBy};
+use ferrisson::inspect::{LockInfo, LockKind};
+use ferrisson::{PermitIdFormat, RemainingTtl, WokenBy};
 use serde::Serialize;
 
 /// Writes `line` and a newline to stderr in one `write` call, so that it does not interleave
@@ -128,7 +129,7 @@ pub fn kind_parts(kind: &LockKind) -> (Option<&'static str>, Option<String>, Opt
         LockKind::Free => return (None, None, None),
         LockKind::Reentrant => ("reentrant", None, hash()),
         LockKind::Fair => ("fair", None, hash()),
-        LockKind::ReadWrite { mode } => ("read_write", Some(mode.clone()), hash()),
+        LockKind::ReadWrite { mode } => ("read_write", Some(mode.to_string()), hash()),
         LockKind::Other { redis_type } => ("not_a_lock", None, Some(redis_type.clone())),
         LockKind::Fenced => ("fenced", None, hash()),
         LockKind::Semaphore => ("semaphore", None, string()),
@@ -438,12 +439,12 @@ mod tests {
 
     #[test]
     fn the_json_names_are_the_documented_ones() {
-        use ferrisson::LockKind;
+        use ferrisson::inspect::LockKind;
         let kinds = [
             LockKind::Reentrant,
             LockKind::Fair,
             LockKind::ReadWrite {
-                mode: "read".to_owned(),
+                mode: ferrisson::inspect::ReadWriteMode::Read,
             },
             LockKind::Fenced,
             LockKind::Semaphore,

@@ -1,6 +1,7 @@
 //! `ferrisson status [--kind KIND] NAME...`
 
-use ferrisson::{LockInfo, LockKind, PermitIdFormat, RemainingTtl};
+use ferrisson::inspect::{LockInfo, LockKind};
+use ferrisson::{PermitIdFormat, RemainingTtl};
 
 use crate::args::{Connection, Kind, StatusArgs};
 use crate::error::not_a_lock;

@@ -1,6 +1,6 @@
 //! `ferrisson unlock --force NAME...`
 
-use ferrisson::LockKind;
+use ferrisson::inspect::{LockKind, ReadWriteMode};
 use serde::Serialize;
 
 use crate::args::{Connection, UnlockArgs};
@@ -77,12 +77,23 @@ async fn unlock_one(
     // is reported as not locked rather than released as the wrong kind.
     let released = match &info.kind {
         LockKind::Fair => client.fair_lock(name).force_unlock().await,
-        LockKind::ReadWrite { mode } if mode == "read" || mode == "write" => {
-            let lock = client.read_write_lock(name);
-            match mode.as_str() {
-                "read" => lock.read_lock().force_unlock().await,
-                _ => lock.write_lock().force_unlock().await,
-            }
+        LockKind::ReadWrite {
+            mode: ReadWriteMode::Read,
+        } => {
+            client
+                .read_write_lock(name)
+                .read_lock()
+                .force_unlock()
+                .await
+        }
+        LockKind::ReadWrite {
+            mode: ReadWriteMode::Write,
+        } => {
+            client
+                .read_write_lock(name)
+                .write_lock()
+                .force_unlock()
+                .await
         }
         LockKind::ReadWrite { mode } => {
             let what = format!("hash whose read-write mode is `{mode}`");

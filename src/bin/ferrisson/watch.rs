@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ferrisson::{LockInfo, LockKind, RemainingTtl};
+use ferrisson::inspect::{LockInfo, LockKind};
+use ferrisson::RemainingTtl;
 use serde::Serialize;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{Instant, MissedTickBehavior};
@@ -583,14 +584,14 @@ mod tests {
     fn kind_changes_and_queues_are_reported() {
         let read = snap(
             LockKind::ReadWrite {
-                mode: "read".into(),
+                mode: ferrisson::inspect::ReadWriteMode::Read,
             },
             &[("a:1", 1)],
             Some(1_000),
         );
         let write = snap(
             LockKind::ReadWrite {
-                mode: "write".into(),
+                mode: ferrisson::inspect::ReadWriteMode::Write,
             },
             &[("a:1", 1)],
             Some(1_000),

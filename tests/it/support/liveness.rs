@@ -25,7 +25,7 @@ pub struct LivenessFault {
     /// The key's PTTL at both looks (−2: no key).
     pub pttl: [i64; 2],
     /// The client's local state at the second look, while the acquire still waited.
-    pub local: ferrisson::LocalState,
+    pub local: ferrisson::inspect::LocalState,
 }
 
 impl fmt::Display for LivenessFault {

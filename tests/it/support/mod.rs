@@ -382,7 +382,7 @@ pub fn parked_waiters(client: &ferrisson::Client, name: &str) -> usize {
     let in_line = state
         .line
         .iter()
-        .filter(|waiter| waiter.state == ferrisson::LocalWaiterState::Parked)
+        .filter(|waiter| waiter.state == ferrisson::inspect::LocalWaiterState::Parked)
         .count();
     on_channels.max(in_line)
 }
@@ -420,7 +420,7 @@ pub async fn acquired_within<T>(
 /// (a fair lock's waiter has a channel of its own).
 pub async fn wait_parked_on(client: &ferrisson::Client, name: &str, channel: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    let parked = |state: &ferrisson::LocalState| {
+    let parked = |state: &ferrisson::inspect::LocalState| {
         (state.subscriptions.iter()).any(|sub| sub.channel.ends_with(channel) && sub.parked > 0)
     };
     while !parked(&client.local_state(name)) {
