@@ -841,11 +841,21 @@ async fn reconnect_loop(
         // Every waiter retries at once, on the command connections, which reconnect on their
         // own: wait for them too (bounded), or under `FailFast` a retry sent a moment before
         // they are back fails with `Unavailable`.
-        let commands_back =
-            tokio::time::timeout(shared.response_timeout, shared.commands.wait_for_connect());
+        let commands_back = async {
+            let _ = shared.commands.wait_for_connect().await;
+            // A command connection can still look connected while its socket died with the
+            // server (fred notices at its next read or write): one PING on each proves it, or
+            // makes fred notice and reconnect, before the waiters' retries go out. Without it a
+            // retry on Redis 6.2, which restarts within milliseconds, once landed on such a
+            // socket and failed with "Connection closed unexpectedly" under `FailFast`.
+            for client in shared.commands.clients() {
+                let _ = client.ping::<fred::types::Value>(None).await;
+            }
+            let _ = shared.commands.wait_for_connect().await;
+        };
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = commands_back => {}
+            _ = tokio::time::timeout(shared.response_timeout, commands_back) => {}
         }
         tracing::debug!("subscriber reconnected; waking every waiter");
         shared.wake_everyone();
