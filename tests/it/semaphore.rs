@@ -510,13 +510,29 @@ async fn local_guards_handing_permits_over_give_another_clients_waiter_its_turns
     while taken.load(Ordering::SeqCst) < 50 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let other = remote.semaphore(name);
     let mut overtaken = Vec::new();
     for _ in 0..20 {
-        let before = taken.load(Ordering::SeqCst);
-        let permits = timeout(Duration::from_secs(10), other.acquire(1))
+        let other = remote.semaphore(name);
+        let call = tokio::spawn(async move { other.acquire(1).await });
+        // Counted from when the other client's waiter is parked on a confirmed subscription:
+        // before that no unlock message can reach it, and no client can give way to it (its
+        // subscription takes a few round trips, which a loaded machine stretches to tens of
+        // local acquisitions). From then on, each plain release reaches it.
+        let before = loop {
+            let heard = remote
+                .local_state(name)
+                .subscriptions
+                .iter()
+                .any(|s| s.confirmed && s.parked > 0);
+            if heard || call.is_finished() {
+                break taken.load(Ordering::SeqCst);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        let permits = timeout(Duration::from_secs(10), call)
             .await
             .expect("the other client got a turn")
+            .expect("task")
             .expect("acquire");
         overtaken.push(taken.load(Ordering::SeqCst) - before);
         permits.release().await.expect("release");
@@ -530,11 +546,15 @@ async fn local_guards_handing_permits_over_give_another_clients_waiter_its_turns
     }
     overtaken.sort_unstable();
     let worst = overtaken[overtaken.len() - 1];
-    // A release that gives the permit back to Redis (nobody in line, or a spent budget) reaches
-    // the other client's waiter, and this client gives way to it. Measured: worst 18-20 local
-    // acquisitions in 3 runs; 73-157 without giving way.
+    // A release that gives the permit back to Redis (nobody in line, or a spent budget of 16
+    // hand-offs) reaches the other client's waiter, and this client gives way to it: the other
+    // client gets the permit within a budget. Measured from the parked waiter, on a 2-core
+    // machine loaded with two busy loops and three copies of this test: worst 4-7 local
+    // acquisitions per run in 150 runs; with giving way patched out, worst 33-90 in 5 runs.
+    // (Counted from the call, as this test once did, it measured the subscription's latency,
+    // which such a load stretched past 50.)
     assert!(
-        worst <= 50,
+        worst <= 32,
         "worst {worst} local acquisitions: {overtaken:?}"
     );
 }
