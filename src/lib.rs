@@ -48,7 +48,7 @@
 //!
 //! ## Features
 //! * **The reentrant lock** ([`Client::lock`] → [`Lock`]): Redisson's `RLock`. [`Lock::lock`]
-//!   waits, [`Lock::try_lock`] and [`Lock::try_lock_for`] return an [`Attempt`]
+//!   waits, [`Lock::try_lock`] and [`Lock::try_lock_within`] return an [`Attempt`]
 //!   (`#[must_use]`: the guard it holds releases the lock when dropped), a fixed lease with
 //!   [`Lock::lock_with_lease`], or the watchdog lease (30 s, renewed every 10 s) without one.
 //! * **The fenced lock** ([`Client::fenced_lock`] → [`FencedLock`]): Redisson's `RFencedLock`,
@@ -351,7 +351,7 @@ mod send_sync {
         send(&lock.lock());
         send(&lock.lock_with_lease(std::time::Duration::from_secs(1)));
         send(&lock.try_lock());
-        send(&lock.try_lock_for(std::time::Duration::from_secs(1), None));
+        send(&lock.try_lock_within(std::time::Duration::from_secs(1)));
         send(&lock.unlock());
         send(&lock.force_unlock());
         send(&lock.is_locked());
@@ -382,7 +382,7 @@ mod send_sync {
     fn read_write_futures_are_send(read: ReadLock, write: WriteLock, guard: WriteGuard) {
         send(&read.lock());
         send(&read.is_locked());
-        send(&write.try_lock_for(std::time::Duration::from_secs(1), None));
+        send(&write.try_lock_within(std::time::Duration::from_secs(1)));
         send(&write.unlock());
         send(&guard.unlock());
     }
@@ -390,7 +390,7 @@ mod send_sync {
     #[allow(dead_code)] // only type-checked: the futures are never run
     fn multi_futures_are_send(multi: MultiLock, red: RedLock, guard: MultiGuard) {
         send(&multi.lock());
-        send(&red.try_lock_for(std::time::Duration::from_secs(1), None));
+        send(&red.try_lock_within(std::time::Duration::from_secs(1)));
         send(&red.is_held_by_current_owner());
         send(&guard.lost());
         send(&guard.unlock());
@@ -399,7 +399,7 @@ mod send_sync {
     #[allow(dead_code)] // only type-checked: the futures are never run
     fn fenced_futures_are_send(lock: FencedLock, guard: FencedGuard) {
         send(&lock.lock());
-        send(&lock.try_lock_for(std::time::Duration::from_secs(1), None));
+        send(&lock.try_lock_within(std::time::Duration::from_secs(1)));
         send(&lock.token());
         send(&lock.delete());
         send(&lock.as_lock().lock());

@@ -6,7 +6,7 @@
 //!
 //! The driver starts a `redis-server` (AOF with `appendfsync always`, so a kill -9 loses no
 //! acknowledged write) and P worker processes (this binary re-run with `--worker`), each
-//! running T tasks that take one of a few locks with `try_lock_for`, hold it for a few
+//! running T tasks that take one of a few locks with `try_lock_within`, hold it for a few
 //! milliseconds and release it. Meanwhile the driver injects faults at random: `CLIENT KILL`
 //! of the workers' pub/sub and command connections, `DEBUG SLEEP`, SIGSTOP/SIGCONT of the
 //! server, kill -9 and restart of the server on the same port, and SIGSTOP of a worker for
@@ -24,7 +24,7 @@
 //!   the library handed it the lock). A holder asks right after its
 //!   section's end; one whose process stalled before the answer "lost" came cannot say when it
 //!   knew, and its section is not judged (counted as such);
-//! * **hung waiters**: every `try_lock_for(wait)` returned within its bound plus a second (a
+//! * **hung waiters**: every `try_lock_within(wait)` returned within its bound plus a second (a
 //!   wait of a worker while the driver froze that worker's process is not judged), and every
 //!   worker exited;
 //! * **leaked locks**: once every worker is gone, no lock key remains after a lease.
@@ -704,11 +704,17 @@ fn worker(args: &[String]) {
                     // The silent task takes every third lock with a long lease and frees it
                     // with a bare DEL, which publishes nothing: its waiters stay parked.
                     let silent_round = silent && task == 0 && round.is_multiple_of(3);
-                    let lease = silent_round.then_some(SILENT_LEASE);
                     let asked = Instant::now();
                     let asked_us = now_us();
+                    let attempt = async {
+                        if silent_round {
+                            lock.try_lock_within_with_lease(WAIT, SILENT_LEASE).await
+                        } else {
+                            lock.try_lock_within(WAIT).await
+                        }
+                    };
                     let acquired = watch_acquire(
-                        lock.try_lock_for(WAIT, lease),
+                        attempt,
                         LIVENESS_BOUND,
                         &client,
                         &raw,

@@ -173,9 +173,19 @@ impl<P: Protocol> Handle<P> {
         /// One attempt without waiting; watchdog lease.
         fn try_lock() -> Attempt<Guard<P>> => wrap,
             "if let Some(guard) = lock.try_lock()?.acquired() {\n    guard.unlock()?;\n}";
+        /// Waits at most `wait`; watchdog lease.
+        fn try_lock_within(wait: Duration) -> Attempt<Guard<P>> => wrap,
+            "let attempt = lock.try_lock_within(std::time::Duration::from_secs(1))?;";
+        /// Waits at most `wait`; fixed `lease`, no watchdog.
+        fn try_lock_within_with_lease(wait: Duration, lease: Duration) -> Attempt<Guard<P>> => wrap,
+            "let attempt = lock.try_lock_within_with_lease(\n    std::time::Duration::from_secs(1),\n    std::time::Duration::from_secs(10),\n)?;";
         /// Waits at most `wait`; `lease`, or the watchdog when `None`.
+        #[deprecated(
+            note = "use `try_lock_within(wait)` for the watchdog lease, or \
+                    `try_lock_within_with_lease(wait, lease)` for a fixed one"
+        )]
         fn try_lock_for(wait: Duration, lease: Option<Duration>) -> Attempt<Guard<P>> => wrap,
-            "let attempt = lock.try_lock_for(std::time::Duration::from_secs(1), None)?;";
+            "# #![allow(deprecated)]\nlet attempt = lock.try_lock_within(std::time::Duration::from_secs(1))?;";
         /// Releases one hold of this handle's owner without a guard.
         fn unlock() -> (), "lock.lock()?.detach();\nlock.unlock()?;";
         /// Deletes the lock whoever holds it.

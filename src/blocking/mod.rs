@@ -24,7 +24,7 @@
 //!     assert_eq!(lock.hold_count()?, 2);
 //!     again.unlock()?;
 //!     guard.unlock()?;
-//!     if let Some(guard) = lock.try_lock_for(Duration::from_millis(100), None)?.acquired() {
+//!     if let Some(guard) = lock.try_lock_within(Duration::from_millis(100))?.acquired() {
 //!         guard.unlock()?;
 //!     }
 //!     Ok(())
@@ -236,14 +236,15 @@ impl std::fmt::Debug for Client {
 /// the cancel-safety notes) and shows `$example` with `$var`, a `ferrisson::blocking::$twin`.
 macro_rules! twins {
     ($var:ident: $twin:literal, $async:literal, on $on:ident; $(
-        $(#[doc = $doc:literal])*
+        $(#[$meta:meta])*
         fn $name:ident($($arg:ident: $ty:ty),*) -> $out:ty $(=> $wrap:ident)?, $example:literal;
     )*) => {$(
-        $(#[doc = $doc])*
+        $(#[$meta])*
         #[doc = concat!("\n\nThe blocking twin of [`", $async, "::", stringify!($name), "`].")]
         #[doc = concat!("\n```no_run\n# fn demo(", stringify!($var), ": ferrisson::blocking::", $twin,
             ") -> ferrisson::Result<()> {\n", $example, "\n# Ok(()) }\n```")]
         pub fn $name(&self, $($arg: $ty),*) -> Result<$out> {
+            #[allow(deprecated)] // the twin of a deprecated method is deprecated too
             let out = self.client.block_on(self.$on().$name($($arg),*))??;
             $(let out = $crate::blocking::Wrap::$wrap(out, &self.client);)?
             Ok(out)

@@ -128,24 +128,68 @@ macro_rules! blocking_composite {
             /// # Ok(()) }
             /// ```
             pub fn try_lock(&self) -> Result<Attempt<MultiGuard>> {
-                self.try_lock_for(Duration::ZERO, None)
+                self.try_lock_bounded(Duration::ZERO, None)
             }
 
-            /// Waits at most `wait`; `lease` or the watchdog when `None` (see
-            #[doc = concat!("[`crate::", stringify!($async), "::try_lock_for`]).")]
+            /// Waits at most `wait`; watchdog lease (see
+            #[doc = concat!("[`crate::", stringify!($async), "::try_lock_within`]).")]
             ///
             /// ```no_run
             #[doc = concat!("# fn demo(lock: ferrisson::blocking::", stringify!($ty), ") -> ferrisson::Result<()> {")]
-            /// let attempt = lock.try_lock_for(std::time::Duration::from_secs(1), None)?;
+            /// let attempt = lock.try_lock_within(std::time::Duration::from_secs(1))?;
             /// # Ok(()) }
             /// ```
+            pub fn try_lock_within(&self, wait: Duration) -> Result<Attempt<MultiGuard>> {
+                self.try_lock_bounded(wait, None)
+            }
+
+            /// Waits at most `wait`; fixed `lease`, no watchdog (see
+            #[doc = concat!("[`crate::", stringify!($async), "::try_lock_within_with_lease`]).")]
+            ///
+            /// ```no_run
+            #[doc = concat!("# fn demo(lock: ferrisson::blocking::", stringify!($ty), ") -> ferrisson::Result<()> {")]
+            /// use std::time::Duration;
+            /// let attempt = lock.try_lock_within_with_lease(Duration::from_secs(1), Duration::from_secs(10))?;
+            /// # Ok(()) }
+            /// ```
+            pub fn try_lock_within_with_lease(
+                &self,
+                wait: Duration,
+                lease: Duration,
+            ) -> Result<Attempt<MultiGuard>> {
+                self.try_lock_bounded(wait, Some(lease))
+            }
+
+            /// Waits at most `wait`; `lease` or the watchdog when `None`.
+            ///
+            /// ```no_run
+            #[doc = concat!("# fn demo(lock: ferrisson::blocking::", stringify!($ty), ") -> ferrisson::Result<()> {")]
+            /// # #![allow(deprecated)]
+            /// let attempt = lock.try_lock_within(std::time::Duration::from_secs(1))?;
+            /// # Ok(()) }
+            /// ```
+            #[deprecated(
+                note = "use `try_lock_within(wait)` for the watchdog lease, or \
+                        `try_lock_within_with_lease(wait, lease)` for a fixed one"
+            )]
             pub fn try_lock_for(
                 &self,
                 wait: Duration,
                 lease: Option<Duration>,
             ) -> Result<Attempt<MultiGuard>> {
+                self.try_lock_bounded(wait, lease)
+            }
+
+            fn try_lock_bounded(
+                &self,
+                wait: Duration,
+                lease: Option<Duration>,
+            ) -> Result<Attempt<MultiGuard>> {
                 let attempt = self.parts.acquire(crate::$async::new, |lock| async move {
-                    lock.try_lock_for(wait, lease).await
+                    match lease {
+                        Some(lease) => lock.try_lock_within_with_lease(wait, lease).await,
+                        None => lock.try_lock_within(wait).await,
+                    }
                 })?;
                 Ok(attempt.map(|guard| self.parts.guard(guard)))
             }
@@ -176,7 +220,7 @@ blocking_composite!(MultiLock, MultiLock);
 /// ```no_run
 /// # fn demo(a: ferrisson::blocking::Client, b: ferrisson::blocking::Client, c: ferrisson::blocking::Client) -> ferrisson::Result<()> {
 /// let red = ferrisson::blocking::RedLock::new([a.lock("job"), b.lock("job"), c.lock("job")])?;
-/// if let Some(guard) = red.try_lock_for(std::time::Duration::from_secs(1), None)?.acquired() {
+/// if let Some(guard) = red.try_lock_within(std::time::Duration::from_secs(1))?.acquired() {
 ///     guard.unlock()?;
 /// }
 /// # Ok(()) }

@@ -1,7 +1,7 @@
 //! What an attempt that may find a primitive busy returns: its guard, or "busy".
 
 /// The outcome of a non-blocking or bounded acquire ([`Lock::try_lock`](crate::Lock::try_lock),
-/// [`Lock::try_lock_for`](crate::Lock::try_lock_for) and their blocking twins): the guard of the
+/// [`Lock::try_lock_within`](crate::Lock::try_lock_within) and their blocking twins): the guard of the
 /// hold it took, or `Busy` when another owner held the lock throughout.
 ///
 /// It is `#[must_use]`, unlike an `Option`: `lock.try_lock().await?;` warns, since the guard it

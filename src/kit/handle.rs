@@ -195,9 +195,9 @@ impl<P: Protocol> Handle<P> {
             .map(Attempt::from)
     }
 
-    /// Waits at most `wait` for the lock; holds it for `lease`, or with the watchdog when
-    /// `lease` is `None`. Redisson's `tryLock(waitTime, leaseTime)`. Returns
-    /// [`Attempt::Busy`] if the wait ran out while another owner held the lock.
+    /// Waits at most `wait` for the lock, and holds it with the watchdog lease. Redisson's
+    /// `tryLock(waitTime, unit)`. Returns [`Attempt::Busy`] if the wait ran out while another
+    /// owner held the lock.
     ///
     /// The bound is strict: no attempt is sent after it, and one still in flight when it runs
     /// out is abandoned (and released in the background if it acquired). A wait that ends
@@ -210,13 +210,67 @@ impl<P: Protocol> Handle<P> {
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
     /// use std::time::Duration;
-    /// let attempt = lock.try_lock_for(Duration::from_millis(500), Some(Duration::from_secs(5))).await?;
+    /// if let Some(guard) = lock.try_lock_within(Duration::from_millis(500)).await?.acquired() {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock_within(&self, wait: Duration) -> Result<Attempt<Guard<P>>> {
+        self.try_lock_bounded(wait, None).await
+    }
+
+    /// Waits at most `wait` for the lock, and holds it for a fixed `lease`, without the
+    /// watchdog: the lock expires after `lease` unless released earlier. Redisson's
+    /// `tryLock(waitTime, leaseTime, unit)`. The wait's bound is as
+    /// [`try_lock_within`](Self::try_lock_within)'s.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let attempt = lock
+    ///     .try_lock_within_with_lease(Duration::from_millis(500), Duration::from_secs(5))
+    ///     .await?;
     /// if let Some(guard) = attempt.acquired() {
     ///     guard.unlock().await?;
     /// }
     /// # Ok(()) }
     /// ```
+    pub async fn try_lock_within_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Attempt<Guard<P>>> {
+        self.try_lock_bounded(wait, Some(lease)).await
+    }
+
+    /// Waits at most `wait` for the lock; holds it for `lease`, or with the watchdog when
+    /// `lease` is `None`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (see the type's docs).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// # #![allow(deprecated)]
+    /// use std::time::Duration;
+    /// let attempt = lock.try_lock_within(Duration::from_millis(500)).await?;
+    /// # Ok(()) }
+    /// ```
+    #[deprecated(note = "use `try_lock_within(wait)` for the watchdog lease, or \
+                `try_lock_within_with_lease(wait, lease)` for a fixed one")]
     pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Attempt<Guard<P>>> {
+        self.try_lock_bounded(wait, lease).await
+    }
+
+    /// The three above: `lease`, or the watchdog when `None`.
+    pub(crate) async fn try_lock_bounded(
         &self,
         wait: Duration,
         lease: Option<Duration>,

@@ -85,7 +85,7 @@ pub struct Fair {
 ///
 /// # Waiting
 /// A waiter's deadline is the deadline of the waiter ahead of it (or the lock's TTL) plus its
-/// wait time W: the wait of [`try_lock_for`](FairLock::try_lock_for), otherwise the lock's wait
+/// wait time W: the wait of [`try_lock_within`](FairLock::try_lock_within), otherwise the lock's wait
 /// timeout ([`with_wait_timeout`](FairLock::with_wait_timeout), 5 minutes by default as
 /// Redisson's `fairLockWaitTimeout`). A waiter that outlives its deadline (it waited longer than
 /// W behind a holder) is dropped from the queue by the next script that looks at it, and queues
@@ -123,7 +123,7 @@ pub struct Fair {
 /// let guard = lock.lock().await?; // queues behind earlier waiters, if any
 /// guard.unlock().await?;          // tells the next waiter in line
 ///
-/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(2), None).await?.acquired() {
+/// if let Some(guard) = lock.try_lock_within(Duration::from_secs(2)).await?.acquired() {
 ///     guard.unlock().await?;
 /// }
 /// # Ok(()) }

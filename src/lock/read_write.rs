@@ -110,7 +110,7 @@ fn encode_write_hand_off(release: &Release, publish: &'static str, heir: &Heir) 
 ///   its read holds remain and other readers may join;
 /// * a reader may **not** upgrade: while other readers could hold too, the write lock waits for
 ///   every read hold to go, its owner's own included, so an owner that holds only read holds
-///   would wait for itself. [`WriteLock::try_lock`] and [`WriteLock::try_lock_for`] report
+///   would wait for itself. [`WriteLock::try_lock`] and [`WriteLock::try_lock_within`] report
 ///   [`Attempt::Busy`](crate::Attempt::Busy) then (as Redisson's `tryLock` returns `false`), and [`WriteLock::lock`]
 ///   fails at once with [`Error::UpgradeRefused`] instead of hanging as Redisson's `lock()` does.
 ///   Release the read holds first.

@@ -56,7 +56,7 @@ pub struct Reentrant;
 /// drop(again);
 /// guard.unlock().await?;
 ///
-/// let attempt = lock.try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(10))).await?;
+/// let attempt = lock.try_lock_within_with_lease(Duration::from_secs(1), Duration::from_secs(10)).await?;
 /// if let Some(guard) = attempt.acquired() {
 ///     guard.unlock().await?;
 /// }

@@ -73,7 +73,7 @@ pub struct Spin {
 /// guard.unlock().await?;
 ///
 /// let patient = lock.with_backoff(ferrisson::BackOff::constant(Duration::from_millis(64))?);
-/// if let Some(guard) = patient.try_lock_for(Duration::from_secs(1), None).await?.acquired() {
+/// if let Some(guard) = patient.try_lock_within(Duration::from_secs(1)).await?.acquired() {
 ///     guard.unlock().await?;
 /// }
 /// # Ok(()) }

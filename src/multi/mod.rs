@@ -54,7 +54,7 @@ macro_rules! composite_methods {
             }
 
             /// Acquires, waiting as long as it takes, with the watchdog lease on every part.
-            /// Redisson's `lock()`: rounds of [`try_lock_for`](Self::try_lock_for) with a wait
+            /// Redisson's `lock()`: rounds of [`try_lock_within`](Self::try_lock_within) with a wait
             /// of 1.5 s per lock each, until one acquires. A round that fails for an outage
             /// (no part answered "busy") ends with its error, unless every part's client is
             /// configured with [`WhenUnavailable::KeepWaiting`](crate::WhenUnavailable);
@@ -77,8 +77,8 @@ macro_rules! composite_methods {
             }
 
             /// Acquires, waiting as long as it takes, with a fixed `lease` and no watchdog.
-            /// Redisson's `lock(leaseTime)`: rounds of [`try_lock_for`](Self::try_lock_for)
-            /// with a random wait each (in [lease/2, lease) for a lease up to 1.5 s per lock,
+            /// Redisson's `lock(leaseTime)`: rounds of
+            /// [`try_lock_within_with_lease`](Self::try_lock_within_with_lease) with a random wait each (in [lease/2, lease) for a lease up to 1.5 s per lock,
             /// else in [1.5 s per lock, lease)), until one acquires.
             ///
             /// # Cancel safety
@@ -109,14 +109,12 @@ macro_rules! composite_methods {
             /// # Ok(()) }
             /// ```
             pub async fn try_lock(&self) -> crate::Result<crate::Attempt<crate::MultiGuard>> {
-                self.try_lock_for(std::time::Duration::ZERO, None).await
+                self.try_lock_bounded(std::time::Duration::ZERO, None).await
             }
 
             /// Waits at most `wait` (whole milliseconds; zero: one attempt per lock) and holds
-            /// the lock for `lease`, or with the watchdog when `None`. Redisson's
-            /// `tryLock(waitTime, leaseTime)`, step by step (see the type's docs): while
-            /// acquiring, the parts get a lease of twice the wait when both are given, reset to
-            /// `lease` at the end (`PEXPIRE` of each part's key, and each part's guard told).
+            /// the lock with the watchdog lease. Redisson's `tryLock(waitTime, unit)`, step by
+            /// step (see the type's docs).
             ///
             /// [`Attempt::Busy`](crate::Attempt::Busy) when the wait ran out (or the one round
             /// failed) and some part answered "busy"; an error instead when that says more: a
@@ -131,13 +129,69 @@ macro_rules! composite_methods {
             /// ```no_run
             #[doc = concat!("# async fn demo(lock: ferrisson::", stringify!($ty), ") -> ferrisson::Result<()> {")]
             /// use std::time::Duration;
-            /// let attempt = lock.try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(10))).await?;
+            /// if let Some(guard) = lock.try_lock_within(Duration::from_secs(1)).await?.acquired() {
+            ///     guard.unlock().await?;
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub async fn try_lock_within(
+                &self,
+                wait: std::time::Duration,
+            ) -> crate::Result<crate::Attempt<crate::MultiGuard>> {
+                self.try_lock_bounded(wait, None).await
+            }
+
+            /// Waits at most `wait` as [`try_lock_within`](Self::try_lock_within) does, and
+            /// holds the lock for a fixed `lease`, without the watchdog. Redisson's
+            /// `tryLock(waitTime, leaseTime, unit)`: while acquiring, the parts get a lease of
+            /// twice the wait, reset to `lease` at the end (`PEXPIRE` of each part's key, and
+            /// each part's guard told).
+            ///
+            /// # Cancel safety
+            /// As [`lock`](Self::lock).
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn demo(lock: ferrisson::", stringify!($ty), ") -> ferrisson::Result<()> {")]
+            /// use std::time::Duration;
+            /// let attempt = lock
+            ///     .try_lock_within_with_lease(Duration::from_secs(1), Duration::from_secs(10))
+            ///     .await?;
             /// if let Some(guard) = attempt.acquired() {
             ///     guard.unlock().await?;
             /// }
             /// # Ok(()) }
             /// ```
+            pub async fn try_lock_within_with_lease(
+                &self,
+                wait: std::time::Duration,
+                lease: std::time::Duration,
+            ) -> crate::Result<crate::Attempt<crate::MultiGuard>> {
+                self.try_lock_bounded(wait, Some(lease)).await
+            }
+
+            /// Waits at most `wait`; holds the lock for `lease`, or with the watchdog when
+            /// `None`.
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn demo(lock: ferrisson::", stringify!($ty), ") -> ferrisson::Result<()> {")]
+            /// # #![allow(deprecated)]
+            /// let attempt = lock.try_lock_within(std::time::Duration::from_secs(1)).await?;
+            /// # Ok(()) }
+            /// ```
+            #[deprecated(
+                note = "use `try_lock_within(wait)` for the watchdog lease, or \
+                        `try_lock_within_with_lease(wait, lease)` for a fixed one"
+            )]
             pub async fn try_lock_for(
+                &self,
+                wait: std::time::Duration,
+                lease: Option<std::time::Duration>,
+            ) -> crate::Result<crate::Attempt<crate::MultiGuard>> {
+                self.try_lock_bounded(wait, lease).await
+            }
+
+            /// The three above: `lease`, or the watchdog when `None`.
+            async fn try_lock_bounded(
                 &self,
                 wait: std::time::Duration,
                 lease: Option<std::time::Duration>,

@@ -31,7 +31,7 @@ use crate::lock::Lock;
 /// let a = Client::connect("redis://10.0.0.1:6379").await?;
 /// let b = Client::connect("redis://10.0.0.2:6379").await?;
 /// let both = MultiLock::new([a.lock("accounts:1"), b.lock("accounts:2")])?;
-/// if let Some(guard) = both.try_lock_for(Duration::from_secs(1), None).await?.acquired() {
+/// if let Some(guard) = both.try_lock_within(Duration::from_secs(1)).await?.acquired() {
 ///     // ... both accounts are ours ...
 ///     guard.unlock().await?;
 /// }

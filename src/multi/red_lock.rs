@@ -49,7 +49,7 @@ use crate::lock::Lock;
 ///     locks.push(client.lock("jobs:nightly"));
 /// }
 /// let red = RedLock::new(locks)?;
-/// let attempt = red.try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(30))).await?;
+/// let attempt = red.try_lock_within_with_lease(Duration::from_secs(1), Duration::from_secs(30)).await?;
 /// if let Some(guard) = attempt.acquired() {
 ///     println!("valid for {:?}", guard.validity());
 ///     guard.unlock().await?;

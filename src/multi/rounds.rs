@@ -250,7 +250,7 @@ impl Parts {
                     }
                 }
             } else {
-                Some(self.locks[next].try_lock_for(bound, part_lease).await)
+                Some(self.locks[next].try_lock_bounded(bound, part_lease).await)
             };
             if let Some(outcome) = outcome {
                 let lock = &self.locks[next];
@@ -313,11 +313,11 @@ struct Swept {
 }
 
 /// One attempt on each of `locks`, all at once, each bounded by `bound` as a waiting attempt
-/// would be (an attempt without a reply by then is abandoned, as `try_lock_for` abandons it,
+/// would be (an attempt without a reply by then is abandoned, as `try_lock_within` abandons it,
 /// and is a `Timeout`); a zero `bound` is a single attempt (no deadline).
 async fn sweep_parts(locks: &[Lock], bound: Duration, lease: Option<Duration>) -> Swept {
     let attempts = join_all(locks.iter().map(|lock| async move {
-        let attempt = lock.try_lock_for(Duration::ZERO, lease);
+        let attempt = lock.try_lock_bounded(Duration::ZERO, lease);
         if bound.is_zero() {
             return attempt.await;
         }

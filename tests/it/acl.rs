@@ -83,7 +83,7 @@ async fn assert_nothing_denied_and_writes_synced(raw: &fred::clients::Client) {
 /// Waits for `lock`, then releases it.
 async fn take_and_release(lock: ferrisson::Lock) {
     let guard = lock
-        .try_lock_for(Duration::from_secs(10), None)
+        .try_lock_within(Duration::from_secs(10))
         .await
         .expect("acquire")
         .acquired()
@@ -207,7 +207,7 @@ async fn a_user_without_the_permissions_gets_a_clear_error_and_leaves_nothing() 
     for result in [
         lock.lock().await.map(drop),
         lock.try_lock().await.map(drop),
-        lock.try_lock_for(Duration::from_millis(200), None)
+        lock.try_lock_within(Duration::from_millis(200))
             .await
             .map(drop),
     ] {
@@ -578,8 +578,8 @@ async fn use_fair(setup: &Setup, name: &str) {
     let gives_up = setup.waiter.fair_lock(name).with_owner(first);
     let gives_up = tokio::spawn(async move {
         let wait = Duration::from_secs(1);
-        let attempt = gives_up.try_lock_for(wait, None).await;
-        attempt.expect("try_lock_for").acquired().is_none()
+        let attempt = gives_up.try_lock_within(wait).await;
+        attempt.expect("try_lock_within").acquired().is_none()
     });
     setup
         .parked(&fair_channel(&setup.waiter, name, first))

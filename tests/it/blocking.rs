@@ -67,8 +67,8 @@ fn a_thread_reenters_its_own_hold_and_other_threads_wait() {
     let other = lock.clone();
     let (busy, held_there) = std::thread::spawn(move || {
         let busy = other
-            .try_lock_for(Duration::from_millis(100), None)
-            .expect("try_lock_for")
+            .try_lock_within(Duration::from_millis(100))
+            .expect("try_lock_within")
             .is_busy();
         (busy, other.is_held_by_current_owner().expect("held"))
     })

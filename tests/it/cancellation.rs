@@ -46,12 +46,12 @@ async fn acquire_dropped_while_waiting_leaves_no_hold_and_no_subscription() {
         );
         let cancelled = timeout(
             Duration::from_micros(k * 200),
-            canceller.try_lock_for(Duration::from_secs(10), None),
+            canceller.try_lock_within(Duration::from_secs(10)),
         )
         .await;
         assert!(
             matches!(cancelled, Err(_) | Ok(Ok(Attempt::Busy))),
-            "try_lock_for returned a guard while held: {cancelled:?}"
+            "try_lock_within returned a guard while held: {cancelled:?}"
         );
     }
 

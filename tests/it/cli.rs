@@ -1600,7 +1600,7 @@ async fn a_killed_holder_process_frees_its_lock_at_the_lease_end() {
     run.signal(nix::sys::signal::Signal::SIGKILL);
     let killed = std::time::Instant::now();
     let waiter = client.lock(name).with_owner(Owner::new());
-    let acquire = waiter.try_lock_for(Duration::from_secs(10), None);
+    let acquire = waiter.try_lock_within(Duration::from_secs(10));
     tokio::pin!(acquire);
     // Round trips through the client are measured all along the wait (every 20 ms), so that
     // the slowest reflects the load at the lease end too.
@@ -1664,7 +1664,7 @@ async fn a_holder_paused_past_its_lease_stops_its_command_on_resume() {
     let other = client
         .lock(name)
         .with_owner(Owner::new())
-        .try_lock_for(Duration::from_secs(10), Some(Duration::from_secs(20)))
+        .try_lock_within_with_lease(Duration::from_secs(10), Duration::from_secs(20))
         .await
         .expect("acquire")
         .acquired()

@@ -424,7 +424,7 @@ async fn locks_and_waiters_follow_a_slot_migration() {
     let held = hold(&holder_client, name).await;
     let waiter = tokio::spawn({
         let lock = waiter_client.lock(name).with_owner(Owner::new());
-        async move { lock.try_lock_for(Duration::from_secs(30), None).await }
+        async move { lock.try_lock_within(Duration::from_secs(30)).await }
     });
     let channel = channel_of(name);
     let sharded = support::server_binary().has_7_0_features();
@@ -535,7 +535,7 @@ async fn clients_follow_a_failover_and_waiters_are_not_stranded() {
         .lock("{failover}:probe")
         .with_owner(Owner::new());
     let taken = probe
-        .try_lock_for(Duration::from_secs(20), None)
+        .try_lock_within(Duration::from_secs(20))
         .await
         .expect("acquire after the failover")
         .acquired()

@@ -323,9 +323,7 @@ macro_rules! exclusion_across_clients {
                 $kind
             );
             let waiter =
-                tokio::spawn(
-                    async move { other.try_lock_for(Duration::from_secs(10), None).await },
-                );
+                tokio::spawn(async move { other.try_lock_within(Duration::from_secs(10)).await });
             if $woken_by == WokenBy::Message {
                 support::wait_parked(&$f.b, &name, 1).await;
             } else {
@@ -336,7 +334,7 @@ macro_rules! exclusion_across_clients {
             guard.unlock().await.expect("release");
             let got = woken(waiter, &name)
                 .await
-                .expect("try_lock_for")
+                .expect("try_lock_within")
                 .acquired()
                 .expect("the other client acquires");
             assert_eq!(got.acquisition().woken_by, $woken_by, "{name}");

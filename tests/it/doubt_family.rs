@@ -208,7 +208,7 @@ async fn a_fair_acquire_in_doubt_is_taken_back_and_the_queue_head_told() {
 
     let waiter = spawn_waiter({
         let lock = scene.direct.fair_lock(name).with_owner(Owner::new());
-        async move { lock.try_lock_for(LEASE, None).await }
+        async move { lock.try_lock_within(LEASE).await }
     });
     let queue = format!("redisson_lock_queue:{{{name}}}");
     let head = poll_until(
@@ -251,7 +251,7 @@ async fn a_read_acquire_in_doubt_is_taken_back_with_its_timeout_key_and_a_writer
             .read_write_lock(name)
             .write_lock()
             .with_owner(Owner::new());
-        async move { lock.try_lock_for(LEASE, None).await }
+        async move { lock.try_lock_within(LEASE).await }
     });
     let channel = format!("redisson_rwlock:{{{name}}}");
     let guard = scene.woken_promptly(&channel, waiter).await;
@@ -283,10 +283,8 @@ async fn a_write_acquire_in_doubt_is_taken_back_and_a_reader_woken() {
             rw.read_lock().with_owner(Owner::new()),
         );
         async move {
-            let (first, second) = tokio::join!(
-                first.try_lock_for(LEASE, None),
-                second.try_lock_for(LEASE, None)
-            );
+            let (first, second) =
+                tokio::join!(first.try_lock_within(LEASE), second.try_lock_within(LEASE));
             Ok(first?.acquired().zip(second?.acquired()).into())
         }
     });
@@ -344,7 +342,7 @@ async fn a_user_confined_to_the_reentrant_keys_settles_its_plain_lock() {
 
     let waiter = spawn_waiter({
         let lock = scene.direct.lock(name).with_owner(Owner::new());
-        async move { lock.try_lock_for(LEASE, None).await }
+        async move { lock.try_lock_within(LEASE).await }
     });
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let guard = scene.woken_promptly(&channel, waiter).await;

@@ -229,12 +229,12 @@ async fn the_redis_layout_is_java_redissons() {
         "watchdog lease, got {lease}"
     );
 
-    // W1 waits with the default wait time (300 s); W2 with try_lock_for(10 s).
+    // W1 waits with the default wait time (300 s); W2 with try_lock_within(10 s).
     let before = now_ms();
     let first = lock_queued(&raw, &client, name, w1).await;
     let second = {
         let lock = client.fair_lock(name).with_owner(w2);
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(10), None).await })
+        tokio::spawn(async move { lock.try_lock_within(Duration::from_secs(10)).await })
     };
     wait_queue(
         &raw,
@@ -298,7 +298,7 @@ async fn the_redis_layout_is_java_redissons() {
         .await
         .expect("W2 acquires in time")
         .expect("task")
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("W2 acquired");
     assert_eq!(
@@ -415,7 +415,7 @@ async fn a_waiter_whose_wait_runs_out_leaves_the_queue_and_does_not_block_the_ne
 
     let impatient = {
         let lock = client.fair_lock(name).with_owner(w1);
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_millis(700), None).await })
+        tokio::spawn(async move { lock.try_lock_within(Duration::from_millis(700)).await })
     };
     wait_queue(&raw, name, &[&field_of(&client, w1)]).await;
     let patient = lock_queued(&raw, &client, name, w2).await;
@@ -425,11 +425,11 @@ async fn a_waiter_whose_wait_runs_out_leaves_the_queue_and_does_not_block_the_ne
 
     let attempt = timeout(Duration::from_secs(5), impatient)
         .await
-        .expect("try_lock_for returns")
+        .expect("try_lock_within returns")
         .expect("task")
-        .expect("try_lock_for");
+        .expect("try_lock_within");
     assert!(attempt.is_busy());
-    // Gone from both keys by the time try_lock_for returned; W2 moved up by W1's 700 ms.
+    // Gone from both keys by the time try_lock_within returned; W2 moved up by W1's 700 ms.
     assert_eq!(queue(&raw, name).await, [field_of(&client, w2)]);
     assert_eq!(score(&raw, name, &field_of(&client, w1)).await, None);
     let moved = score(&raw, name, &field_of(&client, w2))
@@ -615,10 +615,10 @@ async fn a_wait_that_runs_out_during_a_stalled_attempt_leaves_the_queue_after_it
         .await
         .expect("CLIENT PAUSE");
     let lock = client.fair_lock(name);
-    let waited = lock.try_lock_for(Duration::from_millis(300), None);
+    let waited = lock.try_lock_within(Duration::from_millis(300));
     let outcome = timeout(Duration::from_secs(2), waited)
         .await
-        .expect("try_lock_for keeps its bound while the server stalls");
+        .expect("try_lock_within keeps its bound while the server stalls");
     assert!(matches!(outcome, Err(Error::Timeout(_))), "{outcome:?}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     let info: String = raw
@@ -664,7 +664,7 @@ async fn keys_of_another_type_are_wrong_type_naming_the_key() {
         let lock = client.fair_lock(name);
         for result in [
             lock.try_lock().await.map(drop),
-            lock.try_lock_for(Duration::from_millis(200), None)
+            lock.try_lock_within(Duration::from_millis(200))
                 .await
                 .map(drop),
             lock.lock().await.map(drop),
@@ -849,8 +849,8 @@ fn the_blocking_fair_lock_is_reentrant_per_thread_and_serves_waiters_in_order() 
             let (lock, sender) = (lock.clone(), sender.clone());
             let waiter = std::thread::spawn(move || {
                 let guard = lock
-                    .try_lock_for(Duration::from_secs(10), None)
-                    .expect("try_lock_for")
+                    .try_lock_within(Duration::from_secs(10))
+                    .expect("try_lock_within")
                     .acquired()
                     .expect("acquired in turn");
                 sender.send(index).expect("send");

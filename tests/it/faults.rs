@@ -66,7 +66,7 @@ async fn a_restart_without_persistence_reports_the_hold_lost_and_frees_the_waite
     let waiter_lock = waiter_client.lock(name).with_owner(Owner::new());
     let waiter = tokio::spawn(async move {
         let guard = waiter_lock
-            .try_lock_for(Duration::from_secs(20), Some(Duration::from_secs(20)))
+            .try_lock_within_with_lease(Duration::from_secs(20), Duration::from_secs(20))
             .await;
         (guard, Instant::now())
     });
@@ -184,7 +184,7 @@ async fn killed_pubsub_connections_strand_no_waiter() {
                 let lock = waiter_client.lock(name).with_owner(Owner::new());
                 tokio::spawn(async move {
                     let guard = lock
-                        .try_lock_for(Duration::from_secs(30), Some(lease))
+                        .try_lock_within_with_lease(Duration::from_secs(30), lease)
                         .await
                         .expect("the waiter's acquire succeeds")
                         .acquired()
@@ -245,7 +245,7 @@ async fn killed_command_connections_leave_no_overlap_and_nothing_locked() {
             let errors = errors.clone();
             tokio::spawn(async move {
                 while Instant::now() < until {
-                    match lock.try_lock_for(Duration::from_secs(2), None).await {
+                    match lock.try_lock_within(Duration::from_secs(2)).await {
                         Ok(ferrisson::Attempt::Acquired(guard)) => {
                             exclusion.section(Duration::from_millis(3)).await;
                             if let Err(err) = guard.unlock().await {
@@ -318,7 +318,7 @@ async fn a_slow_server_gives_typed_timeouts_and_leaves_nothing_locked() {
     assert!(matches!(err, Error::Timeout(_)), "{err:?}");
     assert!(asked.elapsed() < response + Duration::from_millis(500));
     let err = lock
-        .try_lock_for(Duration::from_millis(100), None)
+        .try_lock_within(Duration::from_millis(100))
         .await
         .expect_err("the server is still asleep");
     assert!(err.is_transient(), "{err:?}");
@@ -359,14 +359,14 @@ async fn added_latency_keeps_wait_bounds_and_exclusion() {
     let outcome = slow
         .lock(name)
         .with_owner(Owner::new())
-        .try_lock_for(wait, None)
+        .try_lock_within(wait)
         .await
         .expect("a slow answer is still an answer");
     let took = asked.elapsed();
     assert!(outcome.is_busy(), "the lock is held");
     assert!(
         took >= wait && took < wait + Duration::from_millis(700),
-        "try_lock_for({wait:?}) took {took:?}"
+        "try_lock_within({wait:?}) took {took:?}"
     );
     holder.unlock().await.expect("release");
 
@@ -381,7 +381,7 @@ async fn added_latency_keeps_wait_bounds_and_exclusion() {
             tokio::spawn(async move {
                 while Instant::now() < until {
                     if let Some(guard) = lock
-                        .try_lock_for(Duration::from_secs(3), None)
+                        .try_lock_within(Duration::from_secs(3))
                         .await
                         .expect("acquire through latency")
                         .acquired()
@@ -436,7 +436,7 @@ async fn a_blackholed_holder_knows_its_loss_before_another_owner_acquires() {
         let holder = guard.clone();
         async move {
             let guard = lock
-                .try_lock_for(Duration::from_secs(10), None)
+                .try_lock_within(Duration::from_secs(10))
                 .await
                 .expect("direct acquire")
                 .acquired()
@@ -451,13 +451,13 @@ async fn a_blackholed_holder_knows_its_loss_before_another_owner_acquires() {
     let err = cut_off
         .lock("faults:proxy:blackhole:other")
         .with_owner(Owner::new())
-        .try_lock_for(wait, None)
+        .try_lock_within(wait)
         .await
         .expect_err("no answer through the blackhole");
     assert!(err.is_transient(), "{err:?}");
     assert!(
         asked.elapsed() < wait + response + Duration::from_millis(500),
-        "try_lock_for({wait:?}) took {:?}",
+        "try_lock_within({wait:?}) took {:?}",
         asked.elapsed()
     );
 
@@ -512,7 +512,7 @@ async fn reset_connections_neither_strand_a_waiter_nor_lose_a_hold() {
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
                 let wait = deadline.saturating_duration_since(Instant::now());
-                match lock.try_lock_for(wait, None).await {
+                match lock.try_lock_within(wait).await {
                     Ok(attempt) => {
                         let guard = attempt.acquired().expect("waiter acquires");
                         return (guard, Instant::now());

@@ -71,7 +71,7 @@ async fn tokens_strictly_increase_across_acquisitions_reentries_and_clients() {
     );
     taken.unlock().await.expect("b releases");
     let again = lock_a
-        .try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(5)))
+        .try_lock_within_with_lease(Duration::from_secs(1), Duration::from_secs(5))
         .await
         .expect("a tries")
         .acquired()
@@ -520,8 +520,8 @@ fn the_blocking_fenced_lock_is_reentrant_per_thread_and_takes_tokens() {
     let other = lock.clone();
     let token = std::thread::spawn(move || {
         let guard = other
-            .try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(5)))
-            .expect("try_lock_for")
+            .try_lock_within_with_lease(Duration::from_secs(1), Duration::from_secs(5))
+            .expect("try_lock_within")
             .acquired()
             .expect("free");
         let token = guard.token();

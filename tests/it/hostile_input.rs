@@ -168,7 +168,7 @@ fn any_lease_is_applied_or_rejected_before_anything_is_sent() {
                         .await
                         .map(ferrisson::Attempt::Acquired)
                 } else {
-                    lock.try_lock_for(Duration::ZERO, Some(lease)).await
+                    lock.try_lock_within_with_lease(Duration::ZERO, lease).await
                 };
                 match result {
                     Ok(ferrisson::Attempt::Acquired(guard)) => {
@@ -220,7 +220,7 @@ fn any_wait_is_honoured_or_rejected() {
             };
             let asked = Instant::now();
             let lock = client.lock(name).with_owner(Owner::new());
-            let result = timeout(Duration::from_secs(2), lock.try_lock_for(wait, None))
+            let result = timeout(Duration::from_secs(2), lock.try_lock_within(wait))
                 .await
                 .expect("a wait exceeded its bound");
             match result {
@@ -268,7 +268,7 @@ async fn a_key_of_another_type_is_a_wrong_type_error_and_stays_untouched() {
     wrong(lock.lock().await.map(drop));
     wrong(lock.try_lock().await.map(drop));
     wrong(
-        lock.try_lock_for(Duration::from_millis(200), None)
+        lock.try_lock_within(Duration::from_millis(200))
             .await
             .map(drop),
     );
@@ -336,7 +336,7 @@ async fn a_lock_without_expiry_bounds_the_wait_without_polling() {
     let lock = client.lock(name).with_owner(Owner::new());
     let wait = Duration::from_millis(800);
     let asked = Instant::now();
-    assert!(lock.try_lock_for(wait, None).await.expect("wait").is_busy());
+    assert!(lock.try_lock_within(wait).await.expect("wait").is_busy());
     let took = asked.elapsed();
     assert!(
         took >= wait && took < wait + Duration::from_millis(500),
@@ -348,8 +348,7 @@ async fn a_lock_without_expiry_bounds_the_wait_without_polling() {
         "{scripts} acquire attempts during one wait: polling"
     );
 
-    let waiter =
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(10), None).await });
+    let waiter = tokio::spawn(async move { lock.try_lock_within(Duration::from_secs(10)).await });
     support::redis_state::wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
     let _: i64 = raw.del(name).await.expect("DEL");
     let _: i64 = raw.publish(channel_of(name), "0").await.expect("PUBLISH");
@@ -385,7 +384,7 @@ async fn junk_on_a_lock_channel_neither_steals_nor_loses_the_lock() {
     let waiter_lock = waiter_client.lock(name).with_owner(Owner::new());
     let waiter = tokio::spawn({
         let lock = waiter_lock.clone();
-        async move { lock.try_lock_for(Duration::from_secs(3), None).await }
+        async move { lock.try_lock_within(Duration::from_secs(3)).await }
     });
     support::redis_state::wait_numsub(&raw, &channel, 2, Duration::from_secs(5)).await;
     let junk: Vec<Vec<u8>> = vec![

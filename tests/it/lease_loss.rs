@@ -772,7 +772,7 @@ async fn an_acquire_whose_reply_outlives_its_lease_is_not_handed_out() {
     let attempt = slow
         .lock(name)
         .with_owner(Owner::new())
-        .try_lock_for(Duration::from_millis(1500), Some(lease))
+        .try_lock_within_with_lease(Duration::from_millis(1500), lease)
         .await
         .expect("an answer");
     if let ferrisson::Attempt::Acquired(guard) = &attempt {
@@ -786,7 +786,7 @@ async fn an_acquire_whose_reply_outlives_its_lease_is_not_handed_out() {
     let attempt = slow
         .spin_lock(name)
         .with_owner(Owner::new())
-        .try_lock_for(Duration::from_millis(1500), Some(lease))
+        .try_lock_within_with_lease(Duration::from_millis(1500), lease)
         .await
         .expect("an answer");
     if let ferrisson::Attempt::Acquired(guard) = &attempt {
@@ -801,7 +801,7 @@ async fn an_acquire_whose_reply_outlives_its_lease_is_not_handed_out() {
     let guard = prompt
         .lock(name)
         .with_owner(Owner::new())
-        .try_lock_for(Duration::from_secs(3), None)
+        .try_lock_within(Duration::from_secs(3))
         .await
         .expect("an answer");
     assert!(

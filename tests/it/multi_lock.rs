@@ -69,7 +69,7 @@ async fn one_server_down_fails_the_multilock_and_releases_what_it_took() {
     // only after the last part could a MultiLock that tolerated a failure stop acquired.
     s.servers[2].stop();
     let err = multi
-        .try_lock_for(Duration::from_millis(500), None)
+        .try_lock_within(Duration::from_millis(500))
         .await
         .expect_err("a lock cannot be reached");
     assert!(err.is_transient(), "{err:?}");
@@ -89,9 +89,9 @@ async fn a_busy_lock_makes_it_busy_and_the_locks_taken_are_released() {
     let multi = MultiLock::new(s.locks(name)).expect("locks");
     let started = std::time::Instant::now();
     let attempt = multi
-        .try_lock_for(Duration::from_millis(300), None)
+        .try_lock_within(Duration::from_millis(300))
         .await
-        .expect("try_lock_for");
+        .expect("try_lock_within");
     assert!(attempt.is_busy());
     assert!(
         started.elapsed() >= Duration::from_millis(250),
@@ -107,9 +107,9 @@ async fn a_busy_lock_makes_it_busy_and_the_locks_taken_are_released() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         holder.unlock().await.expect("holder releases");
     };
-    let (attempt, ()) = tokio::join!(multi.try_lock_for(Duration::from_secs(2), None), release);
+    let (attempt, ()) = tokio::join!(multi.try_lock_within(Duration::from_secs(2)), release);
     let guard = attempt
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("acquired after the release");
     assert_eq!(s.holding(0..3, name).await, vec![0, 1, 2]);
@@ -127,7 +127,7 @@ async fn while_it_waits_for_a_busy_lock_it_holds_only_the_locks_before_it() {
     let holder = support::hold(&s.clients[1], name).await;
     reset_stats(&s.raws[2]).await;
     let multi = MultiLock::new(s.locks(name)).expect("locks");
-    let waiting = tokio::spawn(async move { multi.try_lock_for(LONG, None).await });
+    let waiting = tokio::spawn(async move { multi.try_lock_within(LONG).await });
     // Its subscription to lock 1's channel: it waits for lock 1, after the sweep.
     wait_numsub(&s.raws[1], &channel_of(name), 1, LONG).await;
     assert_eq!(
@@ -144,7 +144,7 @@ async fn while_it_waits_for_a_busy_lock_it_holds_only_the_locks_before_it() {
     let guard = waiting
         .await
         .expect("task")
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("acquired once lock 1 was released");
     assert_eq!(s.holding(0..3, name).await, vec![0, 1, 2]);
@@ -187,7 +187,7 @@ async fn a_wrong_type_key_is_a_typed_error_at_once_and_nothing_is_held() {
     let multi = MultiLock::new(s.locks(name)).expect("locks");
     let started = std::time::Instant::now();
     let err = multi
-        .try_lock_for(Duration::from_secs(3), None)
+        .try_lock_within(Duration::from_secs(3))
         .await
         .expect_err("lock 2 cannot be taken");
     assert!(
@@ -208,9 +208,9 @@ async fn the_lease_recalculation_sets_every_key_to_the_lease() {
     let multi = MultiLock::new(s.locks(name)).expect("locks");
     // Twice the wait (4 s) while acquiring, then the 10 s lease.
     let guard = multi
-        .try_lock_for(Duration::from_secs(2), Some(Duration::from_secs(10)))
+        .try_lock_within_with_lease(Duration::from_secs(2), Duration::from_secs(10))
         .await
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("free");
     s.assert_pttl_within(0..3, name, 9_000..=10_000).await;
@@ -317,9 +317,9 @@ async fn five_servers_up_hold_the_multilock_on_every_one() {
     let name = "multi:five";
     let multi = MultiLock::new(s.locks(name)).expect("five locks");
     let guard = multi
-        .try_lock_for(Duration::from_secs(1), None)
+        .try_lock_within(Duration::from_secs(1))
         .await
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("free on every server");
     assert_eq!(guard.parts().len(), 5);
@@ -342,7 +342,7 @@ async fn one_or_two_of_five_stopped_do_not_acquire_and_leave_nothing_held() {
             s.servers[i].stop();
         }
         let started = std::time::Instant::now();
-        let attempt = multi.try_lock_for(Duration::from_millis(500), None).await;
+        let attempt = multi.try_lock_within(Duration::from_millis(500)).await;
         assert!(started.elapsed() < LONG, "{down:?} down: bounded");
         let err = match attempt {
             Ok(Attempt::Acquired(guard)) => {
@@ -372,7 +372,7 @@ async fn a_paused_server_fails_the_multilock_within_the_wait_and_keeps_nothing_a
     let multi = MultiLock::new(s.locks(name)).expect("locks");
     s.servers[2].pause();
     let started = std::time::Instant::now();
-    let attempt = multi.try_lock_for(Duration::from_millis(600), None).await;
+    let attempt = multi.try_lock_within(Duration::from_millis(600)).await;
     let took = started.elapsed();
     let held_while_paused = s.holding([0, 1], name).await;
     s.servers[2].resume();
@@ -412,7 +412,7 @@ async fn contenders_in_separate_processes_never_hold_the_multilock_at_once() {
         // of the servers give up soon and try again, and a long lease for the hold.
         let acquire = || {
             contenders::take_in_short_rounds(100..200, |wait| {
-                multi.try_lock_for(wait, Some(contenders::COMPOSITE_LEASE))
+                multi.try_lock_within_with_lease(wait, contenders::COMPOSITE_LEASE)
             })
         };
         contenders::hold_repeatedly(acquire, ferrisson::MultiGuard::unlock).await;

@@ -132,7 +132,7 @@ async fn a_waiter_that_gives_up_or_is_dropped_leaves_the_queue() {
 
     let impatient = {
         let lock = client.non_reentrant_fair_lock(name).with_owner(w1);
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_millis(500), None).await })
+        tokio::spawn(async move { lock.try_lock_within(Duration::from_millis(500)).await })
     };
     wait_queue(&raw, name, &[field_of(&client, w1)]).await;
     let dropped = spawn_lock(&client.non_reentrant_fair_lock(name).with_owner(w2));
@@ -147,9 +147,9 @@ async fn a_waiter_that_gives_up_or_is_dropped_leaves_the_queue() {
 
     let attempt = timeout(Duration::from_secs(5), impatient)
         .await
-        .expect("try_lock_for returns")
+        .expect("try_lock_within returns")
         .expect("task")
-        .expect("try_lock_for");
+        .expect("try_lock_within");
     assert!(attempt.is_busy());
     dropped.abort();
     assert!(dropped.await.expect_err("aborted").is_cancelled());
@@ -218,11 +218,11 @@ fn the_blocking_twin_refuses_its_own_thread_and_serves_others() {
     assert!(lock.is_held_by_current_owner().expect("held"));
     let waiter = {
         let lock = lock.clone();
-        std::thread::spawn(move || lock.try_lock_for(Duration::from_secs(5), None))
+        std::thread::spawn(move || lock.try_lock_within(Duration::from_secs(5)))
     };
     std::thread::sleep(Duration::from_millis(100));
     guard.unlock().expect("release");
-    let taken = waiter.join().expect("thread").expect("try_lock_for");
+    let taken = waiter.join().expect("thread").expect("try_lock_within");
     let taken = taken.acquired().expect("the other thread acquires");
     taken.unlock().expect("release");
     assert_eq!(

@@ -61,15 +61,14 @@ async fn another_clients_waiter_is_woken_by_the_unlock_message() {
     // A watchdog lease (30 s): only the unlock message can wake the waiter within the bound.
     let holder = a.non_reentrant_lock(name).lock().await.expect("a locks");
     let lock_b = b.non_reentrant_lock(name);
-    let waiter =
-        tokio::spawn(async move { lock_b.try_lock_for(Duration::from_secs(20), None).await });
+    let waiter = tokio::spawn(async move { lock_b.try_lock_within(Duration::from_secs(20)).await });
     wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
     holder.unlock().await.expect("a releases");
     let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .expect("b is woken by the release (a liveness bound)")
         .expect("task")
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("acquired");
     assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
@@ -253,8 +252,8 @@ fn the_blocking_non_reentrant_lock_refuses_its_own_thread_and_excludes_others() 
     let other = lock.clone();
     let waiter = std::thread::spawn(move || {
         let guard = other
-            .try_lock_for(Duration::from_secs(5), None)
-            .expect("try_lock_for")
+            .try_lock_within(Duration::from_secs(5))
+            .expect("try_lock_within")
             .acquired()
             .expect("acquired after the release");
         guard.unlock().expect("unlock");
@@ -281,10 +280,10 @@ pub(crate) async fn every_acquire_is_already_held<P: ferrisson::Protocol>(
         ),
         ("try_lock", lock.try_lock().await.expect_err("try_lock")),
         (
-            "try_lock_for",
-            lock.try_lock_for(Duration::from_secs(1), None)
+            "try_lock_within",
+            lock.try_lock_within(Duration::from_secs(1))
                 .await
-                .expect_err("try_lock_for"),
+                .expect_err("try_lock_within"),
         ),
     ] {
         match &err {

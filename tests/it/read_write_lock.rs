@@ -245,9 +245,9 @@ async fn a_reader_cannot_upgrade() {
     );
     let bounded = lock
         .write_lock()
-        .try_lock_for(Duration::from_millis(200), None)
+        .try_lock_within(Duration::from_millis(200))
         .await
-        .expect("try_lock_for");
+        .expect("try_lock_within");
     assert!(bounded.is_busy(), "a bounded wait runs out");
     let refused = tokio::time::timeout(Duration::from_secs(5), lock.write_lock().lock())
         .await
@@ -833,9 +833,9 @@ async fn holds_expire_with_their_lease() {
         .expect("read");
     let write = rw(&b, name, Owner::new())
         .write_lock()
-        .try_lock_for(Duration::from_secs(5), Some(Duration::from_millis(300)))
+        .try_lock_within_with_lease(Duration::from_secs(5), Duration::from_millis(300))
         .await
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("the read lease ran out");
     assert!(read.is_lost());
@@ -962,7 +962,7 @@ fn the_blocking_read_write_lock_is_reentrant_per_thread() {
     let shared = std::thread::spawn(move || {
         let attempt = other
             .read_lock()
-            .try_lock_for(Duration::from_secs(1), None)
+            .try_lock_within(Duration::from_secs(1))
             .expect("try");
         match attempt {
             Attempt::Acquired(guard) => guard.unlock().is_ok(),

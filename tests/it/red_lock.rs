@@ -22,9 +22,9 @@ async fn all_servers_up_the_redlock_is_held_on_every_one_and_released_from_all()
     let name = "red:all";
     let red = RedLock::new(s.locks(name)).expect("three locks");
     let guard = red
-        .try_lock_for(Duration::from_secs(1), None)
+        .try_lock_within(Duration::from_secs(1))
         .await
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("free on every server");
     assert_eq!(guard.parts().len(), 3);
@@ -73,7 +73,7 @@ async fn try_with_down(
     for &i in down {
         s.servers[i].stop();
     }
-    let attempt = red.try_lock_for(Duration::from_secs(1), None).await;
+    let attempt = red.try_lock_within(Duration::from_secs(1)).await;
     (s, attempt)
 }
 
@@ -122,7 +122,7 @@ async fn a_paused_server_is_outvoted_within_the_wait_and_keeps_nothing_after_it_
     let red = RedLock::new(s.locks(name)).expect("locks");
     s.servers[0].pause();
     let started = std::time::Instant::now();
-    let attempt = red.try_lock_for(Duration::from_millis(900), None).await;
+    let attempt = red.try_lock_within(Duration::from_millis(900)).await;
     let took = started.elapsed();
     s.servers[0].resume();
     let guard = attempt
@@ -151,7 +151,7 @@ async fn a_wrong_type_key_counts_as_a_failed_server_and_is_reported_without_a_ma
         .await
         .expect("SET");
     let guard = red
-        .try_lock_for(Duration::from_millis(600), None)
+        .try_lock_within(Duration::from_millis(600))
         .await
         .expect("two of three servers are fine")
         .acquired()
@@ -164,7 +164,7 @@ async fn a_wrong_type_key_counts_as_a_failed_server_and_is_reported_without_a_ma
         .await
         .expect("SET");
     let err = red
-        .try_lock_for(Duration::from_millis(600), None)
+        .try_lock_within(Duration::from_millis(600))
         .await
         .expect_err("no majority");
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
@@ -176,7 +176,7 @@ async fn a_wrong_type_key_counts_as_a_failed_server_and_is_reported_without_a_ma
     let _holder = support::hold_with_lease(&s.clients[2], name, LONG).await;
     reset_stats(&s.raws[0]).await;
     let err = red
-        .try_lock_for(Duration::from_millis(900), None)
+        .try_lock_within(Duration::from_millis(900))
         .await
         .expect_err("no majority");
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
@@ -204,9 +204,9 @@ async fn a_failed_round_is_released_and_the_next_starts_from_the_first_lock() {
     .await;
     let red = RedLock::new(s.locks(name)).expect("locks");
     let guard = red
-        .try_lock_for(Duration::from_millis(4800), None)
+        .try_lock_within(Duration::from_millis(4800))
         .await
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("the second round acquires");
     assert!(
@@ -225,9 +225,9 @@ async fn the_lease_recalculation_sets_every_key_to_the_lease_and_tells_the_guard
     let red = RedLock::new(s.locks(name)).expect("locks");
     let red = &red;
     let acquire = |lease| async move {
-        red.try_lock_for(Duration::from_secs(5), Some(lease))
+        red.try_lock_within_with_lease(Duration::from_secs(5), lease)
             .await
-            .expect("try_lock_for")
+            .expect("try_lock_within")
             .acquired()
             .expect("free")
     };
@@ -259,9 +259,9 @@ async fn validity_is_below_the_lease_and_decreases_with_time() {
     let lease = Duration::from_secs(2);
     let started = std::time::Instant::now();
     let guard = red
-        .try_lock_for(Duration::from_millis(500), Some(lease))
+        .try_lock_within_with_lease(Duration::from_millis(500), lease)
         .await
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("free");
     let first = guard.validity().expect("a fixed lease");
@@ -289,8 +289,8 @@ fn the_blocking_redlock_is_held_per_thread() {
     let red = ferrisson::blocking::RedLock::new(clients.iter().map(|c| c.lock("red:blocking")))
         .expect("locks");
     let guard = red
-        .try_lock_for(Duration::from_secs(1), Some(Duration::from_secs(5)))
-        .expect("try_lock_for")
+        .try_lock_within_with_lease(Duration::from_secs(1), Duration::from_secs(5))
+        .expect("try_lock_within")
         .acquired()
         .expect("free");
     assert_eq!(guard.parts(), 3);
@@ -343,7 +343,7 @@ async fn contenders_in_separate_processes_never_hold_the_redlock_at_once() {
         for _ in 0..10 {
             // Short rounds (waits in [250 ms, 500 ms)), and a long lease for the hold.
             let guard = contenders::take_in_short_rounds(250..500, |wait| {
-                red.try_lock_for(wait, Some(contenders::COMPOSITE_LEASE))
+                red.try_lock_within_with_lease(wait, contenders::COMPOSITE_LEASE)
             })
             .await;
             let start = micros_since_epoch();
@@ -460,9 +460,9 @@ async fn an_unlock_after_the_validity_is_spent_is_lease_lost() {
     let _held = support::hold_with_lease(&s.clients[0], name, Duration::from_millis(1500)).await;
     let red = RedLock::new(s.locks(name)).expect("locks");
     let guard = red
-        .try_lock_for(Duration::from_secs(6), Some(Duration::from_secs(3)))
+        .try_lock_within_with_lease(Duration::from_secs(6), Duration::from_secs(3))
         .await
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("acquired once lock 0 is free");
     while guard.validity() != Some(Duration::ZERO) {

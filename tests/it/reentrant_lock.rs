@@ -147,6 +147,70 @@ async fn without_the_lock_the_same_increments_lose_updates() {
     );
 }
 
+/// The two-argument `try_lock_for` of earlier releases stays, deprecated, for a deprecation
+/// period (`try_lock_within` and `try_lock_within_with_lease` replace it): `None` is the
+/// watchdog lease, `Some(lease)` a fixed one, a lock held by another owner is `Busy` after the
+/// wait, and the composite locks' twin means the same.
+#[tokio::test]
+#[allow(deprecated)]
+async fn the_deprecated_try_lock_for_keeps_its_meaning() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let lock = client.lock("deprecated");
+
+    let guard = lock
+        .try_lock_for(Duration::from_millis(100), None)
+        .await
+        .expect("try_lock_for")
+        .acquired()
+        .expect("a free lock is acquired");
+    let ttl = pttl(&raw, "deprecated").await;
+    assert!(
+        (29_000..=30_000).contains(&ttl),
+        "watchdog lease: PTTL {ttl}"
+    );
+
+    let other = lock.with_owner(Owner::new());
+    let asked = Instant::now();
+    let busy = other
+        .try_lock_for(Duration::from_millis(100), Some(Duration::from_secs(5)))
+        .await
+        .expect("try_lock_for");
+    assert!(busy.acquired().is_none(), "held by another owner: Busy");
+    assert!(
+        asked.elapsed() >= Duration::from_millis(100),
+        "after its wait"
+    );
+
+    guard.unlock().await.expect("unlock");
+    let fixed = other
+        .try_lock_for(Duration::from_millis(100), Some(Duration::from_secs(5)))
+        .await
+        .expect("try_lock_for")
+        .acquired()
+        .expect("a free lock is acquired");
+    let ttl = pttl(&raw, "deprecated").await;
+    assert!((4_000..=5_000).contains(&ttl), "fixed lease: PTTL {ttl}");
+    fixed.unlock().await.expect("unlock");
+
+    let both =
+        ferrisson::MultiLock::new([client.lock("deprecated:a"), client.lock("deprecated:b")])
+            .expect("locks");
+    let multi = both
+        .try_lock_for(Duration::from_millis(100), Some(Duration::from_secs(5)))
+        .await
+        .expect("try_lock_for")
+        .acquired()
+        .expect("free locks are acquired");
+    for part in ["deprecated:a", "deprecated:b"] {
+        let ttl = pttl(&raw, part).await;
+        assert!((4_000..=5_000).contains(&ttl), "{part}: PTTL {ttl}");
+    }
+    multi.unlock().await.expect("unlock");
+    assert_eq!(dbsize(&raw).await, 0, "nothing left held");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. layout
 
@@ -420,13 +484,13 @@ async fn invalid_arguments_are_rejected_before_anything_reaches_redis() {
         lock.lock_with_lease(Duration::from_micros(500)).await,
     );
     assert_invalid(
-        "zero lease in try_lock_for",
-        lock.try_lock_for(Duration::from_millis(10), Some(Duration::ZERO))
+        "zero lease in try_lock_within_with_lease",
+        lock.try_lock_within_with_lease(Duration::from_millis(10), Duration::ZERO)
             .await,
     );
     assert_invalid(
-        "sub-ms lease in try_lock_for",
-        lock.try_lock_for(Duration::from_millis(10), Some(Duration::from_micros(999)))
+        "sub-ms lease in try_lock_within_with_lease",
+        lock.try_lock_within_with_lease(Duration::from_millis(10), Duration::from_micros(999))
             .await,
     );
 
@@ -755,14 +819,14 @@ async fn a_foreign_redisson_holder_blocks_try_lock_and_bounded_wait() {
 
     let started = Instant::now();
     let got = lock
-        .try_lock_for(Duration::from_millis(200), None)
+        .try_lock_within(Duration::from_millis(200))
         .await
-        .expect("try_lock_for");
+        .expect("try_lock_within");
     let waited = started.elapsed();
     assert!(got.is_busy(), "acquired a lock held by a Java client");
     assert!(
         waited >= Duration::from_millis(190) && waited < Duration::from_millis(2_000),
-        "try_lock_for(200ms) returned after {waited:?}"
+        "try_lock_within(200ms) returned after {waited:?}"
     );
 
     let fields = hgetall(&raw, "java-held").await;
@@ -796,10 +860,8 @@ async fn operations_after_shutdown_fail_with_shutdown() {
     );
     shut("try_lock", lock.try_lock().await.err());
     shut(
-        "try_lock_for",
-        lock.try_lock_for(Duration::from_millis(50), None)
-            .await
-            .err(),
+        "try_lock_within",
+        lock.try_lock_within(Duration::from_millis(50)).await.err(),
     );
     shut("unlock", lock.unlock().await.err());
     shut("force_unlock", lock.force_unlock().await.err());

@@ -54,7 +54,7 @@ async fn locks_land_on(
     for attempt in 0.. {
         let name = format!("sentinel:probe:{attempt}");
         let lock = client.lock(name.as_str()).with_owner(Owner::new());
-        let missed = match lock.try_lock_for(FOLLOW_WITHIN, None).await {
+        let missed = match lock.try_lock_within(FOLLOW_WITHIN).await {
             Ok(guard) => {
                 let guard = guard.acquired().expect("nobody else holds a fresh lock");
                 let on_master = exists(master, &name).await == 1;
@@ -218,7 +218,7 @@ async fn a_killed_master_is_followed_and_wakes_parked_waiters() {
             .holder_client
             .lock("sentinel:through")
             .with_owner(Owner::new());
-        async move { lock.try_lock_for(Duration::from_secs(25), None).await }
+        async move { lock.try_lock_within(Duration::from_secs(25)).await }
     });
     let new_index = fixture.wait_for_promotion(old_index).await;
     let promoted = killed.elapsed();

@@ -95,7 +95,7 @@ async fn the_default_back_off_grows_from_1_ms_and_is_capped_at_128_ms() {
     reset_stats(&raw).await;
     let waiter = client.spin_lock(name).with_owner(Owner::new());
     let attempt = waiter
-        .try_lock_for(Duration::from_secs(3), None)
+        .try_lock_within(Duration::from_secs(3))
         .await
         .expect("try");
     assert!(attempt.is_busy());
@@ -109,7 +109,7 @@ async fn the_default_back_off_grows_from_1_ms_and_is_capped_at_128_ms() {
     reset_stats(&raw).await;
     let steady = waiter.with_backoff(BackOff::constant(Duration::from_millis(250)).expect("ok"));
     let attempt = steady
-        .try_lock_for(Duration::from_secs(1), None)
+        .try_lock_within(Duration::from_secs(1))
         .await
         .expect("try");
     assert!(attempt.is_busy());
@@ -132,7 +132,7 @@ async fn bad_back_offs_are_invalid_arguments() {
 }
 
 #[tokio::test]
-async fn try_lock_for_gives_up_within_its_budget_and_try_lock_at_once() {
+async fn try_lock_within_gives_up_within_its_budget_and_try_lock_at_once() {
     let server = RedisServer::start();
     let client = connect(&server).await;
     let name = "spin:budget";
@@ -149,9 +149,9 @@ async fn try_lock_for_gives_up_within_its_budget_and_try_lock_at_once() {
 
     let started = Instant::now();
     let attempt = lock
-        .try_lock_for(Duration::from_millis(500), None)
+        .try_lock_within(Duration::from_millis(500))
         .await
-        .expect("try_lock_for");
+        .expect("try_lock_within");
     let took = started.elapsed();
     assert!(attempt.is_busy());
     // Not before the budget, and the pause is cut to it: a whole 2 s pause would end at 2 s
@@ -244,15 +244,14 @@ async fn a_reentrant_waiter_is_not_woken_by_a_spin_release_only_by_its_ttl_bound
         .await
         .expect("spin locks");
     let rlock = b.lock(name);
-    let waiter =
-        tokio::spawn(async move { rlock.try_lock_for(Duration::from_secs(10), None).await });
+    let waiter = tokio::spawn(async move { rlock.try_lock_within(Duration::from_secs(10)).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
     spin.unlock().await.expect("spin releases");
     let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .expect("the waiter acquires at its TTL bound")
         .expect("task")
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("acquired");
     assert_eq!(
@@ -300,10 +299,10 @@ async fn a_spin_lock_on_a_key_of_another_type_is_wrong_type() {
         ("lock", lock.lock().await.expect_err("lock")),
         ("try_lock", lock.try_lock().await.expect_err("try_lock")),
         (
-            "try_lock_for",
-            lock.try_lock_for(Duration::from_millis(200), None)
+            "try_lock_within",
+            lock.try_lock_within(Duration::from_millis(200))
                 .await
-                .expect_err("try_lock_for"),
+                .expect_err("try_lock_within"),
         ),
         ("unlock", lock.unlock().await.expect_err("unlock")),
         (
@@ -382,8 +381,8 @@ fn the_blocking_spin_lock_is_reentrant_per_thread_and_excludes_other_threads() {
     let other = lock.clone();
     let waiter = std::thread::spawn(move || {
         let guard = other
-            .try_lock_for(Duration::from_secs(5), None)
-            .expect("try_lock_for")
+            .try_lock_within(Duration::from_secs(5))
+            .expect("try_lock_within")
             .acquired()
             .expect("acquired after the release");
         let attempts = guard.acquisition().map(|a| a.attempts);

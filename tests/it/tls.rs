@@ -48,7 +48,7 @@ async fn locks_work_over_tls_with_a_private_ca_and_a_client_certificate() {
         .expect("lock over TLS");
     let waiter = tokio::spawn({
         let lock = waiter_client.lock(name).with_owner(Owner::new());
-        async move { lock.try_lock_for(Duration::from_secs(10), None).await }
+        async move { lock.try_lock_within(Duration::from_secs(10)).await }
     });
     wait_numsub(&raw, &channel_of(name), 1, Duration::from_secs(5)).await;
     // Renewals over TLS keep the 2.4 s lease alive past its end.

@@ -63,7 +63,7 @@ async fn keep_waiting_outage_longer_than_the_wait_is_an_error() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let start = Instant::now();
-    let result = lock.try_lock_for(Duration::from_millis(600), None).await;
+    let result = lock.try_lock_within(Duration::from_millis(600)).await;
     let elapsed = start.elapsed();
     let err = result.expect_err("an outage is not a busy lock");
     assert!(err.is_transient(), "got {err:?}");
@@ -79,7 +79,7 @@ async fn keep_waiting_silent_server_within_the_wait_is_a_timeout() {
     let lock = client.lock("typed:silent").with_owner(Owner::new());
     server.pause();
     let start = Instant::now();
-    let result = lock.try_lock_for(Duration::from_millis(400), None).await;
+    let result = lock.try_lock_within(Duration::from_millis(400)).await;
     let elapsed = start.elapsed();
     server.resume();
     let err = result.expect_err("no answer is not a busy lock");
@@ -95,7 +95,7 @@ async fn keep_waiting_busy_lock_is_still_none() {
     let _held = hold_with_lease(&client, "typed:busy", Duration::from_secs(30)).await;
     let lock = client.lock("typed:busy").with_owner(Owner::new());
     let result = lock
-        .try_lock_for(Duration::from_millis(200), None)
+        .try_lock_within(Duration::from_millis(200))
         .await
         .expect("a busy lock is no error");
     assert!(result.is_busy());

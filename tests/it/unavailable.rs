@@ -98,12 +98,12 @@ async fn fail_fast_acquires_error_at_once_while_down_and_work_again_after_restar
     take_down(&mut server).await;
 
     // Each acquire must fail at once: the 2 s bound is far below the 10 s response timeout,
-    // and the 5 s wait budget of try_lock_for must not be spent waiting for a dead server.
+    // and the 5 s wait budget of try_lock_within must not be spent waiting for a dead server.
     fails_fast("lock()", lock.lock()).await;
     fails_fast("try_lock()", lock.try_lock()).await;
     fails_fast(
-        "try_lock_for(5 s)",
-        lock.try_lock_for(Duration::from_secs(5), None),
+        "try_lock_within(5 s)",
+        lock.try_lock_within(Duration::from_secs(5)),
     )
     .await;
 
@@ -121,7 +121,7 @@ async fn fail_fast_acquires_error_at_once_while_down_and_work_again_after_restar
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keep_waiting_try_lock_for_waits_out_its_bound_while_down() {
+async fn keep_waiting_try_lock_within_waits_out_its_bound_while_down() {
     let mut server = RedisServer::start();
     let client = connect_keep_waiting(&server).await;
     let lock = client
@@ -133,23 +133,23 @@ async fn keep_waiting_try_lock_for_waits_out_its_bound_while_down() {
     let start = Instant::now();
     let result = tokio::time::timeout(
         Duration::from_secs(3),
-        lock.try_lock_for(Duration::from_millis(500), None),
+        lock.try_lock_within(Duration::from_millis(500)),
     )
     .await
-    .expect("try_lock_for(500 ms) was still waiting after 3 s while Redis was down");
+    .expect("try_lock_within(500 ms) was still waiting after 3 s while Redis was down");
     let elapsed = start.elapsed();
     match &result {
-        Err(err) => assert_transient(err, "try_lock_for(500 ms)"),
+        Err(err) => assert_transient(err, "try_lock_within(500 ms)"),
         Ok(ferrisson::Attempt::Busy) => panic!("an outage was reported as a busy lock"),
         Ok(ferrisson::Attempt::Acquired(_)) => panic!("acquired a lock on a server that is down"),
     }
     assert!(
         elapsed >= Duration::from_millis(400),
-        "try_lock_for(500 ms) gave up after {elapsed:?}, before its bound ({result:?})"
+        "try_lock_within(500 ms) gave up after {elapsed:?}, before its bound ({result:?})"
     );
     assert!(
         elapsed <= Duration::from_secs(2),
-        "try_lock_for(500 ms) returned only after {elapsed:?} ({result:?})"
+        "try_lock_within(500 ms) returned only after {elapsed:?} ({result:?})"
     );
 }
 

@@ -275,7 +275,7 @@ async fn the_release_reaches_the_waiter(held: LockGuard, waiter: WaiterTask, pau
 }
 
 #[tokio::test]
-async fn try_lock_for_gives_up_after_its_wait_bound() {
+async fn try_lock_within_gives_up_after_its_wait_bound() {
     let server = RedisServer::start();
     let holder_client = connect(&server).await;
     let waiter_client = connect(&server).await;
@@ -285,25 +285,25 @@ async fn try_lock_for_gives_up_after_its_wait_bound() {
     let waiter = waiter_client.lock(name).with_owner(Owner::new());
     let wait = Duration::from_millis(300);
     let start = Instant::now();
-    let got = waiter.try_lock_for(wait, None).await.expect("try_lock_for");
+    let got = waiter.try_lock_within(wait).await.expect("try_lock_within");
     let took = start.elapsed();
     assert!(got.is_busy(), "got a lock that is held: {got:?}");
     assert!(
         took >= wait && took <= wait + Duration::from_millis(500),
-        "try_lock_for({wait:?}) returned after {took:?}"
+        "try_lock_within({wait:?}) returned after {took:?}"
     );
     // Same client, other owner: the same bound applies.
     let same_client = holder_client.lock(name).with_owner(Owner::new());
     let start = Instant::now();
     let got = same_client
-        .try_lock_for(wait, None)
+        .try_lock_within(wait)
         .await
-        .expect("try_lock_for");
+        .expect("try_lock_within");
     let took = start.elapsed();
     assert!(got.is_busy(), "got a lock that is held: {got:?}");
     assert!(
         took >= wait && took <= wait + Duration::from_millis(500),
-        "try_lock_for({wait:?}) returned after {took:?}"
+        "try_lock_within({wait:?}) returned after {took:?}"
     );
     guard.unlock().await.expect("holder releases");
 }
@@ -363,9 +363,9 @@ async fn waiter_acquires_when_a_short_lease_expires_woken_by_ttl() {
 
     let waiter = waiter_client.lock(name).with_owner(Owner::new());
     let guard = waiter
-        .try_lock_for(lease + Duration::from_secs(2), Some(HOLD))
+        .try_lock_within_with_lease(lease + Duration::from_secs(2), HOLD)
         .await
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("waiter gets the lock once the short lease expired");
     let took = held_at.elapsed();

@@ -118,9 +118,9 @@ async fn expired_fixed_lease_lets_a_waiter_in_woken_by_ttl() {
     let guard = waiter
         .lock(name)
         .with_owner(Owner::new())
-        .try_lock_for(wait, None)
+        .try_lock_within(wait)
         .await
-        .expect("try_lock_for")
+        .expect("try_lock_within")
         .acquired()
         .expect("the waiter should get the lock once the lease expires");
     let waited = held_at.elapsed();

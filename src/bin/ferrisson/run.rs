@@ -324,7 +324,8 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
     let started = Instant::now();
     let acquire = async {
         match (args.wait, args.lease) {
-            (Some(wait), lease) => lock.try_lock_for(wait, lease).await,
+            (Some(wait), Some(lease)) => lock.try_lock_within_with_lease(wait, lease).await,
+            (Some(wait), None) => lock.try_lock_within(wait).await,
             (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Attempt::Acquired),
             (None, None) => lock.lock().await.map(Attempt::Acquired),
         }

@@ -86,8 +86,8 @@ where
 /// would count that as two holders; it is a lease that ran out, not the lock failing).
 pub const COMPOSITE_LEASE: Duration = Duration::from_secs(10);
 
-/// In a contender: takes a MultiLock or RedLock with `attempt(wait)` (a `try_lock_for(wait,
-/// Some(COMPOSITE_LEASE))`), in short rounds (a random wait in `waits` ms, so that contenders
+/// In a contender: takes a MultiLock or RedLock with `attempt(wait)` (a
+/// `try_lock_within_with_lease(wait, COMPOSITE_LEASE)`), in short rounds (a random wait in `waits` ms, so that contenders
 /// each holding part of the servers give up soon), until it acquires. Tried again: busy; a
 /// part that ran out while the round stalled past its lease of twice the wait (`LeaseLost`
 /// when the lease is set); an outage, as a round whose parts got no reply within their share

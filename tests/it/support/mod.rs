@@ -470,7 +470,7 @@ pub fn spawn_waiter(
     let lock = client.lock(name).with_owner(ferrisson::Owner::new());
     tokio::spawn(async move {
         let guard = lock
-            .try_lock_for(wait, None)
+            .try_lock_within(wait)
             .await
             .expect("the waiter's acquire")
             .acquired()
@@ -497,7 +497,7 @@ pub async fn hand_over(
     let holder = hold_with_lease(holder_client, name, holder_lease).await;
     let lock = waiter_client.lock(name).with_owner(ferrisson::Owner::new());
     let waiter = tokio::spawn(async move {
-        lock.try_lock_for(Duration::from_secs(10), Some(waiter_lease))
+        lock.try_lock_within_with_lease(Duration::from_secs(10), waiter_lease)
             .await
     });
     wait_parked(waiter_client, name, 1).await;
