@@ -63,13 +63,14 @@ pub(crate) async fn acquire_call<T>(
 }
 
 /// Registers an acquire of `key` as a lock-changing call (`doubt.rs`), first waiting while
-/// the field is in doubt: the reconciler settles it before this owner may take it again.
+/// the field is in doubt (the reconciler settles it before this owner may take it again) or a
+/// dropped guard's release of it is on its way.
 /// Fails at once with `Unavailable` under `FailFast` while the connection is down.
 async fn settled_call(client: &ClientInner, key: &HoldKey) -> Result<Call> {
     let doubts = &client.leases.doubts;
     loop {
         let call = doubts.enter();
-        if !doubts.contains(key) {
+        if !doubts.holds_back(key) {
             return Ok(call);
         }
         drop(call);

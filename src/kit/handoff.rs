@@ -669,7 +669,7 @@ impl Drop for Place {
             script: self.slot.receives.release_script(),
         };
         self.janitor
-            .submit(crate::kit::janitor::Job::Release(release, None));
+            .submit(crate::kit::janitor::Job::Release(release, None, None));
     }
 }
 

@@ -348,8 +348,9 @@ impl Drop for Leaving {
             return;
         }
         let release = Release::of(&self.ticket.key, released.rearm_ms, self.release_by);
+        let dropped = leases.doubts.dropped_release(&self.ticket.key);
         self.client
             .janitor
-            .submit(Job::Release(release, Some(call)));
+            .submit(Job::Release(release, Some(call), Some(dropped)));
     }
 }

@@ -16,15 +16,16 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::kit::handoff::Handoffs;
 use crate::kit::in_flight::Undo;
-use crate::lease::doubt::{Call, Doubts};
+use crate::lease::doubt::{Call, Doubts, DroppedRelease};
 use crate::transport::Redis;
 
 pub(crate) use crate::transport::script::Release;
 
 pub(crate) enum Job {
     /// Release one hold, registered as a lock-changing call since the lease table counted it
-    /// released (`None` for a hold the table never counted: a hand-off whose waiter left).
-    Release(Release, Option<Call>),
+    /// released (`None` for a hold the table never counted: a hand-off whose waiter left), and
+    /// as a dropped guard's release, which the field's next acquire waits for.
+    Release(Release, Option<Call>, Option<DroppedRelease>),
     /// A script whose caller was dropped while it was in flight: wait for its reply, then, if it
     /// acquired the lock, release that hold (or run the primitive's own undo). Also any other
     /// future that must finish without its caller (a dropped semaphore guard's release), with
@@ -128,11 +129,12 @@ async fn run(
     while open || !running.is_empty() {
         tokio::select! {
             job = jobs.recv(), if open => match job {
-                Some(Job::Release(release, call)) => {
+                Some(Job::Release(release, call, dropped)) => {
                     let releaser = releaser.clone();
                     running.push(Box::pin(async move {
                         release_hold(releaser, release).await;
                         drop(call);
+                        drop(dropped);
                     }));
                 }
                 Some(Job::Settle { reply, undo, call }) => {

@@ -39,8 +39,14 @@
 //! client's plus the releases in doubt, none of those releases ran and each of their holds was
 //! still there. Anything less (a release that did run, a hold lost before it) proves nothing.
 //!
-//! Outside doubts the cost is a registration per call (two atomic operations) and one atomic
-//! load per acquire and release.
+//! A guard dropped unreleased leaves its release to the janitor, which sends it later. Until it
+//! has been answered, acquires by the same field wait too ([`Doubts::dropped_release`]): sent
+//! after them, it would free the owner's next hold when the dropped one had been lost
+//! meanwhile (force-unlocked, and the loss not heard yet), so that the owner would believe it
+//! holds a free lock. Waiting keeps the program's order: a drop, then an acquire.
+//!
+//! Outside doubts the cost is a registration per call (two atomic operations) and two atomic
+//! loads per acquire and one per release.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -143,14 +149,44 @@ pub(crate) struct Doubts {
     active: [AtomicUsize; 2],
     /// Notified when a slot drains.
     drained: Notify,
-    /// Notified when a field is marked (wakes the reconciler) or settled (wakes waiters).
+    /// Notified when a field is marked (wakes the reconciler) or settled (wakes waiters), and
+    /// when a dropped guard's release has been answered.
     changed: Notify,
+    /// Releases of dropped guards not answered yet, per field.
+    dropped: Mutex<HashMap<HoldKey, usize>>,
+    /// The sum of `dropped`, readable without the lock.
+    dropped_count: AtomicUsize,
     closed: CancellationToken,
     /// Model checks only (`crate::model`): a point where the scheduler may run another task,
     /// between the steps of the epoch protocol, which are atomic operations the scheduler
     /// does not see.
     #[cfg(test)]
     switch: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+/// A dropped guard's release on its way (see [`Doubts::dropped_release`]).
+pub(crate) struct DroppedRelease {
+    doubts: Weak<Doubts>,
+    key: HoldKey,
+}
+
+impl Drop for DroppedRelease {
+    fn drop(&mut self) {
+        let Some(doubts) = self.doubts.upgrade() else {
+            return;
+        };
+        {
+            let mut dropped = doubts.dropped.lock();
+            if let Some(left) = dropped.get_mut(&self.key) {
+                *left -= 1;
+                if *left == 0 {
+                    dropped.remove(&self.key);
+                }
+            }
+        }
+        doubts.dropped_count.fetch_sub(1, Ordering::SeqCst);
+        doubts.changed.notify_waiters();
+    }
 }
 
 /// A lock-changing call in progress: while any call registered before a doubt was visible is
@@ -292,12 +328,33 @@ impl Doubts {
         self.any() && self.change(key, false, |field| field.add_release(watcher.take()))
     }
 
-    /// Waits until `key` is no longer in doubt, or the client closes.
+    /// Registers the release of a guard of `key` dropped unreleased, until the returned token
+    /// is dropped (once its reply is handled, or the job abandoned): acquires by the field wait
+    /// for it (see the module's docs).
+    pub(crate) fn dropped_release(self: &Arc<Self>, key: &HoldKey) -> DroppedRelease {
+        *self.dropped.lock().entry(key.clone()).or_default() += 1;
+        self.dropped_count.fetch_add(1, Ordering::SeqCst);
+        DroppedRelease {
+            doubts: Arc::downgrade(self),
+            key: key.clone(),
+        }
+    }
+
+    /// Whether an acquire by `key` must wait: the field is in doubt, or a dropped guard's
+    /// release of it has not been answered yet.
+    pub(crate) fn holds_back(&self, key: &HoldKey) -> bool {
+        self.contains(key)
+            || (self.dropped_count.load(Ordering::SeqCst) > 0
+                && self.dropped.lock().contains_key(key))
+    }
+
+    /// Waits until an acquire by `key` need not wait ([`Doubts::holds_back`]), or the client
+    /// closes.
     pub(crate) async fn settled(&self, key: &HoldKey) {
         loop {
             let mut changed = std::pin::pin!(self.changed.notified());
             changed.as_mut().enable();
-            if !self.contains(key) || self.closed.is_cancelled() {
+            if !self.holds_back(key) || self.closed.is_cancelled() {
                 return;
             }
             tokio::select! {

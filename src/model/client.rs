@@ -290,7 +290,7 @@ impl Drop for Held {
             self.client.count(&self.key, false);
             self.client
                 .janitor
-                .submit(Job::Release(release_of(&self.key), None));
+                .submit(Job::Release(release_of(&self.key), None, None));
         }
     }
 }
@@ -363,7 +363,7 @@ async fn run_janitor(
     drop(client);
     while let Some(job) = jobs.recv().await {
         match job {
-            Job::Release(release, _) => release_or_hand_off(&server, &handoffs, release).await,
+            Job::Release(release, _, _) => release_or_hand_off(&server, &handoffs, release).await,
             Job::Settle { .. } | Job::GiveBack { .. } | Job::Flush(_) => {
                 unreachable!("the model sends only releases")
             }

@@ -210,6 +210,40 @@ async fn a_force_unlock_is_noticed_at_once() {
     }
 }
 
+/// A guard dropped unreleased leaves its release to the background. When its hold was deleted
+/// behind its back meanwhile (a bare DEL, which tells the holder nothing), the owner's next
+/// acquire takes the field afresh; the late release must not free that new hold, or the owner
+/// would believe it holds a free lock. The acquire waits for the dropped guard's release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guards_late_release_never_frees_the_owners_next_hold() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(Config::new(server.url())).await; // 30 s watchdog
+    for round in 0..20 {
+        let name = format!("loss:dropped:{round}");
+        let lock = client.lock(&name).with_owner(Owner::new());
+        let guard = lock.lock().await.expect("lock");
+        let _: i64 = fred::prelude::KeysInterface::del(&raw, &name)
+            .await
+            .expect("DEL");
+        drop(guard);
+        let again = lock
+            .lock_with_lease(Duration::from_secs(30))
+            .await
+            .expect("lock again");
+        // Time for a release still queued to arrive, were there one.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let fields = hgetall(&raw, &name).await;
+        assert_eq!(
+            fields.get(again.holder_field()).map(String::as_str),
+            Some("1"),
+            "round {round}: the new hold is gone: {fields:?}"
+        );
+        assert!(!again.is_lost(), "round {round}");
+        again.unlock().await.expect("unlock");
+    }
+}
+
 /// A force unlock right after the holder started listening, before its subscription is
 /// confirmed, is caught by the check that follows the subscription.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
