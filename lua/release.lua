@@ -18,8 +18,8 @@
 -- release, which deletes the hash and publishes the unlock message 0, 1 + the number of
 -- subscribers that received the message (so the releasing client can tell whether waiters of
 -- other clients were told, see src/kit/give_way.rs).
--- The steps are §2.3's HEXISTS, HINCRBY -1 and DEL, with the first two read as one HGET: the
--- outcome is the same, and the common full release runs one command less.
+-- The steps are §2.3's HEXISTS, HINCRBY -1 and DEL, with the first read as an HGET that also
+-- tells a partial release from a full one.
 local function release(name, channel, lease, field, mode, heir, heir_lease, own, token_key)
   local count = redis.call('hget', name, field)
   if not count then
@@ -60,6 +60,10 @@ local function release(name, channel, lease, field, mode, heir, heir_lease, own,
       return -1
     end
   end
+  -- §2.3's decrement before the delete, although the delete alone would do: a keyspace
+  -- observer (`ferrisson watch`) tells a release from a force unlock (a bare DEL) by it, as it
+  -- does for Redisson's own release.
+  redis.call('hincrby', name, field, '-1')
   redis.call('del', name)
   return 1 + publish(channel, '0', mode)
 end

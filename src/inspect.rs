@@ -346,6 +346,30 @@ impl LockInfo {
     }
 }
 
+/// The pub/sub channels on which the primitives named `name` announce a release (Redisson's
+/// names, protocol §1.1): the lock's (the full release of a reentrant or fenced lock, and the
+/// force unlock of any lock but a spin lock, which publishes nothing), the read-write lock's, the
+/// semaphores' and the count-down latch's, in that order. A fair lock tells only its queue's head, on the lock's channel +
+/// `:` + the head's holder field. Releases publish there classically, or sharded (`SPUBLISH`)
+/// under [`PublishMode::Sharded`](crate::PublishMode::Sharded) and `Both`. For tools that
+/// watch a name, as `ferrisson watch` does. Note that a subscriber counts as a listener: a
+/// ferrisson client whose release reaches it gives way for a moment, as to another client's
+/// waiter.
+///
+/// ```
+/// let channels = ferrisson::inspect::release_channels("orders:42");
+/// assert_eq!(channels[0], "redisson_lock__channel:{orders:42}");
+/// assert_eq!(channels[3], "redisson_countdownlatch__channel__{orders:42}");
+/// ```
+pub fn release_channels(name: &str) -> [String; 4] {
+    [
+        name::lock_channel(name),
+        name::rwlock_channel(name),
+        name::semaphore_channel(name),
+        name::latch_channel(name),
+    ]
+}
+
 impl Client {
     /// Reads the state of the primitive `name` in one atomic step, without changing it, and
     /// infers its kind from what is certain: holder fields and counts, TTL, a fair lock's queue

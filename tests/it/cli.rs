@@ -1926,6 +1926,166 @@ async fn watch_json_reports_acquire_reentry_release_and_stops_on_sigint() {
     client.shutdown().await;
 }
 
+/// The `event` of each JSON line `watch` printed after its first (the state), less renewals.
+fn watch_events(watch: &Running) -> Vec<Json> {
+    watch
+        .stdout_seen
+        .iter()
+        .skip(1)
+        .map(|line| serde_json::from_str::<Json>(line).expect("JSON line"))
+        .filter(|e| e["event"] != "renewed")
+        .collect()
+}
+
+/// Without keyspace events, watch hears the release channels: a hold far shorter than its
+/// interval is seen by its release message, and a force unlock reads as a release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_hears_a_hold_shorter_than_its_interval_by_its_release_message() {
+    let server = RedisServer::start();
+    let client = connect(&server).await;
+    let name = "cli:watch-short";
+    let mut watch = Running::spawn(
+        &server,
+        &["watch", "--json", "--interval", "1h", "--for", "20s", name],
+    );
+    let first = watch.line(Stream::Stdout, |_| true).await;
+    assert!(first.contains(r#""event":"state""#), "{first}");
+    support::redis_state::wait_numsub(
+        &raw_client(&server.url()).await,
+        &format!("redisson_lock__channel:{{{name}}}"),
+        1,
+        Duration::from_secs(5),
+    )
+    .await;
+
+    let lock = client.lock(name).with_owner(Owner::new());
+    lock.lock()
+        .await
+        .expect("acquire")
+        .unlock()
+        .await
+        .expect("release");
+    let between = watch
+        .line(Stream::Stdout, |l| l.contains("held_between_reads"))
+        .await;
+    let between: Json = serde_json::from_str(&between).expect("JSON line");
+    assert_eq!(between["locked"], false, "{between}");
+
+    // Read at once by the same message: the force unlock of a hold the interval never read.
+    let guard = lock.lock().await.expect("acquire");
+    assert!(lock.force_unlock().await.expect("force unlock"));
+    watch
+        .line(Stream::Stdout, |l| l.contains("held_between_reads"))
+        .await;
+    drop(guard);
+    watch.signal(nix::sys::signal::Signal::SIGINT);
+    assert_eq!(watch.exit().await.code(), Some(0));
+    let events: Vec<_> = watch_events(&watch)
+        .iter()
+        .map(|e| e["event"].clone())
+        .collect();
+    assert_eq!(
+        events,
+        ["held_between_reads", "held_between_reads"],
+        "{events:?}"
+    );
+    client.shutdown().await;
+}
+
+/// With keyspace events on, watch reads at every write: it tells a force unlock from a
+/// release, and an expiry from both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_tells_releases_force_unlocks_and_expiries_apart_by_keyspace_events() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let _: () = raw
+        .custom(cmd!("CONFIG"), vec!["SET", "notify-keyspace-events", "KA"])
+        .await
+        .expect("CONFIG SET");
+    let client = connect(&server).await;
+    let name = "cli:watch-keyspace";
+    let mut watch = Running::spawn(
+        &server,
+        &["watch", "--interval", "1h", "--for", "30s", name],
+    );
+    let banner = watch.line(Stream::Stderr, |_| true).await;
+    assert!(banner.contains("at each keyspace event"), "{banner}");
+    watch.line(Stream::Stdout, |l| l.ends_with("free")).await;
+    support::redis_state::wait_numsub(
+        &raw,
+        &format!("__keyspace@0__:{name}"),
+        1,
+        Duration::from_secs(5),
+    )
+    .await;
+
+    // Read while held (the acquire's write is heard), then released.
+    let lock = client.lock(name).with_owner(Owner::new());
+    let guard = lock.lock().await.expect("acquire");
+    let field = guard.holder_field().to_owned();
+    watch
+        .line(Stream::Stdout, |l| l.contains("acquired by"))
+        .await;
+    guard.unlock().await.expect("release");
+    let released = watch
+        .line(Stream::Stdout, |l| l.contains("released by"))
+        .await;
+    assert!(released.contains(&field), "{released}");
+
+    // Re-entered, then deleted whoever held it.
+    let guard = lock.lock().await.expect("acquire");
+    watch
+        .line(Stream::Stdout, |l| l.contains("acquired by"))
+        .await;
+    let again = guard.reenter().await.expect("re-enter");
+    watch
+        .line(Stream::Stdout, |l| l.contains("hold count 2"))
+        .await;
+    assert!(lock.force_unlock().await.expect("force unlock"));
+    let forced = watch
+        .line(Stream::Stdout, |l| l.contains("force-unlocked"))
+        .await;
+    assert!(forced.contains(&field), "{forced}");
+    drop((again, guard));
+
+    // A fixed lease that runs out.
+    let _held = lock
+        .lock_with_lease(Duration::from_millis(300))
+        .await
+        .expect("acquire");
+    watch
+        .line(Stream::Stdout, |l| l.contains("acquired by"))
+        .await;
+    watch.line(Stream::Stdout, |l| l.contains("expired")).await;
+
+    watch.signal(nix::sys::signal::Signal::SIGINT);
+    assert_eq!(watch.exit().await.code(), Some(0));
+    let said: Vec<&str> = watch
+        .stdout_seen
+        .iter()
+        .skip(1)
+        .filter(|l| !l.contains("TTL renewed"))
+        .map(|l| l.get(14..).unwrap_or(""))
+        .collect();
+    let expected = [
+        format!("acquired by {field} (hold count 1)"),
+        format!("released by {field}"),
+        format!("acquired by {field} (hold count 1)"),
+        format!("re-entered by {field} (hold count 2)"),
+        format!("force-unlocked (deleted while {field} held it)"),
+        format!("acquired by {field} (hold count 1)"),
+        format!("expired: the lease of {field} ran out"),
+    ];
+    assert_eq!(said.len(), expected.len(), "{said:#?}");
+    for (line, prefix) in said.iter().zip(&expected) {
+        assert!(
+            line.starts_with(prefix.as_str()),
+            "{line:?} is not {prefix:?}: {said:#?}"
+        );
+    }
+    client.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_prints_timestamped_changes_until_for_elapses() {
     let server = RedisServer::start();

@@ -282,16 +282,30 @@ URL the server rejects.
 Examples:
   ferrisson unlock --force orders:42"#;
 
-const WATCH_HELP: &str = r#"Reads NAME every --interval (any primitive `status` reads) and prints a line per change,
-with a UTC timestamp: the initial state, then acquired by FIELD, re-entered / partially
-released (hold count n), holder changed, released, expired, TTL renewed, waiters queued, a
-semaphore's or latch's count, a fenced lock's token, permits out. Changes that come and go
-between two reads are not seen. Runs until interrupted (Ctrl-C or SIGTERM; exit 0) or until
---for elapses.
+const WATCH_HELP: &str = r#"Reads NAME (any primitive `status` reads) whenever the server tells of a change, and every
+--interval, and prints a line per change, with a UTC timestamp: the initial state, then
+acquired by FIELD, re-entered / partially released (hold count n), holder changed, released,
+force-unlocked, expired, a hold that began and ended between two reads, TTL renewed, waiters
+queued, a semaphore's or latch's count, a fenced lock's token, permits out. Runs until
+interrupted (Ctrl-C or SIGTERM; exit 0) or until --for elapses.
+
+How it hears of changes (the first line on stderr says which):
+- Keyspace events, where the server sends them (notify-keyspace-events with K and A, or with
+  K, g, x and h; watch never changes that setting): every write to NAME's key. A force unlock
+  (a DEL that no release's decrement preceded) is told from a release, and a hold too short
+  for a read still shows as held between two reads.
+- Else the channels on which the family announces releases (classic, or sharded under
+  FERRISSON_PUBLISH_MODE=sharded or both, or in a cluster): every release and force unlock that
+  publishes. A force unlock then reads as a release (they send the same message), and an
+  acquisition between two reads is seen only by its release. Note that a subscriber counts as a
+  listener: a ferrisson client releasing NAME gives way to it for a moment after a release, as
+  to another client's waiter. A spin lock publishes nothing.
+- Without a subscription (the ACL user may not subscribe), reads every --interval only.
 
 With --json, prints one JSON object per line on stdout, each with "ts" (RFC 3339, UTC), "name"
 and "event": state, acquired, reentered, partially_released, holder_changed, released,
-expired, renewed, kind_changed, queued, count_changed (a semaphore's or latch's value, with
+force_unlocked, expired, held_between_reads (with "locked": held again at the second read),
+renewed, kind_changed, queued, count_changed (a semaphore's or latch's value, with
 "count" and "previous"), token_changed (a fenced lock's "token"), permits_out, unavailable or
 reconnected. --kind reads NAME as in `status --kind`. A key that is no primitive of the family
 is shown as such (state/kind "not_a_lock") and watched on.
@@ -431,7 +445,7 @@ pub struct WatchArgs {
     #[arg(long, value_name = "KIND")]
     pub kind: Option<Kind>,
 
-    /// How often to read the lock
+    /// How often to read the lock, besides the reads at each change heard
     #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = positive_duration)]
     pub interval: Duration,
 

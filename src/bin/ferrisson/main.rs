@@ -4,6 +4,7 @@
 
 mod args;
 mod error;
+mod listen;
 mod output;
 mod run;
 mod status;

@@ -1,4 +1,6 @@
-//! `ferrisson watch NAME`: a live view of one lock, by polling `Client::inspect`.
+//! `ferrisson watch NAME`: a live view of one lock: `Client::inspect` at every message heard
+//! on the lock (`listen.rs`: keyspace events, else the release channels) and at a fixed
+//! interval, each read compared with the last.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::args::{Connection, WatchArgs};
 use crate::error::not_a_lock;
+use crate::listen::{Heard, Listener, Source};
 use crate::output::{self, humane, LockJson};
 use crate::{connect, exit, Failure, Outcome};
 
@@ -49,10 +52,22 @@ enum Change {
         name: String,
         field: String,
     },
-    /// Gone, and its last seen TTL had run out by the time it was found gone.
+    /// Gone, and its last seen TTL had run out by the time it was found gone (or the server
+    /// said it expired).
     Expired {
         name: String,
         field: String,
+    },
+    /// Deleted by a force unlock (or a plain `DEL`) while held: told by keyspace events only.
+    ForceUnlocked {
+        name: String,
+        field: String,
+    },
+    /// A release was heard that no read saw: a hold began and ended between two reads.
+    HeldBetweenReads {
+        name: String,
+        /// Whether the lock was held at both reads (released and taken again meanwhile).
+        locked: bool,
     },
     Renewed {
         name: String,
@@ -124,6 +139,15 @@ impl Change {
             } => format!("holder changed: {from} → {to} (hold count {count})"),
             Change::Released { field, .. } => format!("released by {field}"),
             Change::Expired { field, .. } => format!("expired: the lease of {field} ran out"),
+            Change::ForceUnlocked { field, .. } => {
+                format!("force-unlocked (deleted while {field} held it)")
+            }
+            Change::HeldBetweenReads { locked: false, .. } => {
+                "acquired and released between two reads (holder not seen)".to_owned()
+            }
+            Change::HeldBetweenReads { locked: true, .. } => {
+                "released and acquired again between two reads".to_owned()
+            }
             Change::Renewed {
                 ttl_ms,
                 previous_ttl_ms,
@@ -271,8 +295,15 @@ fn kind_changed(cur: &Snapshot) -> Change {
     }
 }
 
-/// The changes between two snapshots; `elapsed` is the time between them.
-fn diff(prev: &Snapshot, cur: &Snapshot, elapsed: Duration) -> Vec<Change> {
+/// The changes between two snapshots; `elapsed` is the time between them, `heard` what the
+/// listener heard since the first was read (`last_event`: the keyspace event heard before).
+fn diff(
+    prev: &Snapshot,
+    cur: &Snapshot,
+    elapsed: Duration,
+    heard: &Heard,
+    last_event: Option<&str>,
+) -> Vec<Change> {
     let name = || cur.name.clone();
     let mut changes = Vec::new();
     let is_locked = cur.is_locked();
@@ -311,13 +342,20 @@ fn diff(prev: &Snapshot, cur: &Snapshot, elapsed: Duration) -> Vec<Change> {
             count: *count,
         });
     } else {
-        let ran_out = match prev.ttl {
-            RemainingTtl::Expires(left) => elapsed >= left,
-            _ => false,
-        };
+        let ran_out = heard.expired()
+            || match prev.ttl {
+                RemainingTtl::Expires(left) => elapsed >= left,
+                _ => false,
+            };
+        let forced = !is_locked && heard.deleted_by_force(last_event);
         for field in &removed {
             let field = (*field).to_owned();
-            changes.push(if !is_locked && ran_out {
+            changes.push(if forced {
+                Change::ForceUnlocked {
+                    name: name(),
+                    field,
+                }
+            } else if !is_locked && ran_out {
                 Change::Expired {
                     name: name(),
                     field,
@@ -419,19 +457,92 @@ fn print(json: bool, change: &Change) {
     }
 }
 
-/// Polls the lock and prints its changes until interrupted or `--for` elapses.
+/// How long a read that found the key gone waits for the keyspace event telling how: it was
+/// sent before the read was answered, so it is normally in already or within a round trip.
+const END_EVENT_WAIT: Duration = Duration::from_millis(200);
+
+/// Releases heard against releases seen: a release heard that no read showed was a hold that
+/// began and ended between two reads. A message may arrive after the read that showed its
+/// release already (it travels on another connection), so a release seen first is owed one.
+#[derive(Default)]
+struct Unseen {
+    balance: i64,
+}
+
+impl Unseen {
+    /// `heard` releases since the last read (`None`: messages were lost, so nothing is
+    /// claimed), `seen` in this read's changes. Whether one was heard that no read showed.
+    fn settle(&mut self, heard: Option<u32>, seen: u32) -> bool {
+        let Some(heard) = heard else {
+            self.balance = 0;
+            return false;
+        };
+        // Owed at most two: a release whose message never comes (the subscription was being
+        // made again) must not hide later ones for long.
+        self.balance = (self.balance + i64::from(heard) - i64::from(seen)).max(-2);
+        let unseen = self.balance > 0;
+        if unseen {
+            self.balance = 0;
+        }
+        unseen
+    }
+}
+
+/// The releases a read's changes show: the lock went from held to gone, or changed holders.
+fn releases_seen(changes: &[Change]) -> u32 {
+    let gone = changes.iter().any(|c| {
+        matches!(
+            c,
+            Change::Released { .. } | Change::Expired { .. } | Change::ForceUnlocked { .. }
+        )
+    });
+    let handed = changes
+        .iter()
+        .any(|c| matches!(c, Change::HolderChanged { .. }));
+    u32::from(gone || handed)
+}
+
+/// Reads the lock at every message heard and every `--interval`, and prints its changes
+/// until interrupted or `--for` elapses.
 pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
     let mut interrupt = signal(SignalKind::interrupt()).map_err(Failure::signals)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(Failure::signals)?;
-    let client = connect(conn, conn.config()?).await?;
+    let config = conn.config()?;
+    let client = connect(conn, config.clone()).await?;
     let name = args.name.as_str();
+    let mut listener = match Listener::start(&config, name).await {
+        Ok(listener) => Some(listener),
+        Err(err) => {
+            output::stderr_line(&format!(
+                "ferrisson: warning: cannot subscribe for `{name}` ({}); reading it every {} \
+                 only: a hold shorter than that may go unseen",
+                conn.redact(&err),
+                humane(args.interval)
+            ));
+            None
+        }
+    };
     if !json {
         let until = match args.duration {
             Some(d) => format!("for {}", humane(d)),
             None => "until interrupted".to_owned(),
         };
+        let hearing = match &listener {
+            Some(listener) if listener.source == Source::Keyspace => {
+                "at each keyspace event and".to_owned()
+            }
+            Some(listener) => format!(
+                "at each release message and ({}; a force unlock reads as a release)",
+                listener
+                    .why_not_keyspace
+                    .as_deref()
+                    .unwrap_or("no keyspace events")
+            ),
+            None => String::new(),
+        };
         output::stderr_line(&format!(
-            "ferrisson: watching `{name}` on {} every {}, {until} (times are UTC)",
+            "ferrisson: watching `{name}` on {}, reading it {hearing} every {}, {until} (times \
+             are UTC)",
             conn.redacted_url(),
             humane(args.interval)
         ));
@@ -448,21 +559,44 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
     let mut ticker = tokio::time::interval(args.interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last: Option<(Snapshot, Instant)> = None;
+    let mut last_event: Option<String> = None;
+    let mut unseen = Unseen::default();
     let mut unavailable = false;
 
     let outcome = loop {
-        let poll = async {
-            ticker.tick().await;
-            crate::status::inspect(&client, name, args.kind).await
+        let heard_something = async {
+            match listener.as_mut() {
+                Some(listener) => listener.recv().await,
+                None => std::future::pending().await,
+            }
         };
+        let woken = tokio::select! {
+            _ = ticker.tick() => false,
+            () = heard_something => true,
+            _ = interrupt.recv() => break Ok(exit::OK),
+            _ = terminate.recv() => break Ok(exit::OK),
+            () = &mut until_deadline => break Ok(exit::OK),
+        };
+        if woken {
+            // The rest of a step's burst (a release's decrement and delete are two events) is
+            // usually in by then; what is not is read with the next message.
+            tokio::task::yield_now().await;
+        }
+        let mut heard = listener.as_mut().map(Listener::drain).unwrap_or_default();
         let polled = tokio::select! {
-            polled = poll => polled,
+            polled = crate::status::inspect(&client, name, args.kind) => polled,
             _ = interrupt.recv() => break Ok(exit::OK),
             _ = terminate.recv() => break Ok(exit::OK),
             () = &mut until_deadline => break Ok(exit::OK),
         };
         match polled {
             Ok(info) => {
+                let cur = Snapshot::from(&info);
+                if let (Some(listener), Some((prev, _))) = (listener.as_mut(), &last) {
+                    if !prev.holders.is_empty() && !cur.is_locked() {
+                        listener.await_end(&mut heard, END_EVENT_WAIT).await;
+                    }
+                }
                 let now = Instant::now();
                 if unavailable {
                     unavailable = false;
@@ -477,12 +611,31 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
                     None => vec![Change::State {
                         lock: LockJson::new(&info),
                     }],
-                    Some((prev, at)) => diff(prev, &Snapshot::from(&info), now - *at),
+                    Some((prev, at)) => {
+                        let mut changes =
+                            diff(prev, &cur, now - *at, &heard, last_event.as_deref());
+                        // Releases are counted for the lock kinds (a semaphore's channel
+                        // carries every release of a permit).
+                        let lockish = |s: &Snapshot| s.is_lock() || s.kind == LockKind::Free;
+                        if lockish(prev)
+                            && lockish(&cur)
+                            && unseen.settle(heard.releases(), releases_seen(&changes))
+                        {
+                            changes.push(Change::HeldBetweenReads {
+                                name: name.to_owned(),
+                                locked: cur.is_locked(),
+                            });
+                        }
+                        changes
+                    }
                 };
                 for change in &changes {
                     print(json, change);
                 }
-                last = Some((Snapshot::from(&info), now));
+                if let Some(event) = heard.events.last() {
+                    last_event = Some(event.clone());
+                }
+                last = Some((cur, now));
             }
             Err(err) if err.is_transient() => {
                 if !unavailable {
@@ -505,6 +658,9 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
             }
         }
     };
+    if let Some(listener) = listener {
+        listener.stop().await;
+    }
     client.shutdown().await;
     outcome
 }
@@ -531,10 +687,16 @@ mod tests {
     }
 
     fn texts(prev: &Snapshot, cur: &Snapshot, elapsed_ms: u64) -> Vec<String> {
-        diff(prev, cur, Duration::from_millis(elapsed_ms))
-            .iter()
-            .map(Change::text)
-            .collect()
+        diff(
+            prev,
+            cur,
+            Duration::from_millis(elapsed_ms),
+            &Heard::default(),
+            None,
+        )
+        .iter()
+        .map(Change::text)
+        .collect()
     }
 
     #[test]
