@@ -13,7 +13,7 @@ fn model_checks() {
     let mut cargo = Command::new(env!("CARGO"));
     cargo
         .args(["test", "--lib", "--manifest-path"])
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"));
     if !cfg!(debug_assertions) {
         cargo.arg("--release");
     }

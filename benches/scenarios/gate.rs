@@ -69,7 +69,7 @@ impl Figures {
 
 /// The committed baseline's path.
 pub fn baseline_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/scenarios/baseline.json")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/baseline.json")
 }
 
 /// Writes `figures` as the new baseline.

@@ -332,7 +332,7 @@ impl Options {
 fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"),
     }
 }
 

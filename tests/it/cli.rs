@@ -21,7 +21,10 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ferrisson");
+/// The CLI: `src/bin/ferrisson`, built as this package's `ferrisson-cli` (tests/Cargo.toml).
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ferrisson-cli")
+}
 /// Generous bound for anything that should happen "promptly" on a loaded 2-core CI machine.
 const PROMPTLY: Duration = Duration::from_secs(5);
 
@@ -34,7 +37,7 @@ fn cli(server: &RedisServer) -> AssertCommand {
 
 /// A `ferrisson` without any server, for argument errors.
 fn cli_offline() -> AssertCommand {
-    let mut cmd = AssertCommand::new(BIN);
+    let mut cmd = AssertCommand::new(bin());
     cmd.env_remove("REDIS_URL")
         .env_remove("RUST_LOG")
         .timeout(Duration::from_secs(20));
@@ -83,7 +86,7 @@ impl Running {
 
     /// [`Running::spawn_with_env`] with `--url url` (a fault proxy's, say).
     fn spawn_at(url: &str, env: &[(&str, &str)], args: &[&str]) -> Running {
-        let mut child = tokio::process::Command::new(BIN)
+        let mut child = tokio::process::Command::new(bin())
             .env_remove("REDIS_URL")
             .env_remove("RUST_LOG")
             .envs(env.iter().copied())
@@ -363,7 +366,7 @@ async fn the_server_url_can_come_from_redis_url() {
     let raw = raw_client(&server.url()).await;
     let _: () = raw.hset("cli:env", ("e:1", 1)).await.expect("HSET");
 
-    AssertCommand::new(BIN)
+    AssertCommand::new(bin())
         .env("REDIS_URL", server.url())
         .args(["status", "cli:env"])
         .timeout(Duration::from_secs(20))

@@ -4,30 +4,15 @@
 
 use crate::support;
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use support::cluster::RedisCluster;
 use support::sentinel::RedisSentinel;
 use support::RedisServer;
 
-/// The example's binary, next to this test's (`target/<profile>/examples/NAME`), built first if
-/// `cargo test` was asked for this test target alone.
+/// The example's binary, built if it is not up to date (`support::built`).
 fn example(name: &str) -> Command {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let binary: PathBuf = profile_dir.join("examples").join(name);
-    if !binary.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--all-features", "--example", name])
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build --example {name} failed");
-    }
+    let binary = support::built::example(name);
     let mut command = Command::new(binary);
     command
         .env_remove("REDIS_URL")

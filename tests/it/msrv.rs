@@ -47,7 +47,7 @@ fn host() -> String {
 /// `cargo metadata --format-version 1 --locked --all-features` of this package, for `host`.
 fn metadata() -> Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     let host = host();
     let run = |offline: bool| {
         let mut command = Command::new(&cargo);

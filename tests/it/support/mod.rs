@@ -31,6 +31,7 @@
 //! statistics) through a raw client and waits for it to change.
 #![allow(dead_code)]
 
+pub mod built;
 pub mod cluster;
 pub mod contenders;
 pub mod fault;

@@ -41,9 +41,7 @@ pub fn node_binary() -> &'static str {
 
 /// `tests/interop`: the Node scripts, `package.json`, `package-lock.json` and `node_modules`.
 pub fn interop_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("interop")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("interop")
 }
 
 /// Checks that Node.js is on `PATH` and runs `npm ci` in `tests/interop` once per process,
