@@ -271,7 +271,7 @@ async fn why_not_keyspace(client: &SubscriberClient) -> Option<String> {
     let enough = flags.contains('K')
         && (flags.contains('A') || ['g', 'x', 'h'].iter().all(|c| flags.contains(*c)));
     (!enough).then(|| {
-        format!("notify-keyspace-events is `{flags}`; `Kghx` (or `KA`) would show every write")
+        format!("notify-keyspace-events is `{flags}`, where `Kghx` or `KA` would show every write")
     })
 }
 

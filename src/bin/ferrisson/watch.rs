@@ -528,24 +528,25 @@ pub async fn watch(conn: &Connection, json: bool, args: WatchArgs) -> Outcome {
             None => "until interrupted".to_owned(),
         };
         let hearing = match &listener {
-            Some(listener) if listener.source == Source::Keyspace => {
-                "at each keyspace event and".to_owned()
-            }
-            Some(listener) => format!(
-                "at each release message and ({}; a force unlock reads as a release)",
-                listener
-                    .why_not_keyspace
-                    .as_deref()
-                    .unwrap_or("no keyspace events")
-            ),
-            None => String::new(),
+            Some(listener) if listener.source == Source::Keyspace => "at each keyspace event and ",
+            Some(_) => "at each release message and ",
+            None => "",
         };
         output::stderr_line(&format!(
-            "ferrisson: watching `{name}` on {}, reading it {hearing} every {}, {until} (times \
+            "ferrisson: watching `{name}` on {}, reading it {hearing}every {}, {until} (times \
              are UTC)",
             conn.redacted_url(),
             humane(args.interval)
         ));
+        if let Some(why) = listener
+            .as_ref()
+            .and_then(|l| l.why_not_keyspace.as_deref())
+        {
+            output::stderr_line(&format!(
+                "ferrisson: note: without keyspace events ({why}), a force unlock reads as a \
+                 release, and a hold between two reads shows by its release only"
+            ));
+        }
     }
 
     let deadline = args.duration.map(|d| Instant::now() + d);
