@@ -143,6 +143,13 @@ pub enum LockKind {
     /// A string integer that only the caller can tell apart: a semaphore's available permits
     /// or a count-down latch's count ([`LockInfo::count`]).
     SemaphoreOrLatch,
+    /// A string holding a time in epoch milliseconds (between the years 2000 and 2100): the lock
+    /// of the `SETNX` + `GETSET` recipe, which stores its expiry by its writer's clock
+    /// ([`LockInfo::count`] holds it). Not supported, as unsafe: a client's clock decides when
+    /// another's lock has expired, and any client may overwrite another's timestamp (see
+    /// docs/compatibility.md). A semaphore or latch of that many permits is read as one when
+    /// named with [`Client::inspect_as`].
+    TimestampLock,
 }
 
 impl LockKind {
@@ -611,6 +618,13 @@ fn parse(name: &str, reply: Value, now: i64) -> Result<Facts> {
     })
 }
 
+/// Whether `value` reads as a time in epoch milliseconds between the years 2000 and 2100, as
+/// the `SETNX` + `GETSET` lock stores its expiry: no count a semaphore or latch plausibly holds
+/// (seconds since the epoch are not recognised: `i32::MAX` permits would read as 2038).
+fn is_epoch_ms(value: i64) -> bool {
+    (946_684_800_000..4_102_444_800_000).contains(&value)
+}
+
 /// What `stored` is, in words, for a refused [`Primitive`].
 fn stored_described(stored: &Stored) -> &'static str {
     match stored {
@@ -639,6 +653,7 @@ fn resolve(facts: Facts, expected: Option<Primitive>) -> Result<LockInfo> {
         Stored::Hash { mode: None } if has_token => LockKind::Fenced,
         Stored::Hash { mode: None } => LockKind::Reentrant,
         Stored::Integer if has_permits => LockKind::PermitSemaphore,
+        Stored::Integer if info.count.is_some_and(is_epoch_ms) => LockKind::TimestampLock,
         Stored::Integer => LockKind::SemaphoreOrLatch,
         Stored::Other(redis_type) => LockKind::Other {
             redis_type: redis_type.clone(),
@@ -803,6 +818,16 @@ mod tests {
             .set(6, "1".into())
             .set(7, Value::Integer(2));
         assert_eq!(infer(permits.value()).kind, LockKind::PermitSemaphore);
+        // An expiry in epoch ms, as the SETNX + GETSET recipe writes: not a counter.
+        let stamp = Reply::new("string", -1, &[]).set(6, "1764345600000".into());
+        let stamp = infer(stamp.value());
+        assert_eq!(
+            (stamp.kind, stamp.count),
+            (LockKind::TimestampLock, Some(1_764_345_600_000))
+        );
+        // Seconds are not: a semaphore of i32::MAX permits would read as 2038.
+        let seconds = Reply::new("string", -1, &[]).set(6, "2147483647".into());
+        assert_eq!(infer(seconds.value()).kind, LockKind::SemaphoreOrLatch);
     }
 
     #[test]

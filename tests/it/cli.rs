@@ -2476,6 +2476,72 @@ async fn status_says_a_key_of_another_type_is_not_a_lock() {
     assert_eq!(hgetall(&raw, "k:hash").await.len(), 1);
 }
 
+/// The SETNX + GETSET recipe's lock, a string holding an expiry in epoch ms, is recognised and
+/// refused: status names it (exit 65), and neither `unlock --force` nor `run` touches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_recognises_the_unsupported_setnx_getset_timestamp_lock() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let expiry = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis()
+        + 30_000;
+    let _: () = raw
+        .set("k:stamp", expiry.to_string(), None, None, false)
+        .await
+        .expect("SET");
+
+    let output = cli(&server)
+        .args(["status", "k:stamp"])
+        .output()
+        .expect("run status");
+    assert_eq!(output.status.code(), Some(65));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("timestamp lock (SETNX/GETSET, unsupported)")
+            && text.contains(&expiry.to_string()),
+        "{text}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("ferrisson: error: key `k:stamp` is a timestamp lock of the SETNX/GETSET")
+            && stderr.contains("unsafe"),
+        "{stderr}"
+    );
+
+    let output = cli(&server)
+        .args(["--json", "status", "k:stamp"])
+        .output()
+        .expect("run status --json");
+    assert_eq!(output.status.code(), Some(65));
+    let json = stdout_json(&output);
+    assert_eq!(
+        (&json[0]["kind"], &json[0]["state"], &json[0]["redis_type"]),
+        (
+            &Json::from("timestamp_lock"),
+            &Json::from("present"),
+            &Json::from("string")
+        ),
+        "{json}"
+    );
+
+    for args in [
+        &["unlock", "--force", "k:stamp"][..],
+        &["run", "--wait", "0", "k:stamp", "--", "true"][..],
+    ] {
+        let output = cli(&server).args(args).output().expect("run");
+        assert_eq!(output.status.code(), Some(65), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("SETNX/GETSET timestamp lock (not supported as unsafe"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let kept: String = raw.get("k:stamp").await.expect("GET");
+    assert_eq!(kept, expiry.to_string(), "left alone");
+}
+
 /// Arguments the library would refuse are reported as such, before connecting (nothing listens
 /// at the URL) or from the server's answer, never as "cannot connect".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

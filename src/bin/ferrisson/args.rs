@@ -177,14 +177,16 @@ or as hex strings (3.16). Deadlines are epoch ms of the clients' clocks, compare
 machine's. At most 100 entries per list are shown.
 
 A semaphore and a count-down latch are both a string integer: without --kind it is shown as
-"semaphore or latch" with its value. --kind reads every NAME as that primitive; a key that
+"semaphore or latch" with its value. A string holding an epoch-ms time (years 2000 to 2100) is
+shown as the timestamp lock of the SETNX/GETSET recipe, which ferrisson does not support as it
+is unsafe (exit 65, as for a key that is not a lock; --kind semaphore or latch reads it as one). --kind reads every NAME as that primitive; a key that
 holds another primitive of the family is refused (exit 2); a missing key agrees with every
 kind (a missing semaphore or latch counts 0, as Redisson reads it).
 
 With --json, prints one JSON array with an object per NAME:
   {"name":..., "state":"locked"|"free"|"present"|"absent", "locked":bool,
    "kind":"reentrant"|"fair"|"fenced"|"read_write"|"semaphore"|"permit_semaphore"|
-          "latch"|"semaphore_or_latch"|"not_a_lock"|"unknown"|null,
+          "latch"|"semaphore_or_latch"|"timestamp_lock"|"not_a_lock"|"unknown"|null,
    "mode":"read"|"write"|null, "redis_type":"hash"|"string"|...|null, "ttl_ms":int|null,
    "holders":[{"field":..., "count":int,
                "read_holds":[{"hold":int, "exists":bool, "ttl_ms":int|null}]}],

@@ -73,7 +73,7 @@ pub fn millis(duration: Duration) -> u64 {
 
 /// The kind in words: `-` (free), `reentrant`, `fair, 3 queued`, `read-write (read)`,
 /// `fenced`, `semaphore`, `permit-semaphore`, `latch`, `semaphore or latch`,
-/// `not a lock (string)`.
+/// `timestamp lock (SETNX/GETSET, unsupported)`, `not a lock (string)`.
 pub fn kind_text(kind: &LockKind, queued: u64) -> String {
     match kind {
         LockKind::Free => "-".to_owned(),
@@ -86,6 +86,7 @@ pub fn kind_text(kind: &LockKind, queued: u64) -> String {
         LockKind::PermitSemaphore => "permit-semaphore".to_owned(),
         LockKind::CountDownLatch => "latch".to_owned(),
         LockKind::SemaphoreOrLatch => "semaphore or latch".to_owned(),
+        LockKind::TimestampLock => "timestamp lock (SETNX/GETSET, unsupported)".to_owned(),
         _ => "unknown".to_owned(),
     }
 }
@@ -107,6 +108,7 @@ pub fn kind_column(info: &LockInfo) -> String {
         }
         LockKind::CountDownLatch => format!("{kind}, count {count}"),
         LockKind::SemaphoreOrLatch => format!("{kind}, value {count}"),
+        LockKind::TimestampLock => format!("{kind}, expiry {count} (epoch ms)"),
         _ => kind,
     }
 }
@@ -136,6 +138,7 @@ pub fn kind_parts(kind: &LockKind) -> (Option<&'static str>, Option<String>, Opt
         LockKind::PermitSemaphore => ("permit_semaphore", None, string()),
         LockKind::CountDownLatch => ("latch", None, string()),
         LockKind::SemaphoreOrLatch => ("semaphore_or_latch", None, string()),
+        LockKind::TimestampLock => ("timestamp_lock", None, string()),
         _ => ("unknown", None, None),
     };
     (Some(kind), mode, redis_type)
@@ -167,6 +170,11 @@ pub fn not_a_lock_type(info: &LockInfo) -> Option<&str> {
     }
 }
 
+/// A timestamp lock, in words: what it is and why ferrisson does not take it.
+pub const TIMESTAMP_LOCK: &str = "timestamp lock of the SETNX/GETSET recipe (a string holding \
+    an expiry in epoch ms by its writer's clock), which ferrisson does not support as it is \
+    unsafe (docs/compatibility.md)";
+
 /// What a key that `run` or `unlock` must not touch holds, if it is not a lock: its Redis
 /// type, or the counter primitive it is.
 pub fn not_lockable(info: &LockInfo) -> Option<String> {
@@ -176,6 +184,10 @@ pub fn not_lockable(info: &LockInfo) -> Option<String> {
     match info.kind {
         LockKind::SemaphoreOrLatch => Some("semaphore or count-down latch".to_owned()),
         LockKind::PermitSemaphore => Some("permit-expirable semaphore".to_owned()),
+        LockKind::TimestampLock => Some(
+            "SETNX/GETSET timestamp lock (not supported as unsafe: docs/compatibility.md)"
+                .to_owned(),
+        ),
         _ => None,
     }
 }
@@ -185,7 +197,7 @@ pub fn not_lockable(info: &LockInfo) -> Option<String> {
 /// the family (its `kind` says so).
 pub fn state(info: &LockInfo) -> &'static str {
     match (&info.kind, info.is_locked()) {
-        (LockKind::Other { .. }, _) => "present",
+        (LockKind::Other { .. } | LockKind::TimestampLock, _) => "present",
         (kind, true) if kind.is_counter() => "present",
         (kind, false) if kind.is_counter() => "absent",
         (_, true) => "locked",
@@ -421,7 +433,7 @@ mod tests {
 
     /// Every `kind` of the JSON output, a stable interface (README, "JSON output"): snake_case, as
     /// the error kinds are.
-    const KINDS: [&str; 10] = [
+    const KINDS: [&str; 11] = [
         "reentrant",
         "fair",
         "read_write",
@@ -430,6 +442,7 @@ mod tests {
         "permit_semaphore",
         "latch",
         "semaphore_or_latch",
+        "timestamp_lock",
         "not_a_lock",
         "unknown",
     ];
@@ -451,6 +464,7 @@ mod tests {
             LockKind::PermitSemaphore,
             LockKind::CountDownLatch,
             LockKind::SemaphoreOrLatch,
+            LockKind::TimestampLock,
             LockKind::Other {
                 redis_type: "list".to_owned(),
             },

@@ -87,6 +87,13 @@ pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome 
                 not_a_lock(&info.name, redis_type)
             ));
             code = exit::NOT_A_LOCK;
+        } else if info.kind == LockKind::TimestampLock {
+            output::stderr_line(&format!(
+                "ferrisson: error: key `{}` is a {}",
+                info.name,
+                output::TIMESTAMP_LOCK
+            ));
+            code = exit::NOT_A_LOCK;
         }
     }
     Ok(code)
