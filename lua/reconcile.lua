@@ -34,6 +34,18 @@
 local name, lock_channel = KEYS[1], KEYS[2]
 local field, keep, mode_arg, now = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local rw_channel, queue, timeouts, kp = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+-- A token lock (lua/token_lock.lua) is a string holding one holder's token: it holds once or
+-- not at all, and freeing it is a compare-and-delete with nothing to publish (its waiters hear
+-- the DEL as a keyspace event, or poll).
+if redis.call('type', name).ok == 'string' then
+  if redis.call('get', name) ~= field then
+    return 0
+  end
+  if keep == 0 then
+    redis.call('del', name)
+  end
+  return 1
+end
 local count = redis.call('hget', name, field)
 if not count then
   return 0

@@ -3,6 +3,8 @@
 -- Returns an array: 1 where the field still holds the lock (its TTL is reset to the timeout),
 -- 0 where it does not (the caller then reports that lease as lost). A key of another type counts
 -- as not held instead of failing the whole batch.
+-- A token lock (lua/token_lock.lua) is a string holding the holder's token: its HEXISTS fails
+-- with WRONGTYPE, and it is renewed (compare-and-PEXPIRE) only while GET returns that token.
 -- A read hold of a read-write lock (the hash has a `mode` field, and the field is not a writer's
 -- `…:write`) also renews its own per-hold timeout keys TP(F):c for c = count..1, as Redisson
 -- 4.4.0+ does (only this client's holds; before 4.4.0 Java renewed every reader's keys): a
@@ -29,6 +31,9 @@ for i = 1, #KEYS do
         redis.call('pexpire', prefix .. c, ARGV[1])
       end
     end
+  elseif type(held) == 'table' and redis.pcall('get', name) == field then
+    redis.call('pexpire', name, ARGV[1])
+    result[i] = 1
   else
     result[i] = 0
   end

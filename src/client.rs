@@ -269,6 +269,14 @@ impl Client {
             return Err(err);
         }
         crate::transport::script::preload(&pool, clustered, &crate::lock::upkeep::SCRIPTS).await;
+        if config.keyspace_events == crate::config::KeyspaceEvents::Enable && !clustered {
+            crate::transport::keyspace::enable(&pool).await;
+        }
+        let keyspace = crate::transport::keyspace::Keyspace::new(
+            config.keyspace_events,
+            database.unwrap_or_default(),
+            clustered,
+        );
 
         let read_options = Options {
             fail_fast: true,
@@ -361,6 +369,7 @@ impl Client {
                 janitor,
                 handoffs,
                 sentinels,
+                keyspace,
                 shut_down: AtomicBool::new(false),
                 stop,
                 tasks: Mutex::new(tasks),

@@ -146,6 +146,33 @@ impl SyncedWrites {
     }
 }
 
+/// Whether token-lock waiters ([`TokenLock`](crate::TokenLock)) listen for keyspace
+/// notifications. The peers that share a token lock (redis-py, redsync, node `redlock`,
+/// rslock) publish nothing when they release it, so a waiter learns of a release only from the
+/// server's keyspace events (`__keyspace@<db>__:<name>` `del` and `expired`), or by polling.
+///
+/// ```
+/// let mut config = ferrisson::Config::new("redis://127.0.0.1:6379");
+/// assert_eq!(config.keyspace_events, ferrisson::KeyspaceEvents::Detect);
+/// config.keyspace_events = ferrisson::KeyspaceEvents::Enable;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KeyspaceEvents {
+    /// Use them where the server sends them (`notify-keyspace-events` with `K`, and `A` or both
+    /// `g` and `x`; read with `CONFIG GET` at most every 10 s), else poll. The setting is never
+    /// changed. The default.
+    #[default]
+    Detect,
+    /// At connect, add `Kgx` to the server's `notify-keyspace-events` (`CONFIG SET`, keeping
+    /// the classes already on), then as [`Detect`](KeyspaceEvents::Detect). Keyspace events
+    /// cost the server a message per write of every key; ask for them only where that is
+    /// acceptable. A refused `CONFIG SET` (an ACL, a managed service) is logged, not fatal.
+    Enable,
+    /// Never listen for them: token-lock waiters always poll.
+    Ignore,
+}
+
 /// Configuration of a [`Client`](crate::Client).
 ///
 /// Start from [`Config::new`] (Redisson's defaults) and change the public fields, or chain
@@ -234,6 +261,11 @@ pub struct Config {
     /// timeout). Default 1 s; at least 1 ms. At most half of `response_timeout` is used, so that
     /// a `WAIT` always answers before the reply timeout would leave its write's outcome unknown.
     pub replica_sync_timeout: Duration,
+    /// Whether token-lock waiters listen for keyspace notifications, and whether the client
+    /// turns them on. Default [`KeyspaceEvents::Detect`]: used where the server sends them,
+    /// never turned on. In a cluster token-lock waiters always poll (a key's events come only
+    /// from its own node).
+    pub keyspace_events: KeyspaceEvents,
     /// fred's connection settings (TCP keepalive and nodelay, unresponsive-connection detection,
     /// `max_command_attempts` of queries, ...). Default: fred's defaults. The timeouts and
     /// `max_redirections` in it are replaced (see the table on [`Config`]).
@@ -277,6 +309,7 @@ impl Config {
             tls: None,
             synced_writes: SyncedWrites::Auto,
             replica_sync_timeout: Duration::from_secs(1),
+            keyspace_events: KeyspaceEvents::Detect,
             connection: ConnectionConfig::default(),
             performance: PerformanceConfig::default(),
             reconnect_policy: ReconnectPolicy::new_exponential(0, 50, 2_000, 2),
@@ -430,6 +463,7 @@ impl std::fmt::Debug for Config {
             .field("tls", &self.tls)
             .field("synced_writes", &self.synced_writes)
             .field("replica_sync_timeout", &self.replica_sync_timeout)
+            .field("keyspace_events", &self.keyspace_events)
             .field("connection", &self.connection)
             .field("performance", &self.performance)
             .field("reconnect_policy", &self.reconnect_policy)

@@ -150,10 +150,17 @@ pub enum LockKind {
     /// docs/compatibility.md). A semaphore or latch of that many permits is read as one when
     /// named with [`Client::inspect_as`].
     TimestampLock,
+    /// A string that is not an integer: the single-key lock of redis-py, redsync, node
+    /// `redlock` and rslock, and ferrisson's [`TokenLock`](crate::TokenLock). Its one holder
+    /// ([`LockInfo::holders`]) is the token it holds, shown as text where it is printable
+    /// UTF-8, else as `\xNN` escapes (rslock's tokens are 20 raw bytes). A peer's lock taken
+    /// without a TTL (redis-py's default) has [`RemainingTtl::NoExpiry`].
+    TokenLock,
 }
 
 impl LockKind {
-    /// Whether this is a lock (a hash of holder fields): reentrant, fair, fenced or read-write.
+    /// Whether this is a lock: a hash of holder fields (reentrant, fair, fenced or read-write),
+    /// or a token lock.
     ///
     /// ```
     /// assert!(ferrisson::inspect::LockKind::Fenced.is_lock());
@@ -162,7 +169,11 @@ impl LockKind {
     pub fn is_lock(&self) -> bool {
         matches!(
             self,
-            LockKind::Reentrant | LockKind::Fair | LockKind::Fenced | LockKind::ReadWrite { .. }
+            LockKind::Reentrant
+                | LockKind::Fair
+                | LockKind::Fenced
+                | LockKind::ReadWrite { .. }
+                | LockKind::TokenLock
         )
     }
 
@@ -213,6 +224,9 @@ pub enum Primitive {
     PermitExpirableSemaphore,
     /// A count-down latch (`getCountDownLatch`).
     CountDownLatch,
+    /// A token lock ([`Client::token_lock`](crate::Client::token_lock), and the peers'
+    /// `SET NX PX` locks).
+    TokenLock,
 }
 
 impl Primitive {
@@ -230,6 +244,7 @@ impl Primitive {
             Primitive::Semaphore => "a semaphore",
             Primitive::PermitExpirableSemaphore => "a permit-expirable semaphore",
             Primitive::CountDownLatch => "a count-down latch",
+            Primitive::TokenLock => "a token lock",
         }
     }
 }
@@ -459,6 +474,8 @@ enum Stored {
         mode: Option<String>,
     },
     Integer,
+    /// A string that is not an integer: a token lock (its token is its one holder).
+    Text,
     /// Not a family member: its Redis type.
     Other(String),
 }
@@ -599,6 +616,15 @@ fn parse(name: &str, reply: Value, now: i64) -> Result<Facts> {
         ("none", _) => Stored::Missing,
         ("hash", _) => Stored::Hash { mode },
         ("string", Some(_)) => Stored::Integer,
+        ("string", None) => {
+            let token = token_shown(value.as_bytes().unwrap_or_default());
+            holders.push(Holder {
+                field: token,
+                count: 1,
+                read_holds: Vec::new(),
+            });
+            Stored::Text
+        }
         _ => Stored::Other(redis_type),
     };
     Ok(Facts {
@@ -631,6 +657,7 @@ fn stored_described(stored: &Stored) -> &'static str {
         Stored::Hash { mode: Some(_) } => "a read-write lock (a hash with a `mode` field)",
         Stored::Hash { mode: None } => "a lock (a hash of holder fields, without a `mode` field)",
         Stored::Integer => "a semaphore or count-down latch (a string integer)",
+        Stored::Text => "a token lock (a string holding its holder's token)",
         Stored::Missing | Stored::Other(_) => "no primitive of the family",
     }
 }
@@ -655,6 +682,7 @@ fn resolve(facts: Facts, expected: Option<Primitive>) -> Result<LockInfo> {
         Stored::Integer if has_permits => LockKind::PermitSemaphore,
         Stored::Integer if info.count.is_some_and(is_epoch_ms) => LockKind::TimestampLock,
         Stored::Integer => LockKind::SemaphoreOrLatch,
+        Stored::Text => LockKind::TokenLock,
         Stored::Other(redis_type) => LockKind::Other {
             redis_type: redis_type.clone(),
         },
@@ -703,6 +731,28 @@ fn as_primitive(primitive: Primitive, stored: &Stored, inferred: LockKind) -> Op
         Primitive::Semaphore => counter.then_some(LockKind::Semaphore),
         Primitive::PermitExpirableSemaphore => counter.then_some(LockKind::PermitSemaphore),
         Primitive::CountDownLatch => counter.then_some(LockKind::CountDownLatch),
+        Primitive::TokenLock => match stored {
+            Stored::Text => Some(LockKind::TokenLock),
+            Stored::Missing => Some(LockKind::Free),
+            _ => None,
+        },
+    }
+}
+
+/// A token as text where it is printable UTF-8, else with every byte outside printable ASCII
+/// as `\xNN` (and `\` as `\\`), so that a binary token (rslock's) prints on one line and
+/// reads back unambiguously.
+fn token_shown(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !text.chars().any(char::is_control) && !text.contains('\\') => text.to_owned(),
+        _ => bytes
+            .iter()
+            .map(|&byte| match byte {
+                b'\\' => "\\\\".to_owned(),
+                0x20..=0x7e => char::from(byte).to_string(),
+                _ => format!("\\x{byte:02x}"),
+            })
+            .collect(),
     }
 }
 
@@ -808,12 +858,40 @@ mod tests {
     }
 
     #[test]
-    fn a_string_integer_is_a_semaphore_or_latch_and_any_other_string_no_member() {
+    fn a_string_integer_is_a_semaphore_or_latch_and_any_other_string_a_token_lock() {
         let counter = infer(Reply::new("string", -1, &[]).set(6, "3".into()).value());
         assert_eq!(counter.kind, LockKind::SemaphoreOrLatch);
         assert_eq!(counter.count, Some(3));
         let text = infer(Reply::new("string", -1, &[]).set(6, "abc".into()).value());
-        assert_eq!(text.kind, other("string"));
+        assert_eq!(text.kind, LockKind::TokenLock);
+        assert_eq!(text.holders.len(), 1);
+        assert_eq!(
+            (text.holders[0].field.as_str(), text.holders[0].count),
+            ("abc", 1)
+        );
+        assert_eq!(
+            text.ttl,
+            RemainingTtl::NoExpiry,
+            "a peer's lock without a TTL"
+        );
+        let binary = Value::Bytes(vec![0x00, b'a', 0xff, b'\\'].into());
+        let binary = infer(Reply::new("string", 900, &[]).set(6, binary).value());
+        assert_eq!(binary.kind, LockKind::TokenLock);
+        assert_eq!(binary.holders[0].field, "\\x00a\\xff\\\\");
+        assert!(
+            inspect(
+                Reply::new("string", -1, &[]).set(6, "abc".into()).value(),
+                Some(Primitive::Lock)
+            )
+            .is_err(),
+            "a token lock is not a hash lock"
+        );
+        let named = inspect(
+            Reply::new("string", -1, &[]).set(6, "abc".into()).value(),
+            Some(Primitive::TokenLock),
+        )
+        .expect("a token lock");
+        assert_eq!(named.kind, LockKind::TokenLock);
         let permits = Reply::new("string", 5000, &[])
             .set(6, "1".into())
             .set(7, Value::Integer(2));

@@ -265,7 +265,9 @@ mod transport;
 #[cfg(test)]
 mod model;
 
-pub use config::{Config, ConfigBuilder, PublishMode, SyncedWrites, TlsOptions, WhenUnavailable};
+pub use config::{
+    Config, ConfigBuilder, KeyspaceEvents, PublishMode, SyncedWrites, TlsOptions, WhenUnavailable,
+};
 pub use error::{Error, Result};
 pub use kit::Client;
 pub use kit::{Acquisition, Attempt, WokenBy};
@@ -274,6 +276,7 @@ pub use lock::{FairGuard, FairLock, FencedGuard, FencedLock, Lock, LockGuard};
 pub use lock::{NonReentrantFairGuard, NonReentrantFairLock};
 pub use lock::{NonReentrantGuard, NonReentrantLock, SpinGuard, SpinLock};
 pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
+pub use lock::{TokenGuard, TokenLock};
 
 /// The lock primitives as [`Protocol`]s, the parameter of [`Handle`] and [`Guard`]: [`Lock`] is
 /// `Handle<kind::Reentrant>`. Name them to write code generic over several primitives, or to
@@ -286,7 +289,9 @@ pub use lock::{ReadGuard, ReadLock, ReadWriteLock, WriteGuard, WriteLock};
 /// ```
 pub mod kind {
     pub use crate::lock::Write;
-    pub use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Read, Reentrant, Spin};
+    pub use crate::lock::{
+        Fair, Fenced, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Token,
+    };
 }
 pub use multi::{MultiGuard, MultiLock, RedLock};
 pub use owner::Owner;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{twins, wrap_in_held, Client, Held, Inner};
 use crate::error::Result;
 use crate::kit::{Acquisition, Attempt, BackOff, Protocol, RemainingTtl};
-use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Queued, Reentrant, Spin};
+use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Queued, Reentrant, Spin, Token};
 use crate::Owner;
 
 /// A blocking handle to one lock of the primitive `P`; see [`crate::Handle`] for the semantics of
@@ -67,6 +67,7 @@ primitives! {
     non_reentrant_lock: NonReentrantLock, NonReentrantGuard = NonReentrant, "getNonReentrantLock";
     non_reentrant_fair_lock: NonReentrantFairLock, NonReentrantFairGuard = NonReentrantFair,
         "getNonReentrantFairLock";
+    token_lock: TokenLock, TokenGuard = Token, "the peers' `SET NX PX` lock";
 }
 
 impl Client {
@@ -377,6 +378,32 @@ impl SpinLock {
     /// ```
     pub fn backoff(&self) -> BackOff {
         self.lock.backoff()
+    }
+}
+
+impl TokenLock {
+    /// The same lock, polling with `backoff` where the server sends no keyspace events (see
+    /// [`crate::TokenLock::with_backoff`]).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::TokenLock) -> ferrisson::Result<()> {
+    /// let steady = lock.with_backoff(ferrisson::BackOff::constant(std::time::Duration::from_millis(100))?);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_backoff(&self, backoff: BackOff) -> TokenLock {
+        self.with_lock(self.lock.with_backoff(backoff))
+    }
+
+    /// The value this handle's owner writes under the key while it holds the lock (see
+    /// [`crate::TokenLock::token`]).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: ferrisson::blocking::TokenLock) {
+    /// println!("{}", lock.token());
+    /// # }
+    /// ```
+    pub fn token(&self) -> String {
+        self.bound().token()
     }
 }
 

@@ -44,7 +44,7 @@ use std::sync::Arc;
 
 pub use handle::{FairGuard, FairLock, FencedGuard, FencedLock, Guard, Handle, Lock, LockGuard};
 pub use handle::{NonReentrantFairGuard, NonReentrantFairLock, NonReentrantGuard};
-pub use handle::{NonReentrantLock, SpinGuard, SpinLock};
+pub use handle::{NonReentrantLock, SpinGuard, SpinLock, TokenGuard, TokenLock};
 pub use latch::CountDownLatch;
 pub use multi::{MultiGuard, MultiLock, RedLock};
 pub use permit_semaphore::{Permit, PermitExpirableSemaphore};

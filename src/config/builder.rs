@@ -5,7 +5,7 @@ use std::time::Duration;
 use fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy};
 
 use super::TlsOptions;
-use super::{Config, PublishMode, SyncedWrites, WhenUnavailable};
+use super::{Config, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable};
 use crate::error::Result;
 
 /// Builds a [`Config`] one setting at a time, from Redisson's defaults; [`build`](Self::build)
@@ -77,7 +77,7 @@ macro_rules! setters {
             ///
             /// ```
             /// # use std::time::Duration;
-            /// # use ferrisson::{Config, PublishMode, SyncedWrites, WhenUnavailable};
+            /// # use ferrisson::{Config, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable};
             #[doc = concat!(
                 "let config = Config::builder(\"redis://h\").",
                 stringify!($name), "(", stringify!($example), ").build()?;"
@@ -115,6 +115,8 @@ impl ConfigBuilder {
         synced_writes: SyncedWrites = SyncedWrites::Always;
         /// Sets [`Config::replica_sync_timeout`] (at least 1 ms).
         replica_sync_timeout: Duration = Duration::from_millis(300);
+        /// Sets [`Config::keyspace_events`].
+        keyspace_events: KeyspaceEvents = KeyspaceEvents::Enable;
         /// Sets [`Config::connection`], fred's connection settings (see the table on [`Config`]
         /// for the ones ferrisson overrides).
         ///

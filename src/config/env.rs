@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Config, PublishMode, SyncedWrites, WhenUnavailable};
+use super::{Config, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable};
 use crate::error::{Error, Result};
 
 /// The variable that names the server, as for the command-line tool.
@@ -51,6 +51,11 @@ const SETTINGS: &[(&str, Apply)] = settings![
         duration,
         replica_sync_timeout
     ),
+    (
+        "FERRISSON_KEYSPACE_EVENTS",
+        |v| choice(v, KEYSPACE_EVENTS),
+        keyspace_events
+    ),
 ];
 
 const PUBLISH_MODES: &[(&str, PublishMode)] = &[
@@ -62,6 +67,11 @@ const PUBLISH_MODES: &[(&str, PublishMode)] = &[
 const WHEN_UNAVAILABLE: &[(&str, WhenUnavailable)] = &[
     ("fail-fast", WhenUnavailable::FailFast),
     ("keep-waiting", WhenUnavailable::KeepWaiting),
+];
+const KEYSPACE_EVENTS: &[(&str, KeyspaceEvents)] = &[
+    ("detect", KeyspaceEvents::Detect),
+    ("enable", KeyspaceEvents::Enable),
+    ("ignore", KeyspaceEvents::Ignore),
 ];
 const SYNCED_WRITES: &[(&str, SyncedWrites)] = &[
     ("auto", SyncedWrites::Auto),
@@ -94,6 +104,7 @@ impl Config {
     /// | `FERRISSON_WHEN_UNAVAILABLE` | [`when_unavailable`](Config::when_unavailable) | `fail-fast`, `keep-waiting` |
     /// | `FERRISSON_SYNCED_WRITES` | [`synced_writes`](Config::synced_writes) | `auto`, `off`, `always` |
     /// | `FERRISSON_REPLICA_SYNC_TIMEOUT` | [`replica_sync_timeout`](Config::replica_sync_timeout) | `500ms` |
+    /// | `FERRISSON_KEYSPACE_EVENTS` | [`keyspace_events`](Config::keyspace_events) | `detect`, `enable`, `ignore` |
     ///
     /// Durations are humane (`500ms`, `30s`, `2m`, `1h 30m`); choices ignore case, and `_`
     /// may stand for `-`. An empty variable counts as unset. A value that does not parse, or

@@ -17,8 +17,8 @@ use super::janitor::Release;
 use super::poll::poll_loop;
 use super::protocol::{acquired, AcquireCall, Protocol, Reply, Waits};
 use super::release::send_release;
-use super::wait::{acquire_with_wait, Holder, TryOutcome, Waiter};
-use super::{Attempt, ClientInner};
+use super::wait::{acquire_with_wait, lock_wake, Holder, TryOutcome, WaitChannel, Waiter};
+use super::{Attempt, ClientInner, WokenBy};
 use crate::config::lease_millis;
 use crate::error::{Error, Result};
 use crate::lease::watchdog::{HoldKey, Lease};
@@ -336,7 +336,7 @@ impl<P: Protocol> Handle<P> {
     }
 
     /// Whether this handle's owner (the current task, or the bound explicit owner) holds the
-    /// lock (`HEXISTS`). Redisson's `isHeldByCurrentThread`.
+    /// lock (`HGET` of its field; a token lock's `GET`). Redisson's `isHeldByCurrentThread`.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
@@ -348,7 +348,8 @@ impl<P: Protocol> Handle<P> {
         self.is_held_by(self.owner()).await
     }
 
-    /// Whether `owner` of this client holds the lock (`HEXISTS`). Redisson's
+    /// Whether `owner` of this client holds the lock (`HGET` of its field; a token lock's
+    /// `GET`). Redisson's
     /// `isHeldByThread(threadId)`; see [`Owner::from_id`] for an owner given by its id.
     ///
     /// ```no_run
@@ -362,10 +363,11 @@ impl<P: Protocol> Handle<P> {
     /// ```
     pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
         let field = self.field_of(owner);
-        self.query("HEXISTS", &[&*field]).await
+        Ok(self.kind.hold_count(self, field).await? > 0)
     }
 
-    /// How many holds this handle's owner has on the lock (`HGET`; 0 when it holds none).
+    /// How many holds this handle's owner has on the lock (`HGET`; 0 when it holds none; a
+    /// token lock's 1 while the key holds the owner's token).
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
@@ -374,8 +376,7 @@ impl<P: Protocol> Handle<P> {
     /// ```
     pub async fn hold_count(&self) -> Result<u64> {
         let field = self.field_of(self.owner());
-        let count: Option<u64> = self.query("HGET", &[&*field]).await?;
-        Ok(count.unwrap_or(0))
+        self.kind.hold_count(self, field).await
     }
 
     /// The lock's remaining time to live (`PTTL`).
@@ -437,6 +438,44 @@ impl<P: Protocol> Handle<P> {
             // across an await would keep its storage in every parked waiter's future.
             let err = {
                 let outcome = match self.kind.waits() {
+                    // Keyspace events where the server sends them, else polling: boxed, since
+                    // the check may ask the server (a whole command future inline).
+                    // Keyspace events where the server sends them, else polling. Boxed, as
+                    // the check may ask the server (a whole command future inline), and so that
+                    // this rarer wait does not size every primitive's parked future.
+                    Waits::Keyspace(backoff) => {
+                        Box::pin(async {
+                            let keyspace = &client.keyspace;
+                            if !keyspace.usable(&client.redis.pool).await {
+                                let polled = poll_loop(client, wait, backoff, attempt);
+                                return super::in_span::in_span(polled, span).await;
+                            }
+                            let waiter = Waiter {
+                                name: &self.name,
+                                holder: Some(Holder {
+                                    field: &call.field,
+                                    lease_ms,
+                                    wait_ms: 0,
+                                }),
+                                wake: lock_wake,
+                                channel: WaitChannel::Keyspace(keyspace.db()),
+                            };
+                            let no_hand_off = super::wait::no_hand_off::<Guard<P>>();
+                            let waited =
+                                acquire_with_wait(client, &waiter, wait, attempt, no_hand_off);
+                            let outcome = super::in_span::in_span(waited, span).await;
+                            // What woke it was a message on the key's keyspace channel.
+                            outcome.map(|acquired| {
+                                acquired.map(|(guard, mut acquisition)| {
+                                    if acquisition.woken_by == WokenBy::Message {
+                                        acquisition.woken_by = WokenBy::Keyspace;
+                                    }
+                                    (guard, acquisition)
+                                })
+                            })
+                        })
+                        .await
+                    }
                     Waits::Channel {
                         channel,
                         wake,
@@ -450,7 +489,7 @@ impl<P: Protocol> Handle<P> {
                                 wait_ms: P::queue_wait_ms(&call.acquiring),
                             }),
                             wake,
-                            channel,
+                            channel: WaitChannel::Of(channel),
                         };
                         // A local releaser may hand the lock over: the hold is then adopted as is.
                         let adopt = hand_off.map(|extra| {

@@ -100,6 +100,17 @@ impl BackOff {
         })
     }
 
+    /// [`BackOff::exponential`] in whole ms, for defaults known valid.
+    pub(crate) const fn exponential_ms(initial_ms: u64, max_ms: u64, multiplier: u32) -> BackOff {
+        BackOff {
+            kind: Kind::Exponential {
+                initial_ms,
+                max_ms,
+                multiplier,
+            },
+        }
+    }
+
     /// The pauses of one acquire.
     fn pauses(self) -> Pauses {
         let next_ms = match self.kind {
@@ -157,7 +168,8 @@ impl Pauses {
     }
 }
 
-/// Runs `attempt` until it acquires, pausing by `backoff` between refusals, or until `wait`
+/// Runs `attempt` until it acquires, pausing by `backoff` between refusals (each pause no longer
+/// than the PTTL the refusal gave), or until `wait`
 /// (None: no limit) runs out (`Ok(None)`). Counts the outcome in the metrics. An acquisition
 /// whose lease ended before it could be handed out is let go, as in the wait loop (see
 /// [`Lapse`]).
@@ -182,6 +194,8 @@ where
         // wait reports when it runs out (as the pub/sub primitives do).
         let mut answered = false;
         let mut outage: Option<Box<Error>> = None;
+        // The lock's PTTL from the last refusal (-1: none known).
+        let mut busy_ms: i64 = -1;
         loop {
             attempts += 1;
             // A dropped attempt is settled by the kit. Boxed, as in the wait loop: inline, the
@@ -209,9 +223,10 @@ where
                         Acquisition::record(limit.start, woken_by, attempts, how),
                     )));
                 }
-                Some(Ok(TryOutcome::Busy(_))) => {
+                Some(Ok(TryOutcome::Busy(ttl))) => {
                     answered = true;
                     outage = None;
+                    busy_ms = ttl;
                 }
                 Some(Err(err))
                     if err.is_transient()
@@ -223,7 +238,12 @@ where
                 Some(Err(err)) => return Err(client.explain(err)),
                 None => break,
             }
-            let pause = pauses.next();
+            // No longer than the holder's lease: a lock that expires sooner is tried then.
+            let pause = match u64::try_from(busy_ms) {
+                Ok(ttl) if ttl > 0 => pauses.next().min(Duration::from_millis(ttl)),
+                _ => pauses.next(),
+            };
+            busy_ms = -1;
             match limit.left() {
                 Some(left) if left.is_zero() => break,
                 Some(left) => tokio::time::sleep(pause.min(left)).await,

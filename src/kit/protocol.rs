@@ -143,6 +143,19 @@ pub trait Protocol: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static 
         lock.hash_is_locked()
     }
 
+    /// How many holds `field` has on the lock: `HGET` of the field for most.
+    #[doc(hidden)]
+    fn hold_count(
+        &self,
+        lock: &Handle<Self>,
+        field: ArcStr,
+    ) -> impl Future<Output = Result<u64>> + Send {
+        async move {
+            let count: Option<u64> = lock.query("HGET", &[&*field]).await?;
+            Ok(count.unwrap_or(0))
+        }
+    }
+
     /// The error for a failed script call or query of this primitive.
     #[doc(hidden)]
     fn script_error(&self, lock: &Handle<Self>, err: fred::error::Error) -> Error {
@@ -193,6 +206,11 @@ pub enum Waits<E> {
     },
     /// Polling, pausing by the back-off between attempts (the spin lock).
     Poll(BackOff),
+    /// Parked on the lock key's keyspace channel, woken by its `del` and `expired` events,
+    /// where the server sends them (`transport::keyspace`); else polling by the back-off, each
+    /// pause bounded by the lock's PTTL. For a lock whose other holders publish nothing (the
+    /// token lock). Never a local hand-off.
+    Keyspace(BackOff),
 }
 
 /// What an acquire script's reply means.

@@ -15,6 +15,7 @@ use super::janitor::{Janitor, Releaser};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lease::watchdog::LeaseTable;
+use crate::transport::keyspace::Keyspace;
 use crate::transport::pubsub::PubSub;
 use crate::transport::sentinel::Sentinels;
 use crate::transport::Redis;
@@ -54,6 +55,8 @@ pub(crate) struct ClientInner {
     pub(crate) handoffs: Arc<Handoffs>,
     /// Behind sentinels: the listeners for their master switches (`sentinel.rs`).
     pub(crate) sentinels: Option<Sentinels>,
+    /// Whether the server sends keyspace notifications (the token lock's waiters).
+    pub(crate) keyspace: Keyspace,
     pub(crate) shut_down: AtomicBool,
     pub(crate) stop: CancellationToken,
     pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,

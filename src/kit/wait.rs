@@ -89,9 +89,13 @@ pub enum WokenBy {
     /// The wait bound by the lock's TTL ran out and the retry succeeded (the holder's lease
     /// expired, or its unlock message was lost).
     Ttl,
-    /// A spin lock's back-off pause ended and its retry succeeded (a spin lock polls: nothing
-    /// wakes it).
+    /// A back-off pause ended and its retry succeeded: a waiter that polls (a spin lock's, and
+    /// a token lock's where the server sends no keyspace events: nothing wakes them).
     BackOff,
+    /// A keyspace notification of the lock's key (its `del` or `expired` event) woke the
+    /// waiter and its retry succeeded: a token lock's waiter, where the server sends them
+    /// ([`KeyspaceEvents`](crate::KeyspaceEvents)).
+    Keyspace,
 }
 
 /// How an acquisition went: how long it waited and what woke it.
@@ -218,7 +222,7 @@ pub(crate) struct Waiter<'a> {
     /// ([`lock_channel`] for the reentrant lock's family; the fair lock's waiters each have
     /// their own). Derived on demand: most acquires never need it, and keeping it per lock
     /// would cost memory per held lock.
-    pub(crate) channel: fn(&str, &str) -> String,
+    pub(crate) channel: WaitChannel,
 }
 
 /// A waiting holder: its hash field and the lease it asks for (what a local releaser needs to
@@ -231,10 +235,23 @@ pub(crate) struct Holder<'a> {
     pub(crate) wait_ms: u64,
 }
 
+/// Where a waiter listens (see [`Waiter::channel`]).
+#[derive(Clone, Copy)]
+pub(crate) enum WaitChannel {
+    /// The channel derived from the lock's name and the waiter's field.
+    Of(fn(&str, &str) -> String),
+    /// The lock key's keyspace channel in this database (`transport::keyspace`): the token
+    /// lock's, whose peers publish nothing.
+    Keyspace(u8),
+}
+
 impl Waiter<'_> {
     fn channel(&self) -> ArcStr {
         let field = self.holder.as_ref().map_or("", |holder| holder.field);
-        (self.channel)(self.name, field).into()
+        match self.channel {
+            WaitChannel::Of(channel) => channel(self.name, field).into(),
+            WaitChannel::Keyspace(db) => crate::transport::keyspace::channel(db, self.name).into(),
+        }
     }
 
     /// Whether the client holds the lock this waiter waits for under the waiter's own field (a

@@ -13,6 +13,7 @@ mod non_reentrant_fair;
 mod read_write;
 mod reentrant;
 mod spin;
+mod token;
 pub(crate) mod upkeep;
 
 pub use fair::{Fair, FairGuard, FairLock, Queued};
@@ -22,3 +23,4 @@ pub use non_reentrant_fair::{NonReentrantFair, NonReentrantFairGuard, NonReentra
 pub use read_write::{Read, ReadGuard, ReadLock, ReadWriteLock, Write, WriteGuard, WriteLock};
 pub use reentrant::{Lock, LockGuard, Reentrant};
 pub use spin::{Spin, SpinGuard, SpinLock};
+pub use token::{Token, TokenGuard, TokenLock};

@@ -19,7 +19,8 @@ use crate::error::Error;
 use crate::kit::handoff::Handoffs;
 use crate::kit::janitor::{Janitor, Job, Release};
 use crate::kit::wait::{
-    acquire_with_wait, lock_channel, lock_wake, no_hand_off, Holder, TryOutcome, Waiter, Waiting,
+    acquire_with_wait, lock_channel, lock_wake, no_hand_off, Holder, TryOutcome, WaitChannel,
+    Waiter, Waiting,
 };
 use crate::lease::watchdog::HoldKey;
 use crate::transport::model_server::{Connection, Released, Server};
@@ -121,7 +122,7 @@ impl ModelClient {
                 lease_ms: crate::transport::model_server::LEASE_MS as u64,
                 wait_ms: 0,
             }),
-            channel: lock_channel,
+            channel: WaitChannel::Of(lock_channel),
             wake: lock_wake,
         };
         let attempt = || {
@@ -155,7 +156,7 @@ impl ModelClient {
         let waiter = Waiter {
             name: &name_arc,
             holder: None,
-            channel: |name, _| crate::name::latch_channel(name),
+            channel: WaitChannel::Of(|name, _| crate::name::latch_channel(name)),
             wake: crate::sync::latch::opened_wake,
         };
         let attempt = || async move {

@@ -11,7 +11,7 @@ use fred::prelude::Value;
 
 use super::{check_name, get, integer, unexpected, write};
 use crate::error::Result;
-use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, Waiter};
+use crate::kit::wait::{acquire_with_wait, no_hand_off, TryOutcome, WaitChannel, Waiter};
 use crate::kit::{Client, ClientInner};
 use crate::name;
 use crate::transport::pubsub::Wakes;
@@ -223,7 +223,7 @@ impl CountDownLatch {
             name: &self.name,
             // Waiting for the count, nobody holds anything.
             holder: None,
-            channel: |name, _| name::latch_channel(name),
+            channel: WaitChannel::Of(|name, _| name::latch_channel(name)),
             wake: opened_wake,
         };
         let attempt = || async {

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::kit::in_flight::Undo;
 use crate::kit::janitor::Job;
 use crate::kit::release::release_error;
-use crate::kit::wait::{acquire_with_wait, Holder, Lapse, TryOutcome, Waiter};
+use crate::kit::wait::{acquire_with_wait, Holder, Lapse, TryOutcome, WaitChannel, Waiter};
 use crate::kit::{Acquisition, ClientInner, InFlight};
 use crate::transport::pubsub::Wakes;
 use crate::transport::script::{encode, Encoded, Script};
@@ -180,7 +180,7 @@ where
     let waiter = Waiter {
         name,
         holder,
-        channel: |name, _| crate::name::semaphore_channel(name),
+        channel: WaitChannel::Of(|name, _| crate::name::semaphore_channel(name)),
         wake: permits_wake,
     };
     let acquired = acquire_with_wait(client, &waiter, wait, attempt, adopt);

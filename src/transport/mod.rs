@@ -6,6 +6,7 @@
 //! the lease table, the lock kit or the primitives above it.
 
 pub(crate) mod dispatch;
+pub(crate) mod keyspace;
 /// The model checks' in-memory server (`crate::model`).
 #[cfg(test)]
 pub(crate) mod model_server;

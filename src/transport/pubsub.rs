@@ -196,6 +196,8 @@ impl PubSub {
         // later on a busy runtime, and an unlock message sent meanwhile would be lost, leaving
         // its waiters parked on a free lock until their bound (the fresh-start hang of issue 24).
         let messages = shared.subscriber.message_rx();
+        // fred delivers keyspace notifications on a stream of their own.
+        let keyspace_events = shared.subscriber.keyspace_event_rx();
         let reconnects = shared.subscriber.reconnect_rx();
         let slot_changes = shared
             .subscriber
@@ -205,6 +207,11 @@ impl PubSub {
             tokio::spawn(message_loop(
                 Arc::clone(&shared),
                 messages,
+                shutdown.clone(),
+            )),
+            tokio::spawn(keyspace_loop(
+                Arc::clone(&shared),
+                keyspace_events,
                 shutdown.clone(),
             )),
             tokio::spawn(reconnect_loop(
@@ -400,14 +407,16 @@ impl Shared {
             )));
         }
         let channel_name: &str = channel;
+        // The server sends keyspace notifications to classic subscribers only.
+        let classic = self.mode.classic() || is_keyspace(channel_name);
         let subscribe = async {
-            if !self.mode.classic() {
+            if !classic {
                 return self.subscriber.ssubscribe(channel_name).await;
             }
             self.subscriber.subscribe(channel_name).await?;
             self.round_trip().await?;
             // Servers without sharded pub/sub still get the classic subscription.
-            if self.mode.sharded() {
+            if self.mode.sharded() && !is_keyspace(channel_name) {
                 if let Err(err) = self.subscriber.ssubscribe(channel_name).await {
                     tracing::debug!(channel = %channel_name, error = %err, "SSUBSCRIBE failed");
                 }
@@ -458,12 +467,13 @@ impl Shared {
             model.ping().await;
             return;
         }
+        let keyspace = is_keyspace(channel);
         let unsubscribe = async {
-            if self.mode.classic() {
+            if self.mode.classic() || keyspace {
                 self.subscriber.unsubscribe(channel).await?;
                 self.round_trip().await?;
             }
-            if self.mode.sharded() {
+            if self.mode.sharded() && !keyspace {
                 self.subscriber.sunsubscribe(channel).await?;
             }
             Ok::<_, fred::error::Error>(())
@@ -695,6 +705,36 @@ async fn message_loop(
             }
         }
     }
+}
+
+/// The loop that reads the subscriber's keyspace notifications (made before any subscription)
+/// and wakes the waiters of their channels: a key's deletion or expiry is the message `0`.
+async fn keyspace_loop(
+    shared: Arc<Shared>,
+    events: broadcast::Receiver<fred::types::KeyspaceEvent>,
+    shutdown: CancellationToken,
+) {
+    let mut events = std::pin::pin!(self::events(events).take_until(shutdown.cancelled_owned()));
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(event) => {
+                let Some(key) = event.key.as_str() else {
+                    continue; // a name that is not UTF-8 is no lock of ours
+                };
+                let channel = super::keyspace::channel(event.db, key);
+                shared.on_message(&channel, super::keyspace::message_of(&event.operation));
+            }
+            Err(missed) => {
+                tracing::warn!(missed, "keyspace events were dropped; waking every waiter");
+                shared.wake_everyone();
+            }
+        }
+    }
+}
+
+/// Whether `channel` is a keyspace channel, which is only ever subscribed to classic.
+fn is_keyspace(channel: &str) -> bool {
+    channel.starts_with(super::keyspace::CHANNEL_PREFIX)
 }
 
 /// The events of a broadcast receiver as a stream: each event, or `Err(missed)` when the

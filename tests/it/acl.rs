@@ -507,6 +507,7 @@ async fn use_every_primitive_unbounded(setup: &Setup, prefix: &str) {
         name("semaphore"),
         name("permits"),
         name("latch"),
+        name("token"),
     ];
     tokio::join!(
         Box::pin(use_reentrant(setup, &names[0])),
@@ -519,6 +520,7 @@ async fn use_every_primitive_unbounded(setup: &Setup, prefix: &str) {
         Box::pin(use_semaphore(setup, &names[7])),
         Box::pin(use_permit_semaphore(setup, &names[8])),
         Box::pin(use_latch(setup, &names[9])),
+        Box::pin(use_token(setup, &names[10])),
     );
 }
 
@@ -632,6 +634,19 @@ async fn use_spin(setup: &Setup, name: &str) {
     setup.renewed(name).await;
     assert!(!guard.is_lost(), "renewed");
     release_wake_and_force!(lock, [again, guard], waiter, "the spinning waiter");
+}
+
+async fn use_token(setup: &Setup, name: &str) {
+    let backoff = BackOff::constant(Duration::from_millis(50)).expect("back-off");
+    let lock = setup.holder.token_lock(name).with_owner(Owner::new());
+    let guard = lock.lock().await.expect("lock");
+    assert!(lock.is_held_by_current_owner().await.expect("held"));
+    let waiter = setup.waiter.token_lock(name).with_owner(Owner::new());
+    let waiter = waiter.with_backoff(backoff);
+    let waiter = waiter!(waiter.lock());
+    setup.renewed(name).await;
+    assert!(!guard.is_lost(), "renewed");
+    release_wake_and_force!(lock, [guard], waiter, "the token lock's waiter");
 }
 
 async fn use_non_reentrant(setup: &Setup, name: &str) {

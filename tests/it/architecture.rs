@@ -116,6 +116,7 @@ const ROOT_ITEMS: &[(&str, &[&str])] = &[
         &[
             "Config",
             "ConfigBuilder",
+            "KeyspaceEvents",
             "PublishMode",
             "SyncedWrites",
             "TlsOptions",
@@ -158,6 +159,8 @@ const ROOT_ITEMS: &[(&str, &[&str])] = &[
             "NonReentrantGuard",
             "NonReentrantFairLock",
             "NonReentrantFairGuard",
+            "TokenLock",
+            "TokenGuard",
         ],
     ),
     (

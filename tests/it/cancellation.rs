@@ -9,7 +9,7 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use ferrisson::{Attempt, Client, LockGuard, Owner, WokenBy};
+use ferrisson::{Attempt, Client, Owner, WokenBy};
 use support::redis_state::{
     channel_of, holder_fields, poll_until, wait_key_gone, wait_numsub, POLL_INTERVAL,
 };
@@ -82,6 +82,17 @@ async fn acquire_dropped_while_waiting_leaves_no_hold_and_no_subscription() {
 /// between) or after a timeout of `k * 10` µs, 200 times. A future that completed hands back its
 /// guard, which is dropped too.
 async fn drop_acquires_at_many_points(client: &Client, name: &str, fresh_owner_each_time: bool) {
+    let lock = client.lock(name);
+    drop_acquires_of(&lock, fresh_owner_each_time).await;
+}
+
+/// 200 acquires of `lock`, each dropped at another point: after a few polls, or by a timeout of
+/// a few microseconds (any that completes is released by dropping its guard). Each by an owner
+/// of its own, or all by one.
+pub(crate) async fn drop_acquires_of<P: ferrisson::Protocol>(
+    lock: &ferrisson::Handle<P>,
+    fresh_owner_each_time: bool,
+) {
     let shared_owner = Owner::new();
     let mut completed = 0;
     for k in 0..200u64 {
@@ -90,8 +101,8 @@ async fn drop_acquires_at_many_points(client: &Client, name: &str, fresh_owner_e
         } else {
             shared_owner
         };
-        let lock = client.lock(name).with_owner(owner);
-        let guard: Option<LockGuard> = if k % 2 == 0 {
+        let lock = lock.with_owner(owner);
+        let guard: Option<ferrisson::Guard<P>> = if k % 2 == 0 {
             let mut acquire = pin!(lock.lock());
             let mut got = None;
             for _ in 0..(k / 2) % 5 + 1 {

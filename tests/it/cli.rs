@@ -1995,6 +1995,77 @@ async fn watch_hears_a_hold_shorter_than_its_interval_by_its_release_message() {
     client.shutdown().await;
 }
 
+/// A token lock is watched as any lock: its token is its holder, its compare-and-delete a
+/// release (a bare `DEL` too: nothing tells a token lock's force unlock from its release).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_follows_a_token_lock() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let _: () = raw
+        .custom(cmd!("CONFIG"), vec!["SET", "notify-keyspace-events", "KA"])
+        .await
+        .expect("CONFIG SET");
+    let client = connect(&server).await;
+    let name = "cli:watch-token";
+    let mut watch = Running::spawn(
+        &server,
+        &["watch", "--interval", "1h", "--for", "30s", name],
+    );
+    watch.line(Stream::Stdout, |l| l.ends_with("free")).await;
+    support::redis_state::wait_numsub(
+        &raw,
+        &format!("__keyspace@0__:{name}"),
+        1,
+        Duration::from_secs(5),
+    )
+    .await;
+    let lock = client.token_lock(name).with_owner(Owner::new());
+    let guard = lock.lock().await.expect("acquire");
+    let token = guard.holder_field().to_owned();
+    watch
+        .line(Stream::Stdout, |l| l.contains("acquired by"))
+        .await;
+    guard.unlock().await.expect("release");
+    watch
+        .line(Stream::Stdout, |l| l.contains("released by"))
+        .await;
+    // A peer's lock with a binary token.
+    let _: () = raw
+        .set(name, &[0xffu8, b'x'][..], None, None, false)
+        .await
+        .expect("SET");
+    watch
+        .line(Stream::Stdout, |l| l.contains("acquired by"))
+        .await;
+    let _: i64 = raw.del(name).await.expect("DEL");
+    watch
+        .line(Stream::Stdout, |l| l.contains("released by"))
+        .await;
+    watch.signal(nix::sys::signal::Signal::SIGINT);
+    assert_eq!(watch.exit().await.code(), Some(0));
+    let said: Vec<&str> = watch
+        .stdout_seen
+        .iter()
+        .skip(1)
+        .filter(|l| !l.contains("TTL renewed"))
+        .map(|l| l.get(14..).unwrap_or(""))
+        // Without the TTL an acquisition's line ends with.
+        .map(|l| l.split(", TTL ").next().unwrap_or(l))
+        .map(|l| l.trim_end_matches(", no expiry"))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            format!("acquired by {token} (hold count 1)"),
+            format!("released by {token}"),
+            "acquired by \\xffx (hold count 1)".to_owned(),
+            "released by \\xffx".to_owned(),
+        ],
+        "{said:?}"
+    );
+    client.shutdown().await;
+}
+
 /// With keyspace events on, watch reads at every write: it tells a force unlock from a
 /// release, and an expiry from both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2405,10 +2476,6 @@ async fn json_errors_are_objects_with_a_stable_kind() {
 async fn status_says_a_key_of_another_type_is_not_a_lock() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    let _: () = raw
-        .set("k:string", "not a number", None, None, false)
-        .await
-        .expect("SET");
     let _: () = raw.rpush("k:list", "a").await.expect("RPUSH");
     let _: () = raw.sadd("k:set", "a").await.expect("SADD");
     let _: () = raw
@@ -2418,13 +2485,13 @@ async fn status_says_a_key_of_another_type_is_not_a_lock() {
     let _: () = raw.hset("k:hash", ("name", "bob")).await.expect("HSET");
     let _: () = raw.hset("k:lock", ("u:1", 1)).await.expect("HSET");
     let others = [
-        ("k:string", "a string"),
         ("k:list", "a list"),
         ("k:set", "a set"),
         ("k:zset", "a zset"),
         ("k:hash", "a hash but"),
     ];
 
+    // (A string that is not an integer is a token lock: `status_reads_a_peers_token_lock`.)
     let output = cli(&server)
         .arg("status")
         .args(others.map(|(name, _)| name))
@@ -2446,7 +2513,7 @@ async fn status_says_a_key_of_another_type_is_not_a_lock() {
         );
     }
     assert!(
-        rows[5].contains(" locked ") && rows[6].contains(" free "),
+        rows[4].contains(" locked ") && rows[5].contains(" free "),
         "{text}"
     );
 
@@ -2466,7 +2533,7 @@ async fn status_says_a_key_of_another_type_is_not_a_lock() {
         );
         assert_eq!(json[i]["locked"], false, "{json}");
     }
-    assert_eq!(json[4]["redis_type"], "hash");
+    assert_eq!(json[3]["redis_type"], "hash");
 
     // unlock --force would delete any hash: one that is not a lock is left alone.
     cli(&server)
@@ -2478,6 +2545,90 @@ async fn status_says_a_key_of_another_type_is_not_a_lock() {
 
 /// The SETNX + GETSET recipe's lock, a string holding an expiry in epoch ms, is recognised and
 /// refused: status names it (exit 65), and neither `unlock --force` nor `run` touches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reads_a_peers_token_lock_and_unlock_force_deletes_it() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    // A node-redlock style token with a TTL, and an rslock style binary one without.
+    let hex = "5f4dcc3b5aa765d61d8327deb882cf99";
+    let _: () = raw
+        .set("k:token", hex, Some(Expiration::PX(60_000)), None, false)
+        .await
+        .expect("SET");
+    let binary: &[u8] = &[0x00, b'a', 0xff, b'\\', 0x7f];
+    let _: () = raw
+        .set("k:binary", binary, None, None, false)
+        .await
+        .expect("SET");
+
+    let output = cli(&server)
+        .args(["--json", "status", "k:token", "k:binary"])
+        .output()
+        .expect("run status --json");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let json = stdout_json(&output);
+    for (i, field) in [(0, hex), (1, "\\x00a\\xff\\\\\\x7f")] {
+        assert_eq!(
+            (&json[i]["kind"], &json[i]["state"], &json[i]["locked"]),
+            (
+                &Json::from("token_lock"),
+                &Json::from("locked"),
+                &Json::Bool(true)
+            ),
+            "{json}"
+        );
+        assert_eq!(json[i]["holders"][0]["field"], field, "{json}");
+        assert_eq!(json[i]["holders"][0]["count"], 1, "{json}");
+    }
+    assert!(
+        json[0]["ttl_ms"].as_i64().is_some_and(|ttl| ttl > 50_000),
+        "{json}"
+    );
+    assert_eq!(json[1]["ttl_ms"], Json::Null, "no expiry: {json}");
+
+    // `run` takes Redisson's lock unless told --token.
+    let output = cli(&server)
+        .args(["run", "--wait", "0", "k:token", "--", "true"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(65), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("take it with `run --token`"), "{stderr}");
+    cli(&server)
+        .args(["run", "--token", "--wait", "0", "k:token", "--", "true"])
+        .assert()
+        .code(75);
+    let output = cli(&server)
+        .args([
+            "run", "--token", "--json", "k:fresh", "--", "sh", "-c", "exit 3",
+        ])
+        .output()
+        .expect("run --token");
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("\"event\":\"acquired\"") && stderr.contains("\"event\":\"released\""),
+        "{stderr}"
+    );
+    assert_eq!(exists(&raw, "k:fresh").await, 0, "released");
+
+    let output = cli(&server)
+        .args(["unlock", "--force", "k:token", "k:binary"])
+        .output()
+        .expect("run unlock");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains(&format!("unlocked `k:token` (was held by {hex}=1)"))
+            && text.contains("keyspace event or by polling"),
+        "{text}"
+    );
+    assert_eq!(
+        exists(&raw, "k:token").await + exists(&raw, "k:binary").await,
+        0
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_recognises_the_unsupported_setnx_getset_timestamp_lock() {
     let server = RedisServer::start();

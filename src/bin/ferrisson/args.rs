@@ -164,10 +164,13 @@ Columns: NAME; STATE (locked or free for locks, present or absent for semaphores
 not-a-lock for a key that is no primitive of the family: a list, a string that is not an
 integer, a hash whose fields are not holders, ...); KIND (reentrant, fair with its queue
 length, fenced with its token, read-write with its mode, semaphore with its permits,
-permit-semaphore with permits available and out, latch with its count, or the Redis type of a
-key that is not a lock); TTL (time left); HOLDERS (field=hold count, where a field is
-<client uuid>:<thread or owner id>). Spin and non-reentrant locks are shown as reentrant: on
-Redis they are the same hash.
+permit-semaphore with permits available and out, latch with its count, token lock, or the
+Redis type of a key that is not a lock); TTL (time left); HOLDERS (field=hold count, where a
+field is <client uuid>:<thread or owner id>; a token lock's one holder is its token, bytes that
+are not printable shown as \xNN). Spin and non-reentrant locks are shown as reentrant: on
+Redis they are the same hash. A string that is not an integer is the token lock (SET NX PX) of
+redis-py, redsync, node redlock, rslock and ferrisson's TokenLock; one without a TTL is held
+until its holder deletes it.
 
 Below the table, the lists behind a row: a fair lock's queue in order with each waiter's
 deadline (stale: passed, removed by the next fair-lock call); a read-write lock's readers with
@@ -186,7 +189,7 @@ kind (a missing semaphore or latch counts 0, as Redisson reads it).
 With --json, prints one JSON array with an object per NAME:
   {"name":..., "state":"locked"|"free"|"present"|"absent", "locked":bool,
    "kind":"reentrant"|"fair"|"fenced"|"read_write"|"semaphore"|"permit_semaphore"|
-          "latch"|"semaphore_or_latch"|"timestamp_lock"|"not_a_lock"|"unknown"|null,
+          "latch"|"semaphore_or_latch"|"timestamp_lock"|"token_lock"|"not_a_lock"|"unknown"|null,
    "mode":"read"|"write"|null, "redis_type":"hash"|"string"|...|null, "ttl_ms":int|null,
    "holders":[{"field":..., "count":int,
                "read_holds":[{"hold":int, "exists":bool, "ttl_ms":int|null}]}],
@@ -217,6 +220,11 @@ status. Without --lease the watchdog renews the lock for as long as CMD runs (le
 --watchdog-timeout, renewed every third of it); with --lease the lock expires after that time,
 even if CMD is still running.
 
+The lock is Redisson's (a hash, what Java's getLock takes). With --token it is the single-key
+lock of redis-py, redsync, node redlock and rslock instead: NAME set to a token of ours with
+SET NX PX, released only while it still holds that token; a wait for it wakes on the key's
+keyspace events where the server sends them, else polls.
+
 SIGINT, SIGTERM and SIGHUP sent to ferrisson are forwarded to CMD; ferrisson then waits for CMD
 to exit, releases the lock and exits with CMD's status. (Ctrl-C in a terminal also reaches CMD
 directly: it shares ferrisson's process group.) A signal that arrives while ferrisson is still
@@ -235,7 +243,7 @@ does not show the hold lasted, it exits 76 too, as for a loss.
 
 With --json, events are printed on stderr, one JSON object per line:
   {"event":"acquired","name":...,"field":...,"waited_ms":int,
-   "woken_by":"immediate"|"message"|"ttl"|"backoff"}
+   "woken_by":"immediate"|"message"|"ttl"|"backoff"|"keyspace"}
   {"event":"not_acquired","name":...,"waited_ms":int}
   {"event":"interrupted","name":...,"signal":int}
   {"event":"lost","name":...,"exit_status":76}
@@ -249,14 +257,15 @@ Log events (RUST_LOG) are JSON lines there too, with "level" and "fields" instea
 Exit status: CMD's status, or 128+N when CMD was killed by signal N; 76 when the lock was lost
 while CMD ran, or its release did not show that it lasted (even if CMD succeeded); 75 when the
 lock was not acquired within --wait; 128+N when signal N ended the wait; 126 when CMD cannot
-be executed, 127 when it is not found; 65 when NAME is not a lock; 69 when Redis cannot be
-reached; 77 when its ACL user may not take locks; 2 for bad arguments or a URL the server
-rejects.
+be executed, 127 when it is not found; 65 when NAME is not a lock (or, without --token, is a
+token lock); 69 when Redis cannot be reached; 77 when its ACL user may not take locks; 2 for
+bad arguments or a URL the server rejects.
 
 Examples:
   ferrisson run nightly-report -- ./make-report.sh --full
   ferrisson run --wait 0 cron:cleanup -- ./cleanup.sh   # skip if already running (exit 75)
   ferrisson run --wait 2m --lease 10m deploy -- make deploy
+  ferrisson run --token reports:daily -- ./report.sh   # shared with redis-py's Lock
   ferrisson run --kill-on-lost --json orders:42 -- ./process-orders"#;
 
 const UNLOCK_HELP: &str = r#"Deletes the lock whoever holds it and publishes the unlock message, so that waiters
@@ -362,6 +371,8 @@ pub enum Kind {
     PermitSemaphore,
     /// Count-down latch (a string integer count)
     Latch,
+    /// Token lock: the SET NX PX lock of redis-py, redsync, node redlock, rslock
+    Token,
 }
 
 impl Kind {
@@ -383,6 +394,7 @@ impl Kind {
             Kind::Semaphore => Primitive::Semaphore,
             Kind::PermitSemaphore => Primitive::PermitExpirableSemaphore,
             Kind::Latch => Primitive::CountDownLatch,
+            Kind::Token => Primitive::TokenLock,
         }
     }
 }
@@ -409,6 +421,11 @@ pub struct RunArgs {
     /// Send CMD SIGTERM if the lock is lost while it runs
     #[arg(long)]
     pub kill_on_lost: bool,
+
+    /// Take the token lock (SET NAME <token> NX PX) of redis-py, redsync, node redlock and
+    /// rslock instead of Redisson's lock
+    #[arg(long)]
+    pub token: bool,
 
     /// Report acquisition and release on stderr
     #[arg(short, long)]

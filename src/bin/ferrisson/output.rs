@@ -73,7 +73,7 @@ pub fn millis(duration: Duration) -> u64 {
 
 /// The kind in words: `-` (free), `reentrant`, `fair, 3 queued`, `read-write (read)`,
 /// `fenced`, `semaphore`, `permit-semaphore`, `latch`, `semaphore or latch`,
-/// `timestamp lock (SETNX/GETSET, unsupported)`, `not a lock (string)`.
+/// `timestamp lock (SETNX/GETSET, unsupported)`, `token lock (SET NX PX)`, `not a lock (string)`.
 pub fn kind_text(kind: &LockKind, queued: u64) -> String {
     match kind {
         LockKind::Free => "-".to_owned(),
@@ -87,6 +87,7 @@ pub fn kind_text(kind: &LockKind, queued: u64) -> String {
         LockKind::CountDownLatch => "latch".to_owned(),
         LockKind::SemaphoreOrLatch => "semaphore or latch".to_owned(),
         LockKind::TimestampLock => "timestamp lock (SETNX/GETSET, unsupported)".to_owned(),
+        LockKind::TokenLock => "token lock (SET NX PX)".to_owned(),
         _ => "unknown".to_owned(),
     }
 }
@@ -139,6 +140,7 @@ pub fn kind_parts(kind: &LockKind) -> (Option<&'static str>, Option<String>, Opt
         LockKind::CountDownLatch => ("latch", None, string()),
         LockKind::SemaphoreOrLatch => ("semaphore_or_latch", None, string()),
         LockKind::TimestampLock => ("timestamp_lock", None, string()),
+        LockKind::TokenLock => ("token_lock", None, string()),
         _ => ("unknown", None, None),
     };
     (Some(kind), mode, redis_type)
@@ -148,11 +150,13 @@ pub fn kind_parts(kind: &LockKind) -> (Option<&'static str>, Option<String>, Opt
 /// with a positive hold count, besides a read-write lock's `mode`) is not a lock either, and
 /// is reported as `LockKind::Other { redis_type: "hash" }` without holders.
 pub fn classify(mut info: LockInfo) -> LockInfo {
-    // `Client::inspect` reads a value that is not a number as hold count 0.
-    let holders_ok = info
-        .holders
-        .iter()
-        .all(|holder| holder.count > 0 && holder.field.contains(':'));
+    // `Client::inspect` reads a value that is not a number as hold count 0. A token lock's one
+    // holder is its token, which is a peer's own format (no `:` but ferrisson's).
+    let holders_ok = info.kind == LockKind::TokenLock
+        || info
+            .holders
+            .iter()
+            .all(|holder| holder.count > 0 && holder.field.contains(':'));
     if info.kind.is_lock() && !holders_ok {
         info.kind = LockKind::Other {
             redis_type: "hash".to_owned(),
@@ -217,13 +221,15 @@ pub fn holders_text(info: &LockInfo) -> String {
         .join(", ")
 }
 
-/// `immediate`, `message`, `ttl` or `backoff` (a spin lock's retry after its back-off pause).
+/// `immediate`, `message`, `ttl`, `backoff` (a polling waiter's retry after its back-off
+/// pause) or `keyspace` (a token lock's waiter woken by its key's deletion or expiry event).
 pub fn woken_by(woken_by: WokenBy) -> &'static str {
     match woken_by {
         WokenBy::Immediate => "immediate",
         WokenBy::Message => "message",
         WokenBy::Ttl => "ttl",
         WokenBy::BackOff => "backoff",
+        WokenBy::Keyspace => "keyspace",
         // `WokenBy` is non-exhaustive: a later library's reason is named as such, not guessed.
         _ => "unknown",
     }
@@ -433,7 +439,7 @@ mod tests {
 
     /// Every `kind` of the JSON output, a stable interface (README, "JSON output"): snake_case, as
     /// the error kinds are.
-    const KINDS: [&str; 11] = [
+    const KINDS: [&str; 12] = [
         "reentrant",
         "fair",
         "read_write",
@@ -443,6 +449,7 @@ mod tests {
         "latch",
         "semaphore_or_latch",
         "timestamp_lock",
+        "token_lock",
         "not_a_lock",
         "unknown",
     ];
@@ -465,6 +472,7 @@ mod tests {
             LockKind::CountDownLatch,
             LockKind::SemaphoreOrLatch,
             LockKind::TimestampLock,
+            LockKind::TokenLock,
             LockKind::Other {
                 redis_type: "list".to_owned(),
             },
@@ -513,6 +521,7 @@ mod tests {
         assert_eq!(woken_by(WokenBy::Message), "message");
         assert_eq!(woken_by(WokenBy::Ttl), "ttl");
         assert_eq!(woken_by(WokenBy::BackOff), "backoff");
+        assert_eq!(woken_by(WokenBy::Keyspace), "keyspace");
     }
 
     #[test]

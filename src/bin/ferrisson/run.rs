@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use ferrisson::{Attempt, LockGuard, Owner};
+use ferrisson::{Attempt, Guard, Handle, Owner, Protocol};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde::Serialize;
@@ -81,7 +81,7 @@ impl Reporter<'_> {
         output::stderr_line(&format!("ferrisson: {message}"));
     }
 
-    fn acquired(&self, guard: &LockGuard) {
+    fn acquired<P: Protocol>(&self, guard: &Guard<P>) {
         let acquisition = guard.acquisition();
         if self.json {
             self.json(&Event::Acquired {
@@ -103,6 +103,10 @@ impl Reporter<'_> {
                 ),
                 ferrisson::WokenBy::BackOff => format!(
                     "after {}, retrying after a back-off pause",
+                    humane(acquisition.waited)
+                ),
+                ferrisson::WokenBy::Keyspace => format!(
+                    "after {}, woken by the key's deletion or expiry event",
                     humane(acquisition.waited)
                 ),
                 _ => format!("after {}", humane(acquisition.waited)),
@@ -305,12 +309,31 @@ impl Signals {
 
 /// Takes the lock, runs the command, releases, and returns the command's exit status.
 pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
-    let mut signals = Signals::install().map_err(Failure::signals)?;
+    let signals = Signals::install().map_err(Failure::signals)?;
     let mut config = conn.config()?;
     if let Some(timeout) = args.watchdog_timeout {
         config.watchdog_timeout = timeout;
     }
     let client = connect(conn, config).await?;
+    // An owner of its own: the holder field (a token lock's token) is `<client uuid>:<fresh id>`.
+    if args.token {
+        let lock = client.token_lock(&args.name).with_owner(Owner::new());
+        run_holding(conn, json, &args, &client, &lock, signals).await
+    } else {
+        let lock = client.lock(&args.name).with_owner(Owner::new());
+        run_holding(conn, json, &args, &client, &lock, signals).await
+    }
+}
+
+/// [`run`] with `lock`, a lock of `client`.
+async fn run_holding<P: Protocol>(
+    conn: &Connection,
+    json: bool,
+    args: &RunArgs,
+    client: &ferrisson::Client,
+    lock: &Handle<P>,
+    mut signals: Signals,
+) -> Outcome {
     let name = args.name.as_str();
     let report = Reporter {
         name,
@@ -318,9 +341,6 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
         json,
         verbose: args.verbose,
     };
-
-    // An owner of its own: the holder field is `<client uuid>:<fresh id>`.
-    let lock = client.lock(name).with_owner(Owner::new());
     let started = Instant::now();
     let acquire = async {
         match (args.wait, args.lease) {
@@ -357,11 +377,22 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
                 ferrisson::Error::WrongType { .. } => {
                     let info = client.inspect(name).await.ok().map(output::classify);
                     let what = info.as_ref().and_then(output::not_lockable);
-                    Failure::not_a_lock(
-                        name,
-                        what.as_deref().unwrap_or("value of another type"),
-                        "nothing to acquire",
-                    )
+                    let token = info
+                        .as_ref()
+                        .is_some_and(|info| info.kind == ferrisson::inspect::LockKind::TokenLock);
+                    if token {
+                        Failure::not_a_lock(
+                            name,
+                            "token lock (SET NX PX) of redis-py, redsync, node redlock or rslock",
+                            "take it with `run --token`",
+                        )
+                    } else {
+                        Failure::not_a_lock(
+                            name,
+                            what.as_deref().unwrap_or("value of another type"),
+                            "nothing to acquire",
+                        )
+                    }
                 }
                 err => Failure::from_lib(&format!("cannot acquire `{name}`"), &err, conn),
             };
@@ -444,7 +475,7 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
 /// library reads, within the lease's proven end, whether the server still had the hold (and
 /// then releases it); if it did not, or Redis was not reached in time, nothing shows that the
 /// lock was held until CMD ended, and the run exits 76 as for a loss.
-async fn release(report: &Reporter<'_>, guard: LockGuard, lost_reported: bool) -> bool {
+async fn release<P: Protocol>(report: &Reporter<'_>, guard: Guard<P>, lost_reported: bool) -> bool {
     match guard.unlock_settled().await {
         Ok(()) => {
             report.released();

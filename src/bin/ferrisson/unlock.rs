@@ -22,11 +22,16 @@ pub async fn unlock(conn: &Connection, json: bool, args: UnlockArgs) -> Outcome 
     let mut failure = None;
     for name in &args.names {
         match unlock_one(conn, &client, name).await {
-            Ok((released, holders)) => {
+            Ok((released, holders, token)) => {
                 if !json {
                     if released {
                         output::stdout_line(&format!(
-                            "unlocked `{name}` (was held by {holders}); waiters notified"
+                            "unlocked `{name}` (was held by {holders}); {}",
+                            if token {
+                                "its waiters learn of it by keyspace event or by polling"
+                            } else {
+                                "waiters notified"
+                            }
                         ));
                     } else {
                         output::stdout_line(&format!("`{name}` was not locked"));
@@ -56,12 +61,13 @@ pub async fn unlock(conn: &Connection, json: bool, args: UnlockArgs) -> Outcome 
     }
 }
 
-/// Force-releases `name`: whether it was held, and by whom (for the message).
+/// Force-releases `name`: whether it was held, by whom (for the message), and whether it was a
+/// token lock (whose waiters no message tells).
 async fn unlock_one(
     conn: &Connection,
     client: &ferrisson::Client,
     name: &str,
-) -> Result<(bool, String), Failure> {
+) -> Result<(bool, String, bool), Failure> {
     let cannot =
         |err: ferrisson::Error| Failure::from_lib(&format!("cannot unlock `{name}`"), &err, conn);
     // Who holds it, for the message, and whether it is a lock at all: `force_unlock` would
@@ -99,10 +105,14 @@ async fn unlock_one(
             let what = format!("hash whose read-write mode is `{mode}`");
             return Err(Failure::not_a_lock(name, &what, "left alone"));
         }
+        // The peers' single-key lock: a `DEL` of the string, announced to nobody (its waiters
+        // hear the deletion as a keyspace event, or poll).
+        LockKind::TokenLock => client.token_lock(name).force_unlock().await,
         // Reentrant, spin, non-reentrant and fenced locks: one hash, released and announced
         // on `redisson_lock__channel:{name}` (a spin lock's waiters poll, and find it free).
         _ => client.lock(name).force_unlock().await,
     }
     .map_err(cannot)?;
-    Ok((released, output::holders_text(&info)))
+    let token = info.kind == LockKind::TokenLock;
+    Ok((released, output::holders_text(&info), token))
 }

@@ -347,7 +347,9 @@ fn diff(
                 RemainingTtl::Expires(left) => elapsed >= left,
                 _ => false,
             };
-        let forced = !is_locked && heard.deleted_by_force(last_event);
+        // A token lock's release is a bare `DEL` too: only a hash lock tells the two apart.
+        let forced =
+            !is_locked && prev.kind != LockKind::TokenLock && heard.deleted_by_force(last_event);
         for field in &removed {
             let field = (*field).to_owned();
             changes.push(if forced {
