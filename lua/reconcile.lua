@@ -34,11 +34,13 @@
 local name, lock_channel = KEYS[1], KEYS[2]
 local field, keep, mode_arg, now = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local rw_channel, queue, timeouts, kp = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
--- A token lock (lua/token_lock.lua) is a string holding one holder's token: it holds once or
--- not at all, and freeing it is a compare-and-delete with nothing to publish (its waiters hear
--- the DEL as a keyspace event, or poll).
-if redis.call('type', name).ok == 'string' then
-  if redis.call('get', name) ~= field then
+local count = redis.pcall('hget', name, field)
+-- HGET of a string is a WRONGTYPE error: a token lock (lua/token_lock.lua), a string holding one
+-- holder's token. It holds once or not at all, and freeing it is a compare-and-delete with
+-- nothing to publish (its waiters hear the DEL as a keyspace event, or poll). (A pcall rather
+-- than TYPE, so that a user allowed only the hash layout's commands still settles its locks.)
+if type(count) == 'table' and count.err then
+  if redis.pcall('get', name) ~= field then
     return 0
   end
   if keep == 0 then
@@ -46,7 +48,6 @@ if redis.call('type', name).ok == 'string' then
   end
   return 1
 end
-local count = redis.call('hget', name, field)
 if not count then
   return 0
 end

@@ -293,7 +293,7 @@ pub mod kind {
         Fair, Fenced, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Token,
     };
 }
-pub use multi::{MultiGuard, MultiLock, RedLock};
+pub use multi::{MultiGuard, MultiLock, RedLock, RedlockOptions, TokenRedGuard, TokenRedLock};
 pub use owner::Owner;
 pub use sync::{
     CountDownLatch, Permit, PermitExpirableSemaphore, PermitIdFormat, Semaphore, SemaphorePermits,

@@ -446,7 +446,9 @@ impl<P: Protocol> Handle<P> {
                     Waits::Keyspace(backoff) => {
                         Box::pin(async {
                             let keyspace = &client.keyspace;
-                            if !keyspace.usable(&client.redis.pool).await {
+                            // A lone try waits for nothing: no need to ask.
+                            let lone = wait == Some(Duration::ZERO);
+                            if lone || !keyspace.usable(&client.redis.pool).await {
                                 let polled = poll_loop(client, wait, backoff, attempt);
                                 return super::in_span::in_span(polled, span).await;
                             }

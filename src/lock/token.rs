@@ -54,15 +54,19 @@ const NO_EXPIRY_RETRY_MS: i64 = 10_000;
 
 /// The token lock's [`Protocol`], with the back-off its waiters poll by where the server sends
 /// no keyspace events: [`TokenLock`] is `Handle<Token>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Token {
     backoff: BackOff,
+    /// The value written instead of the owner's holder field: a
+    /// [`TokenRedLock`](crate::TokenRedLock)'s, the same on every server.
+    shared: Option<ArcStr>,
 }
 
 impl Default for Token {
     fn default() -> Token {
         Token {
             backoff: DEFAULT_BACKOFF,
+            shared: None,
         }
     }
 }
@@ -165,7 +169,19 @@ impl TokenLock {
     /// # Ok(()) }
     /// ```
     pub fn with_backoff(&self, backoff: BackOff) -> TokenLock {
-        self.as_kind(Token { backoff })
+        self.as_kind(Token {
+            backoff,
+            shared: self.kind.shared.clone(),
+        })
+    }
+
+    /// The same lock, writing `token` instead of the owner's holder field: the value one
+    /// acquisition of a [`TokenRedLock`](crate::TokenRedLock) writes on every server.
+    pub(crate) fn with_shared_token(&self, token: ArcStr) -> TokenLock {
+        self.as_kind(Token {
+            backoff: self.kind.backoff,
+            shared: Some(token),
+        })
     }
 
     /// The back-off this handle polls with: by default 2 ms, doubling with jitter, at most
@@ -191,7 +207,8 @@ impl TokenLock {
     /// # }
     /// ```
     pub fn token(&self) -> String {
-        crate::owner::holder_field(&self.client().id, self.owner()).to_string()
+        let field = crate::owner::holder_field(&self.client().id, self.owner());
+        self.kind.field(field).to_string()
     }
 }
 
@@ -206,6 +223,12 @@ impl Protocol for Token {
     /// Keyspace events where the server sends them, else polling: the peers publish nothing.
     fn waits(&self) -> Waits<()> {
         Waits::Keyspace(self.backoff)
+    }
+
+    /// The owner's holder field, or the shared token of a [`TokenRedLock`](crate::TokenRedLock)'s
+    /// part.
+    fn field(&self, base: ArcStr) -> ArcStr {
+        self.shared.clone().unwrap_or(base)
     }
 
     fn begin(&self, _lock: &TokenLock, _field: &ArcStr, _wait: Option<Duration>) {}

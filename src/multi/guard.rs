@@ -7,10 +7,12 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::lock::LockGuard;
+use crate::kit::{Guard, Protocol};
+use crate::lock::Reentrant;
 
-/// A held [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock): the guards of the
-/// parts it took, released together.
+/// A held [`MultiLock`](crate::MultiLock), [`RedLock`](crate::RedLock) or
+/// [`TokenRedLock`](crate::TokenRedLock) (`MultiGuard<Token>`): the guards of the parts it
+/// took, released together.
 ///
 /// * [`unlock`](MultiGuard::unlock) releases every part in parallel and reports the outcome;
 /// * dropping the guard drops the parts' guards, each released in the background by its own
@@ -33,17 +35,19 @@ use crate::lock::LockGuard;
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
-pub struct MultiGuard {
-    pub(super) parts: Vec<LockGuard>,
+pub struct MultiGuard<P: Protocol = Reentrant> {
+    pub(super) parts: Vec<Guard<P>>,
     /// How many parts must stay held for the lock to count as held.
     pub(super) quorum: usize,
     /// When the acquisition started: validity is measured from there.
     pub(super) started: Instant,
     /// The lease asked for (`None`: the watchdog's).
     pub(super) lease: Option<Duration>,
+    /// The clock drift allowance taken off the lease for the validity.
+    pub(super) drift: Duration,
 }
 
-impl MultiGuard {
+impl<P: Protocol> MultiGuard<P> {
     /// The guards of the parts held, in the order the locks were given (a RedLock may hold
     /// fewer than all).
     ///
@@ -53,7 +57,7 @@ impl MultiGuard {
     /// println!("held on {} of {} servers", guard.parts().len(), red.locks().len());
     /// # Ok(()) }
     /// ```
-    pub fn parts(&self) -> &[LockGuard] {
+    pub fn parts(&self) -> &[Guard<P>] {
         &self.parts
     }
 
@@ -81,7 +85,7 @@ impl MultiGuard {
         // if the parts' keys outlived it and their releases find them.
         let spent = self.validity() == Some(Duration::ZERO);
         let name = self.parts.first().map(|part| part.lock().name().to_owned());
-        let releases: Vec<_> = self.parts.into_iter().map(LockGuard::unlock).collect();
+        let releases: Vec<_> = self.parts.into_iter().map(Guard::unlock).collect();
         async move {
             let results = futures::future::join_all(releases).await;
             let released = results.iter().filter(|result| result.is_ok()).count();
@@ -97,7 +101,7 @@ impl MultiGuard {
 
     /// The time the lock can still be counted on, Redlock's validity: the lease, minus the time
     /// since the acquisition started, minus the clock drift allowance (1 % of the lease plus
-    /// 2 ms); zero once spent. `None` with the watchdog lease, which is renewed while held.
+    /// 2 ms, or a [`TokenRedLock`](crate::TokenRedLock)'s drift factor); zero once spent. `None` with the watchdog lease, which is renewed while held.
     ///
     /// ```no_run
     /// # async fn demo(red: ferrisson::RedLock) -> ferrisson::Result<()> {
@@ -113,12 +117,12 @@ impl MultiGuard {
         Some(
             lease
                 .saturating_sub(self.started.elapsed())
-                .saturating_sub(drift(lease)),
+                .saturating_sub(self.drift),
         )
     }
 
     /// Whether the lock can no longer be counted on: fewer parts than needed remain unlost (see
-    /// [`LockGuard::is_lost`]), or the [`validity`](MultiGuard::validity) is spent. Read from
+    /// [`Guard::is_lost`]), or the [`validity`](MultiGuard::validity) is spent. Read from
     /// the clock, so a holder that was paused knows at once when it resumes.
     ///
     /// ```no_run
@@ -150,11 +154,11 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let losses: FuturesUnordered<_> = self.parts.iter().map(LockGuard::lost).collect();
+        let losses: FuturesUnordered<_> = self.parts.iter().map(Guard::lost).collect();
         let tolerated = self.parts.len().saturating_sub(self.quorum);
         let ends = self
             .lease
-            .and_then(|lease| self.started.checked_add(lease.saturating_sub(drift(lease))));
+            .and_then(|lease| self.started.checked_add(lease.saturating_sub(self.drift)));
         async move {
             let too_many = async {
                 if losses.skip(tolerated).next().await.is_none() {
@@ -174,12 +178,14 @@ impl MultiGuard {
     }
 }
 
-/// Redlock's clock drift allowance for a lease: 1 % of it plus 2 ms.
-fn drift(lease: Duration) -> Duration {
-    lease / 100 + Duration::from_millis(2)
+/// Redlock's clock drift allowance for a lease: `factor` of it plus 2 ms (Redis' expiry
+/// precision), in whole milliseconds.
+pub(super) fn drift(lease: Duration, factor: f64) -> Duration {
+    let ms = (lease.as_millis() as f64 * factor) as u64;
+    Duration::from_millis(ms.saturating_add(2))
 }
 
-impl std::fmt::Debug for MultiGuard {
+impl<P: Protocol> std::fmt::Debug for MultiGuard<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MultiGuard")
             .field("parts", &self.parts)

@@ -16,10 +16,12 @@ mod guard;
 mod multi_lock;
 mod red_lock;
 mod rounds;
+mod token_red_lock;
 
 pub use guard::MultiGuard;
 pub use multi_lock::MultiLock;
 pub use red_lock::RedLock;
+pub use token_red_lock::{RedlockOptions, TokenRedGuard, TokenRedLock};
 
 /// The methods MultiLock and RedLock share, delegating to `Parts` (`rounds.rs`); the types'
 /// own docs say how the kinds differ. `$ty` is the type, whose field `parts` holds the locks.

@@ -298,6 +298,7 @@ impl Parts {
             quorum: kind.quorum(n),
             started,
             lease,
+            drift: lease.map_or(Duration::ZERO, |lease| super::guard::drift(lease, 0.01)),
         }))
     }
 }

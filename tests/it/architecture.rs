@@ -174,7 +174,17 @@ const ROOT_ITEMS: &[(&str, &[&str])] = &[
             "PermitIdFormat",
         ],
     ),
-    ("multi", &["MultiLock", "MultiGuard", "RedLock"]),
+    (
+        "multi",
+        &[
+            "MultiLock",
+            "MultiGuard",
+            "RedLock",
+            "TokenRedLock",
+            "TokenRedGuard",
+            "RedlockOptions",
+        ],
+    ),
 ];
 
 /// Folder cycles known and accepted, each the set of its folders (sorted) and the reason. The

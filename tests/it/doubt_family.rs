@@ -353,6 +353,32 @@ async fn a_user_confined_to_the_reentrant_keys_settles_its_plain_lock() {
     guard.unlock().await.expect("release");
 }
 
+/// A token lock's acquire in doubt is settled as a hash lock's: the reconcile deletes the
+/// string only while it holds the lost acquire's token, and the lock is free again long before
+/// the lost hold's lease would end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_acquire_in_doubt_is_taken_back() {
+    let scene = Scene::start().await;
+    let name = "doubt:token";
+    lose_acquire!(scene, name, |client: &Client, name: &str| client
+        .token_lock(name));
+    let token: Option<String> = scene.raw.get(name).await.expect("GET");
+    let token = token.expect("the acquire ran");
+    assert!(token.starts_with(scene.cut_off.id()), "{token}");
+
+    scene.restore();
+    wait_key_gone(&scene.raw, name, PROMPTLY).await;
+    let guard = scene
+        .direct
+        .token_lock(name)
+        .try_lock()
+        .await
+        .expect("try_lock")
+        .acquired()
+        .expect("free again");
+    guard.unlock().await.expect("release");
+}
+
 /// `lua/reconcile.lua` as the client sends it (`src/lock/upkeep.rs`, `RECONCILE`).
 const RECONCILE: &str = concat!(
     include_str!("../../lua/lib/publish.lua"),
@@ -402,6 +428,23 @@ async fn read_timeout(raw: &fred::clients::Client, name: &str, field: &str, k: u
 async fn the_reconcile_keeps_each_layout_as_its_release_would() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
+
+    // A token lock: deleted only while it holds the field's token; kept for a count of 1.
+    let name = "script:token";
+    let _: () = raw
+        .set(name, "uuid-a:1", None, None, false)
+        .await
+        .expect("SET");
+    assert_eq!(
+        reconcile(&raw, name, "uuid-b:1", 0).await,
+        0,
+        "another's token"
+    );
+    assert_eq!(reconcile(&raw, name, "uuid-a:1", 1).await, 1, "kept");
+    assert_eq!(exists(&raw, name).await, 1);
+    assert_eq!(reconcile(&raw, name, "uuid-a:1", 0).await, 1, "taken back");
+    assert_eq!(exists(&raw, name).await, 0);
+
     let (f, g) = ("uuid-a:1", "uuid-b:1");
     let timeout_key = |name: &str, k: u64| format!("{{{name}}}:{f}:rwlock_timeout:{k}");
 
