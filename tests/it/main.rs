@@ -61,6 +61,7 @@ mod stress;
 mod synced_writes;
 #[cfg(feature = "tls")]
 mod tls;
+mod token_peers_smoke;
 mod typed_errors;
 mod unavailable;
 mod wakeups;
