@@ -62,6 +62,7 @@ mod synced_writes;
 #[cfg(feature = "tls")]
 mod tls;
 mod token_lock;
+mod token_peers_smoke;
 mod token_red_lock;
 mod typed_errors;
 mod unavailable;

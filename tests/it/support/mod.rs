@@ -29,12 +29,16 @@
 //!
 //! [`redis_state`] reads server-side state (lock hashes, TTLs, subscriber counts, command
 //! statistics) through a raw client and waits for it to change.
+//!
+//! [`token_peers`] runs third-party token-lock peers (redis-py's `Lock`, node `redlock`) over
+//! the JSON-lines plumbing of [`json_lines`].
 #![allow(dead_code)]
 
 pub mod built;
 pub mod cluster;
 pub mod contenders;
 pub mod fault;
+pub mod json_lines;
 pub mod liveness;
 pub mod node;
 pub mod processes;
@@ -43,6 +47,7 @@ pub mod sentinel;
 pub mod servers;
 pub mod sync;
 pub mod tls;
+pub mod token_peers;
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};

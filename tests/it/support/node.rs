@@ -83,7 +83,8 @@ fn install_once() -> Result<PathBuf, String> {
     let stamp = modules.join(STAMP);
     let up_to_date = std::fs::read(&stamp).is_ok_and(|s| s == lockfile)
         && modules.join("node-redisson/package.json").is_file()
-        && modules.join("ioredis/package.json").is_file();
+        && modules.join("ioredis/package.json").is_file()
+        && modules.join("redlock/package.json").is_file();
     if up_to_date {
         return Ok(dir);
     }
