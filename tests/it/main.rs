@@ -61,6 +61,7 @@ mod stress;
 mod synced_writes;
 #[cfg(feature = "tls")]
 mod tls;
+mod token_interop;
 mod token_lock;
 mod token_peers_smoke;
 mod token_red_lock;
