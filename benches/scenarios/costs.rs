@@ -81,6 +81,7 @@ async fn cycles(client: &Client, prefix: &str) -> Vec<(&'static str, Result<Cycl
     );
     lock_cycle!("fair", client.fair_lock(name("fair")));
     lock_cycle!("fenced", client.fenced_lock(name("fenced")));
+    lock_cycle!("token", client.token_lock(name("token")));
     lock_cycle!(
         "rw: writer",
         client.read_write_lock(name("rw")).write_lock()

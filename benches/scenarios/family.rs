@@ -10,8 +10,9 @@
 //! Every row is reported as a ratio against the reentrant lock's loop measured in the same run
 //! (the baseline: the primitive they all extend), and, where a peer outside ferrisson is closer,
 //! against that peer measured in the same run too: the spin lock against the classic
-//! `SET NX PX` spin lock, MultiLock and RedLock (over 3 independent servers this scenario
-//! starts) against rslock over the same 3 servers (`peers.rs`).
+//! `SET NX PX` spin lock, the token lock against rslock on the same server (the same layout:
+//! `SET NX PX`, compare-and-delete), MultiLock, RedLock and TokenRedLock (over 3 independent
+//! servers this scenario starts) against rslock over the same 3 servers (`peers.rs`).
 //!
 //! The count-down latch has no acquire → release: its row counts rounds (`try_set_count(1)`,
 //! T − 1 tasks `wait`, one `count_down`), its acquire latency is a `wait` call's, and its
@@ -25,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrisson::{Client, CountDownLatch, MultiLock, Owner, RedLock};
+use ferrisson::{Client, CountDownLatch, MultiLock, Owner, RedLock, RedlockOptions, TokenRedLock};
 use fred::prelude::*;
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -187,6 +188,10 @@ pub async fn run(plan: &Plan, url: &str) -> Report {
     ));
     rows.push(row!("fair", client.fair_lock(name("fair"))));
     rows.push(row!("fenced", client.fenced_lock(name("fenced"))));
+    // The peers' own layout: rslock on the same server is its closest peer.
+    let token = row!("token", client.token_lock(name("token")));
+    let peer = crate::bounded(peer_limit, peers::rslock_hot(url, tasks, plan.duration)).await;
+    rows.push(token.with_peer("rslock", peer.map(|hot| hot.acq_per_s)));
     let rw = client.read_write_lock(name("rw-write"));
     rows.push(row!("rw: writers", rw.write_lock()));
     let rw = client.read_write_lock(name("rw-read"));
@@ -524,7 +529,8 @@ async fn composite_rows(plan: &Plan, tasks: usize, name: &str) -> Vec<Row> {
     let failed = |e: String| {
         vec![
             Row::new("MultiLock ×3", Err(e.clone())),
-            Row::new("RedLock ×3", Err(e)),
+            Row::new("RedLock ×3", Err(e.clone())),
+            Row::new("TokenRedLock ×3", Err(e)),
         ]
     };
     let started = tokio::task::spawn_blocking(|| {
@@ -571,6 +577,18 @@ async fn composite_on(
     let red = RedLock::new(parts("red")).map_err(|e| format!("RedLock::new: {e}"))?;
     let multi = locks!(plan, tasks, limit, || multi.with_owner(Owner::new())).await;
     let red = locks!(plan, tasks, limit, || red.with_owner(Owner::new())).await;
+    let token_parts = clients
+        .iter()
+        .map(|client| client.token_lock(format!("{name}:token-red")));
+    // Retrying as the rslock row does (a random 0..10 ms), so that the two compare the
+    // algorithms, not their default pauses (node redlock's 200 ± 100 ms).
+    let mut retry = RedlockOptions::default();
+    retry.retry_delay = peers::RSLOCK_RETRY_DELAY / 2;
+    retry.retry_jitter = peers::RSLOCK_RETRY_DELAY / 2;
+    let token_red = TokenRedLock::new(token_parts)
+        .and_then(|red| red.with_options(retry))
+        .map_err(|e| format!("TokenRedLock::new: {e}"))?;
+    let token_red = locks!(plan, tasks, limit, || token_red.clone()).await;
     for client in clients {
         client.shutdown().await;
     }
@@ -582,7 +600,8 @@ async fn composite_on(
     .map(|hot| hot.acq_per_s);
     Ok(vec![
         Row::new("MultiLock ×3", multi).with_peer("rslock ×3", peer.clone()),
-        Row::new("RedLock ×3", red).with_peer("rslock ×3", peer),
+        Row::new("RedLock ×3", red).with_peer("rslock ×3", peer.clone()),
+        Row::new("TokenRedLock ×3", token_red).with_peer("rslock ×3", peer),
     ])
 }
 

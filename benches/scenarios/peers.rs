@@ -63,7 +63,7 @@ const LEASE: Duration = Duration::from_secs(30);
 /// The classic spin lock's sleep after a refused SET NX.
 const SPIN_RETRY: Duration = Duration::from_millis(10);
 /// rslock's retry delay: it sleeps a random 0..this between attempts.
-const RSLOCK_RETRY_DELAY: Duration = Duration::from_millis(10);
+pub const RSLOCK_RETRY_DELAY: Duration = Duration::from_millis(10);
 /// Upper bound of the warm-up before the measured window.
 const MAX_WARMUP: Duration = Duration::from_millis(500);
 /// How long an acquire started within the window may still take after the window closed

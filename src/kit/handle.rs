@@ -17,7 +17,9 @@ use super::janitor::Release;
 use super::poll::poll_loop;
 use super::protocol::{acquired, AcquireCall, Protocol, Reply, Waits};
 use super::release::send_release;
-use super::wait::{acquire_with_wait, lock_wake, Holder, TryOutcome, WaitChannel, Waiter};
+use super::wait::{
+    acquire_with_wait, lock_channel, lock_wake, Holder, TryOutcome, WaitChannel, Waiter,
+};
 use super::{Attempt, ClientInner, WokenBy};
 use crate::config::lease_millis;
 use crate::error::{Error, Result};
@@ -440,18 +442,47 @@ impl<P: Protocol> Handle<P> {
                 let outcome = match self.kind.waits() {
                     // Keyspace events where the server sends them, else polling: boxed, since
                     // the check may ask the server (a whole command future inline).
-                    // Keyspace events where the server sends them, else polling. Boxed, as
-                    // the check may ask the server (a whole command future inline), and so that
-                    // this rarer wait does not size every primitive's parked future.
-                    Waits::Keyspace(backoff) => {
+                    // Keyspace events where the server sends them, else the lock channel and
+                    // polling. Boxed, as the check may ask the server (a whole command future
+                    // inline), and so that this rarer wait does not size every primitive's
+                    // parked future.
+                    Waits::Keyspace { backoff, hand_off } => {
                         Box::pin(async {
                             let keyspace = &client.keyspace;
                             // A lone try waits for nothing: no need to ask.
                             let lone = wait == Some(Duration::ZERO);
-                            if lone || !keyspace.usable(&client.redis.pool).await {
-                                let polled = poll_loop(client, wait, backoff, attempt);
-                                return super::in_span::in_span(polled, span).await;
-                            }
+                            let events = !lone && keyspace.usable(&client.redis.pool).await;
+                            // Without events, a refusal parks no longer than the next pause,
+                            // times the client's waiters in line for the lock: together they
+                            // poll as often as one (a release of this client hands the key to
+                            // one of them anyway; the polls are for the peers' releases).
+                            let pauses = parking_lot::Mutex::new(backoff.pauses());
+                            let attempt = || {
+                                let attempt = call.attempt();
+                                let pauses = &pauses;
+                                async move {
+                                    match attempt.await {
+                                        Ok(TryOutcome::Busy(ttl)) if !events => {
+                                            let in_line = client.handoffs.in_line(&self.name);
+                                            let in_line =
+                                                u32::try_from(in_line.max(1)).unwrap_or(u32::MAX);
+                                            let pause =
+                                                pauses.lock().next().saturating_mul(in_line);
+                                            let pause = i64::try_from(pause.as_millis())
+                                                .unwrap_or(i64::MAX);
+                                            let bound =
+                                                if ttl > 0 { ttl.min(pause) } else { pause };
+                                            Ok(TryOutcome::Busy(bound))
+                                        }
+                                        other => other,
+                                    }
+                                }
+                            };
+                            let channel = if events {
+                                WaitChannel::Keyspace(keyspace.db())
+                            } else {
+                                WaitChannel::Of(lock_channel)
+                            };
                             let waiter = Waiter {
                                 name: &self.name,
                                 holder: Some(Holder {
@@ -460,17 +491,19 @@ impl<P: Protocol> Handle<P> {
                                     wait_ms: 0,
                                 }),
                                 wake: lock_wake,
-                                channel: WaitChannel::Keyspace(keyspace.db()),
+                                channel,
                             };
-                            let no_hand_off = super::wait::no_hand_off::<Guard<P>>();
-                            let waited =
-                                acquire_with_wait(client, &waiter, wait, attempt, no_hand_off);
+                            let adopt = hand_off.map(|extra| {
+                                let call = &call;
+                                move |sent_at, token| call.adopt(sent_at, extra(token)).0
+                            });
+                            let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
                             let outcome = super::in_span::in_span(waited, span).await;
-                            // What woke it was a message on the key's keyspace channel.
+                            // Without events, a bound that ran out was a poll.
                             outcome.map(|acquired| {
                                 acquired.map(|(guard, mut acquisition)| {
-                                    if acquisition.woken_by == WokenBy::Message {
-                                        acquisition.woken_by = WokenBy::Keyspace;
+                                    if !events && acquisition.woken_by == WokenBy::Ttl {
+                                        acquisition.woken_by = WokenBy::BackOff;
                                     }
                                     (guard, acquisition)
                                 })

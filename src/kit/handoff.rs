@@ -268,6 +268,14 @@ impl Handoffs {
             .is_some_and(|queue| !queue.slots.lock().is_empty())
     }
 
+    /// How many waiters of lock `name` this client has in line.
+    pub(crate) fn in_line(&self, name: &str) -> usize {
+        self.queues
+            .lock()
+            .get(name)
+            .map_or(0, |queue| queue.slots.lock().len())
+    }
+
     /// This client's line for lock `name`, head first, with each slot's state, and the
     /// hand-offs in a row (for [`Client::local_state`](crate::Client::local_state)).
     pub(crate) fn snapshot(&self, name: &str) -> (Vec<(ArcStr, LocalWaiterState)>, u32) {

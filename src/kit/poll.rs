@@ -112,7 +112,7 @@ impl BackOff {
     }
 
     /// The pauses of one acquire.
-    fn pauses(self) -> Pauses {
+    pub(crate) fn pauses(self) -> Pauses {
         let next_ms = match self.kind {
             Kind::Exponential { initial_ms, .. } => initial_ms,
             Kind::Constant { delay_ms } => delay_ms,
@@ -143,14 +143,15 @@ impl Default for BackOff {
 }
 
 /// One acquire's sequence of pauses: Redisson's `BackOffPolicy`.
-struct Pauses {
+pub(crate) struct Pauses {
     kind: Kind,
     next_ms: u64,
     failures: u32,
 }
 
 impl Pauses {
-    fn next(&mut self) -> Duration {
+    /// The next pause.
+    pub(crate) fn next(&mut self) -> Duration {
         let pause = self.next_ms;
         if let Kind::Exponential {
             max_ms, multiplier, ..

@@ -206,11 +206,17 @@ pub enum Waits<E> {
     },
     /// Polling, pausing by the back-off between attempts (the spin lock).
     Poll(BackOff),
-    /// Parked on the lock key's keyspace channel, woken by its `del` and `expired` events,
-    /// where the server sends them (`transport::keyspace`); else polling by the back-off, each
-    /// pause bounded by the lock's PTTL. For a lock whose other holders publish nothing (the
-    /// token lock). Never a local hand-off.
-    Keyspace(BackOff),
+    /// For a lock whose other holders publish nothing (the token lock): parked on the lock
+    /// key's keyspace channel, woken by its `del` and `expired` events, where the server sends
+    /// them (`transport::keyspace`); else parked on the lock channel (this crate's releases
+    /// publish there) for no longer than the next pause of `backoff`: polling, each pause
+    /// bounded by the lock's PTTL. `hand_off` as for [`Waits::Channel`].
+    Keyspace {
+        /// The pauses of a wait without keyspace events.
+        backoff: BackOff,
+        /// For a primitive that takes hand-offs: what a handed-over guard carries.
+        hand_off: Option<fn(u64) -> E>,
+    },
 }
 
 /// What an acquire script's reply means.

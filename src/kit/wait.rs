@@ -602,7 +602,10 @@ where
             woken_by = match parked {
                 Parked::Message => {
                     unanswered = Some(share.unanswered());
-                    WokenBy::Message
+                    match waiter.channel {
+                        WaitChannel::Keyspace(_) => WokenBy::Keyspace,
+                        WaitChannel::Of(_) => WokenBy::Message,
+                    }
                 }
                 Parked::Handed if expired => WokenBy::Ttl,
                 Parked::Handed => WokenBy::Message,

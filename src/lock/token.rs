@@ -1,8 +1,9 @@
 //! The token lock: the classic single-key lock of the other ecosystems (redis-py's `Lock`, Go's
 //! redsync, node's `redlock`, rslock), `SET name <token> NX PX <ms>` with a compare-and-delete
 //! release, on the lock kit: the watchdog, `lost()`, cancel safety and typed errors of every
-//! primitive. Its waiters listen for keyspace notifications or poll, since its peers publish
-//! nothing on release.
+//! primitive. Its waiters listen for keyspace notifications, or for ferrisson's own releases
+//! while they poll, since its peers publish nothing on release; a release may hand the key to a
+//! waiter of the same client.
 
 use arcstr::ArcStr;
 use std::sync::Arc;
@@ -13,16 +14,22 @@ use futures::future::BoxFuture;
 
 use crate::error::{Error, Result};
 use crate::kit::janitor::Release;
-use crate::kit::protocol::{sealed, AcquireCall, Protocol, Waits};
+use crate::kit::protocol::{sealed, AcquireCall, Protocol, Receives, Waits};
 use crate::kit::{BackOff, Client, Guard, Handle};
-use crate::transport::script::{self, Encoded, ReleaseScript, Script};
+use crate::name;
+use crate::transport::script::{
+    self, lua_scripts, Encoded, Heir, ReleaseScript, Script, ScriptHandOff,
+};
 
 /// `SET NX PX`, or the holder's PTTL (`lua/token_lock.lua`).
 static TOKEN_ACQUIRE: Script = Script::new("token_lock", include_str!("../../lua/token_lock.lua"));
 
-/// Compare-and-delete (`lua/token_release.lua`).
-static TOKEN_RELEASE_SCRIPT: Script =
-    Script::new("token_release", include_str!("../../lua/token_release.lua"));
+lua_scripts! {
+    ["token_release.lua"];
+    /// Compare-and-delete, or a local hand-off (`lua/token_release.lua`).
+    static TOKEN_RELEASE_SCRIPT = ("token_release",
+        "return token_release(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])\n");
+}
 
 /// `DEL` of a token lock, refusing a key of another type (`lua/token_force_release.lua`).
 static TOKEN_FORCE_RELEASE: Script = Script::new(
@@ -30,17 +37,48 @@ static TOKEN_FORCE_RELEASE: Script = Script::new(
     include_str!("../../lua/token_force_release.lua"),
 );
 
-/// The token lock's release, for guards, dropped guards, undone acquires and rollbacks.
+/// The token lock's release, for guards, dropped guards, undone acquires and rollbacks; it may
+/// hand the key to a waiter of the same client.
 static TOKEN_RELEASE: ReleaseScript = ReleaseScript {
     script: &TOKEN_RELEASE_SCRIPT,
     encode: encode_release,
-    hand_off: None,
+    hand_off: Some(ScriptHandOff {
+        encode: encode_hand_off,
+        channel: name::lock_channel,
+    }),
 };
 
-fn encode_release(release: &Release, _publish: &'static str) -> Encoded {
+/// `token_release`'s keys and arguments.
+fn encode_release(release: &Release, publish: &'static str) -> Encoded {
+    let name = &*release.name;
+    let channel = name::lock_channel(name);
+    let lease = release.lease_ms.to_string();
     script::encode(
-        &[&*release.name],
-        &[release.lease_ms.to_string().as_str(), &*release.field],
+        &[name, channel.as_str()],
+        &[lease.as_str(), &*release.field, publish],
+    )
+}
+
+/// `token_release`'s keys and arguments for a release that hands the key to `heir`. The
+/// release that ends a budget of hand-offs (`heir.conditional`) frees the key whoever listens:
+/// the peers poll, and no subscriber count shows them.
+fn encode_hand_off(release: &Release, publish: &'static str, heir: &Heir) -> Encoded {
+    if heir.unless_listeners_above().is_some() {
+        return encode_release(release, publish);
+    }
+    let name = &*release.name;
+    let channel = name::lock_channel(name);
+    let (lease, heir_lease) = (release.lease_ms.to_string(), heir.lease_ms.to_string());
+    script::encode(
+        &[name, channel.as_str()],
+        &[
+            lease.as_str(),
+            &*release.field,
+            publish,
+            &*heir.field,
+            heir_lease.as_str(),
+            "",
+        ],
     )
 }
 
@@ -71,9 +109,9 @@ impl Default for Token {
     }
 }
 
-/// 2 ms, doubling (plus Redisson's growing jitter), at most 100 ms: redis-py's fixed poll is
+/// 10 ms, doubling (plus Redisson's growing jitter), at most 100 ms: redis-py's fixed poll is
 /// 100 ms, node `redlock` retries after 100-300 ms, redsync after 50-250 ms.
-const DEFAULT_BACKOFF: BackOff = BackOff::exponential_ms(2, 100, 2);
+const DEFAULT_BACKOFF: BackOff = BackOff::exponential_ms(10, 100, 2);
 
 /// The classic single-key lock of the other ecosystems, on the same key and value layout as
 /// redis-py's `Lock`, Go's redsync, node's `redlock` and rslock: the key is the lock's name, a
@@ -103,10 +141,17 @@ const DEFAULT_BACKOFF: BackOff = BackOff::exponential_ms(2, 100, 2);
 /// * **Waiting.** The peers publish nothing when they release. Where the server sends keyspace
 ///   notifications (see [`KeyspaceEvents`](crate::KeyspaceEvents)) a waiter parks on the key's
 ///   `__keyspace@<db>__:<name>` channel and retries on its `del` and `expired` events
-///   ([`WokenBy::Keyspace`](crate::WokenBy::Keyspace)); elsewhere, and always in a cluster, it
-///   polls with back-off and jitter, each pause no longer than the holder's PTTL
-///   ([`WokenBy::BackOff`](crate::WokenBy::BackOff)). A peer's key without a TTL (redis-py's
-///   default `timeout=None`) is held until its holder deletes it: ferrisson never deletes it.
+///   ([`WokenBy::Keyspace`](crate::WokenBy::Keyspace)). Elsewhere, and always in a cluster, it
+///   parks on the lock channel, where ferrisson's releases publish
+///   ([`WokenBy::Message`](crate::WokenBy::Message)), for no longer than its next back-off
+///   pause (times the client's waiters in line for the lock, so that together they poll as
+///   often as one) and the holder's PTTL ([`WokenBy::BackOff`](crate::WokenBy::BackOff)). A
+///   peer's key without a TTL (redis-py's default `timeout=None`) is held until its holder
+///   deletes it: ferrisson never deletes it.
+/// * **Hand-off.** A release with a waiter of the same client parked hands the key straight to
+///   it (one `SET` of its token with its lease: never free between them), as the reentrant
+///   lock's release does; every [`max_local_handoffs`](crate::Config::max_local_handoffs)-th
+///   release frees the key, so that polling peers get their turn.
 /// * **Exclusion across layouts.** `SET NX` fails on any existing key: a Redisson hash lock or
 ///   any other key of the same name keeps a token lock busy, and a token lock keeps
 ///   [`Lock`](crate::Lock) and Java's `RLock` busy too.
@@ -184,7 +229,7 @@ impl TokenLock {
         })
     }
 
-    /// The back-off this handle polls with: by default 2 ms, doubling with jitter, at most
+    /// The back-off this handle polls with: by default 10 ms, doubling with jitter, at most
     /// 100 ms.
     ///
     /// ```no_run
@@ -219,10 +264,17 @@ impl Protocol for Token {
     type Acquiring = ();
     const NAMES: (&'static str, &'static str) = ("TokenLock", "TokenGuard");
     const RELEASE: Option<&'static ReleaseScript> = Some(&TOKEN_RELEASE);
+    /// Only the token release hands the key over (a `RELEASE` of a hash never could).
+    const RECEIVES: Receives = Receives::HoldOf(&TOKEN_RELEASE);
 
-    /// Keyspace events where the server sends them, else polling: the peers publish nothing.
+    /// Keyspace events where the server sends them, else the lock channel (ferrisson's
+    /// releases) and polling: the peers publish nothing. A release of this client may hand the
+    /// key over: it writes what the heir's own `SET NX PX` would.
     fn waits(&self) -> Waits<()> {
-        Waits::Keyspace(self.backoff)
+        Waits::Keyspace {
+            backoff: self.backoff,
+            hand_off: Some(|_| ()),
+        }
     }
 
     /// The owner's holder field, or the shared token of a [`TokenRedLock`](crate::TokenRedLock)'s

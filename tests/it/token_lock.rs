@@ -334,6 +334,45 @@ async fn keyspace_events_enable_turns_them_on_at_connect_and_detect_never_does()
     guard.unlock().await.expect("unlock");
 }
 
+/// A release with a waiter of the same client parked hands the key straight over: one `SET`
+/// of the heir's token with the heir's lease, never a moment free, nothing published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_key_to_a_waiter_of_the_same_client() {
+    for keyspace_events in [false, true] {
+        let server = if keyspace_events {
+            server_with_keyspace_events()
+        } else {
+            RedisServer::start()
+        };
+        let raw = raw_client(&server.url()).await;
+        let client = connect(&server).await;
+        let name = "token:handoff";
+        let holder = client.token_lock(name).with_owner(Owner::new());
+        let guard = holder.lock().await.expect("lock");
+        let heir = client.token_lock(name).with_owner(Owner::new());
+        let heir_token = heir.token();
+        let waiter = tokio::spawn(async move { heir.lock().await });
+        support::wait_parked(&client, name, 1).await;
+        support::redis_state::reset_stats(&raw).await;
+        guard.unlock().await.expect("unlock");
+        let handed = within_10s(waiter).await.expect("join").expect("lock");
+        assert_eq!(get(&raw, name).await.as_deref(), Some(heir_token.as_str()));
+        assert_eq!(
+            handed.acquisition().woken_by,
+            WokenBy::Message,
+            "handed over"
+        );
+        let calls = |command| support::redis_state::command_calls(&raw, command);
+        assert_eq!(
+            (calls("del").await, calls("publish").await),
+            (0, 0),
+            "never free, nothing published (keyspace events: {keyspace_events})"
+        );
+        assert!(pttl(&raw, name).await > 20_000, "the heir's lease");
+        handed.unlock().await.expect("unlock");
+    }
+}
+
 #[tokio::test]
 async fn the_watchdog_renews_a_token_lock_and_reports_it_lost_when_another_value_replaces_it() {
     let server = RedisServer::start();

@@ -41,7 +41,12 @@ pub fn node_binary() -> &'static str {
 
 /// `tests/interop`: the Node scripts, `package.json`, `package-lock.json` and `node_modules`.
 pub fn interop_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("interop")
+    // From the workspace root: this file is compiled into the tests package (`tests/`) and the
+    // benches package (`benches/`) alike.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("tests")
+        .join("interop")
 }
 
 /// Checks that Node.js is on `PATH` and runs `npm ci` in `tests/interop` once per process,
