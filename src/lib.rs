@@ -30,6 +30,7 @@
 //! | One lock across independent Redis masters that survives a minority being down | [`RedLock`] | a majority of N servers, with a [`validity`](MultiGuard::validity) |
 //! | A lock that a re-entry must not pass (a bug, not a second hold) | [`Client::non_reentrant_lock`] → [`NonReentrantLock`] | a second acquire by the holder is [`Error::AlreadyHeld`] |
 //! | Interop with Java's `RSpinLock`, or no pub/sub at all | [`Client::spin_lock`] → [`SpinLock`] | polls with a [`BackOff`]; slower to hand over |
+//! | A lock shared with redis-py, Go's redsync, node `redlock` or rslock | [`Client::token_lock`] → [`TokenLock`]; [`TokenRedLock`] over several masters | their `SET NX PX` key and token; waits by keyspace events, else polls |
 //!
 //! What a name holds on Redis right now, whoever wrote it, is [`Client::inspect`] (types in
 //! [`inspect`]); the `ferrisson` command-line tool shows the same (`status`, `watch`).
@@ -78,6 +79,12 @@
 //! * **The non-reentrant lock** ([`Client::non_reentrant_lock`] → [`NonReentrantLock`]):
 //!   Redisson 4.5's `RNonReentrantLock`; a second acquire by its holder is
 //!   [`Error::AlreadyHeld`], never a second hold or a deadlock.
+//! * **The token lock** ([`Client::token_lock`] → [`TokenLock`]) and **TokenRedLock**
+//!   ([`TokenRedLock`] → [`TokenRedGuard`]): the single-key `SET NX PX` lock of the other
+//!   ecosystems (redis-py, redsync, node `redlock`, rslock) on their keys and values, with the
+//!   watchdog, `lost()`, cancel safety and local hand-off; waiters wake on keyspace events
+//!   where the server sends them ([`KeyspaceEvents`]), else poll; TokenRedLock is the Redlock
+//!   description's algorithm over token locks on independent masters.
 //! * **Guards**: [`LockGuard::unlock`] releases (dropping the guard releases in the background),
 //!   [`LockGuard::lost`] resolves when the lease is lost so the protected work can stop,
 //!   [`LockGuard::detach`] keeps the hold for a later [`Lock::unlock`] Redisson style.
