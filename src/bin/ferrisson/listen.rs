@@ -104,52 +104,63 @@ impl Listener {
         let client = builder
             .build_subscriber_client()
             .map_err(|err| err.to_string())?;
-        let connected = async {
-            client.init().await?;
-            client.wait_for_connect().await
-        };
-        match tokio::time::timeout(config.connect_timeout, connected).await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => return Err(err.to_string()),
-            Err(_) => return Err("the subscription's connection timed out".to_owned()),
-        }
-        let why_not_keyspace = if clustered {
-            Some("a cluster sends keyspace events from the key's node only".to_owned())
-        } else {
-            why_not_keyspace(&client).await
-        };
-        let keyspace_channel = format!("__keyspace@{db}__:{name}");
-        let messages = client.message_rx();
-        let events = client.keyspace_event_rx();
-        let subscribed = async {
-            if why_not_keyspace.is_none() {
-                client.subscribe(keyspace_channel.as_str()).await?;
-                return Ok(());
+        // A connection left open by a failure would outlive the error: quit it first.
+        let started = async {
+            let connected = async {
+                client.init().await?;
+                client.wait_for_connect().await
+            };
+            match tokio::time::timeout(config.connect_timeout, connected).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => return Err(err.to_string()),
+                Err(_) => return Err("the subscription's connection timed out".to_owned()),
             }
-            let channels = ferrisson::inspect::release_channels(name);
-            if config.publish_mode != PublishMode::Sharded {
-                client.subscribe(Vec::from(channels.clone())).await?;
-                // A fair lock's release tells only its queue's head, on its own channel.
-                client
-                    .psubscribe(format!("{}:*", glob_escape(&channels[0])))
-                    .await?;
-            }
-            if matches!(
-                config.publish_mode,
-                PublishMode::Sharded | PublishMode::Both
-            ) || (clustered && config.publish_mode == PublishMode::Auto)
-            {
-                for channel in channels {
-                    client.ssubscribe(channel).await?;
+            let why_not_keyspace = if clustered {
+                Some("a cluster sends keyspace events from the key's node only".to_owned())
+            } else {
+                why_not_keyspace(&client).await
+            };
+            let keyspace_channel = format!("__keyspace@{db}__:{name}");
+            let messages = client.message_rx();
+            let events = client.keyspace_event_rx();
+            let subscribed = async {
+                if why_not_keyspace.is_none() {
+                    client.subscribe(keyspace_channel.as_str()).await?;
+                    return Ok(());
                 }
+                let channels = ferrisson::inspect::release_channels(name);
+                if config.publish_mode != PublishMode::Sharded {
+                    client.subscribe(Vec::from(channels.clone())).await?;
+                    // A fair lock's release tells only its queue's head, on its own channel.
+                    client
+                        .psubscribe(format!("{}:*", glob_escape(&channels[0])))
+                        .await?;
+                }
+                if matches!(
+                    config.publish_mode,
+                    PublishMode::Sharded | PublishMode::Both
+                ) || (clustered && config.publish_mode == PublishMode::Auto)
+                {
+                    for channel in channels {
+                        client.ssubscribe(channel).await?;
+                    }
+                }
+                Ok::<(), ferrisson::fred::error::Error>(())
+            };
+            match tokio::time::timeout(config.response_timeout, subscribed).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => return Err(err.to_string()),
+                Err(_) => return Err("the subscription timed out".to_owned()),
             }
-            Ok::<(), ferrisson::fred::error::Error>(())
+            Ok::<_, String>((why_not_keyspace, messages, events))
         };
-        match tokio::time::timeout(config.response_timeout, subscribed).await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => return Err(err.to_string()),
-            Err(_) => return Err("the subscription timed out".to_owned()),
-        }
+        let (why_not_keyspace, messages, events) = match started.await {
+            Ok(started) => started,
+            Err(err) => {
+                let _ = tokio::time::timeout(config.response_timeout, client.quit()).await;
+                return Err(err);
+            }
+        };
         // Subscriptions are made again after a reconnect.
         let _resubscribing = client.manage_subscriptions();
         let source = match why_not_keyspace {
