@@ -348,3 +348,55 @@ async fn a_node_redlock_release_wakes_a_token_lock_waiter_by_keyspace_event(
     node.quit().await;
     Ok(())
 }
+
+/// rslock (the Rust peer, 0.10, the version the family benchmark runs) on the same key: it
+/// writes 20 raw bytes. One server: exclusion both ways, its release leaves ours, its value
+/// shown escaped; three servers: its Redlock and ours exclude each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rslock_and_ferrisson_exclude_each_other_on_one_server_and_on_three() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let mut clients = Vec::new();
+    for server in &servers {
+        clients.push(connect(server).await);
+    }
+    let raw = raw_client(&urls[0]).await;
+    let mut one = rslock::LockManager::new(vec![urls[0].clone()]);
+    one.set_retry(1, Duration::from_millis(10));
+    let key = "interop:rslock";
+
+    // rslock holds: busy for us, its binary value shown escaped, never deleted by our release.
+    let theirs = one.lock(key, TTL).await.expect("rslock lock");
+    assert_eq!(theirs.val.len(), 20);
+    let lock = clients[0].token_lock(key);
+    assert!(matches!(lock.try_lock().await.expect("try"), Attempt::Busy));
+    assert!(lock.unlock().await.is_err());
+    let stored: Vec<u8> = raw.get(key).await.expect("GET");
+    assert_eq!(stored, theirs.val, "its value intact");
+    let info = clients[0].inspect(key).await.expect("inspect");
+    assert_eq!(info.kind, ferrisson::inspect::LockKind::TokenLock);
+    assert_eq!(info.holders.len(), 1);
+    one.unlock(&theirs).await;
+
+    // We hold: rslock's SET NX fails, and its unlock of a value it never wrote deletes nothing.
+    let ours = lock.lock().await.expect("lock");
+    assert!(one.lock(key, TTL).await.is_err(), "rslock refused");
+    one.unlock(&theirs).await;
+    assert_eq!(get(&raw, key).await.as_deref(), Some(ours.holder_field()));
+    ours.unlock().await.expect("unlock");
+
+    // Redlock on three servers, both ways.
+    let mut three = rslock::LockManager::new(urls.clone());
+    three.set_retry(1, Duration::from_millis(10));
+    let red = TokenRedLock::new(clients.iter().map(|c| c.token_lock(key))).expect("red");
+    let theirs = three.lock(key, TTL).await.expect("rslock Redlock");
+    assert!(matches!(red.try_lock().await.expect("try"), Attempt::Busy));
+    three.unlock(&theirs).await;
+    let ours = red.lock_with_lease(TTL).await.expect("lock");
+    assert!(
+        three.lock(key, TTL).await.is_err(),
+        "rslock Redlock refused"
+    );
+    ours.unlock().await.expect("unlock");
+    assert!(three.lock(key, TTL).await.is_ok(), "free again");
+}
