@@ -70,34 +70,15 @@ fn encode_read_release(release: &Release, publish: &'static str) -> Encoded {
 
 /// `write_release`'s keys and arguments (`lua/read_write_lock.lua`).
 fn encode_write_release(release: &Release, publish: &'static str) -> Encoded {
-    let name = &*release.name;
-    let channel = name::rwlock_channel(name);
-    let lease = release.lease_ms.to_string();
-    script::encode(
-        &[name, channel.as_str()],
-        &[lease.as_str(), &*release.field, publish],
-    )
+    let channel = name::rwlock_channel(&release.name);
+    script::encode_channel_release(release, &channel, publish, None)
 }
 
 /// `write_release`'s keys and arguments for a release that hands the lock to `heir`.
 fn encode_write_hand_off(release: &Release, publish: &'static str, heir: &Heir) -> Encoded {
-    let name = &*release.name;
-    let channel = name::rwlock_channel(name);
-    let (lease, heir_lease) = (release.lease_ms.to_string(), heir.lease_ms.to_string());
-    let own = heir
-        .unless_listeners_above()
-        .map_or_else(String::new, |own| own.to_string());
-    script::encode(
-        &[name, channel.as_str()],
-        &[
-            lease.as_str(),
-            &*release.field,
-            publish,
-            &*heir.field,
-            heir_lease.as_str(),
-            own.as_str(),
-        ],
-    )
+    let channel = name::rwlock_channel(&release.name);
+    let own = heir.unless_listeners_above();
+    script::encode_channel_release(release, &channel, publish, Some((heir, own)))
 }
 
 /// A read-write lock on the same Redis keys as Java Redisson's `RReadWriteLock`: any number of

@@ -50,36 +50,20 @@ static TOKEN_RELEASE: ReleaseScript = ReleaseScript {
 
 /// `token_release`'s keys and arguments.
 fn encode_release(release: &Release, publish: &'static str) -> Encoded {
-    let name = &*release.name;
-    let channel = name::lock_channel(name);
-    let lease = release.lease_ms.to_string();
-    script::encode(
-        &[name, channel.as_str()],
-        &[lease.as_str(), &*release.field, publish],
-    )
+    let channel = name::lock_channel(&release.name);
+    script::encode_channel_release(release, &channel, publish, None)
 }
 
 /// `token_release`'s keys and arguments for a release that hands the key to `heir`. The
 /// release that ends a budget of hand-offs (`heir.conditional`) frees the key whoever listens:
 /// the peers poll, and no subscriber count shows them.
 fn encode_hand_off(release: &Release, publish: &'static str, heir: &Heir) -> Encoded {
-    if heir.unless_listeners_above().is_some() {
-        return encode_release(release, publish);
-    }
-    let name = &*release.name;
-    let channel = name::lock_channel(name);
-    let (lease, heir_lease) = (release.lease_ms.to_string(), heir.lease_ms.to_string());
-    script::encode(
-        &[name, channel.as_str()],
-        &[
-            lease.as_str(),
-            &*release.field,
-            publish,
-            &*heir.field,
-            heir_lease.as_str(),
-            "",
-        ],
-    )
+    let channel = name::lock_channel(&release.name);
+    let heir = heir
+        .unless_listeners_above()
+        .is_none()
+        .then_some((heir, None));
+    script::encode_channel_release(release, &channel, publish, heir)
 }
 
 /// The acquire script's refusal of a second acquire by the holder.

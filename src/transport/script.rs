@@ -496,6 +496,39 @@ pub struct ReleaseScript {
     pub(crate) hand_off: Option<ScriptHandOff>,
 }
 
+/// The keys and arguments of a release script called as `f(KEYS[1] name, KEYS[2] channel,
+/// ARGV[1] lease, ARGV[2] field, ARGV[3] publish mode[, ARGV[4] heir, ARGV[5] heir lease,
+/// ARGV[6] own or ''])`: the write lock's and the token lock's releases. With `heir`, `own` is
+/// the listener count a conditional hand-off allows (`None`: ''), see [`Heir`].
+pub(crate) fn encode_channel_release(
+    release: &Release,
+    channel: &str,
+    publish: &'static str,
+    heir: Option<(&Heir, Option<u32>)>,
+) -> Encoded {
+    let name = &*release.name;
+    let lease = release.lease_ms.to_string();
+    let Some((heir, own)) = heir else {
+        return encode(
+            &[name, channel],
+            &[lease.as_str(), &*release.field, publish],
+        );
+    };
+    let heir_lease = heir.lease_ms.to_string();
+    let own = own.map_or_else(String::new, |own| own.to_string());
+    encode(
+        &[name, channel],
+        &[
+            lease.as_str(),
+            &*release.field,
+            publish,
+            &*heir.field,
+            heir_lease.as_str(),
+            own.as_str(),
+        ],
+    )
+}
+
 /// How a semaphore gives back permits nobody holds (handed to a waiter that left): its release
 /// script, declared as a static in the primitive's file.
 pub struct GiveBackScript {
