@@ -15,6 +15,7 @@ use crate::config::{Config, PublishMode, WhenUnavailable};
 use crate::error::{Error, Result};
 use crate::kit::handoff::Handoffs;
 use crate::kit::janitor::{Janitor, Releaser};
+use crate::kit::waits::WaitTable;
 use crate::kit::{Client, ClientInner};
 use crate::lease::doubt::Doubts;
 use crate::lease::watchdog;
@@ -358,7 +359,9 @@ impl Client {
         let id = uuid::Uuid::new_v4().to_string();
         crate::metrics::describe();
         tracing::debug!(client = %id, url = %config.redacted_url(), "ferrisson client connected");
-        Ok(Client {
+        let waits = (config.deadlock_detection.record_after().is_some())
+            .then(|| Arc::new(WaitTable::default()));
+        let client = Client {
             inner: Arc::new(ClientInner {
                 id,
                 config,
@@ -370,11 +373,17 @@ impl Client {
                 handoffs,
                 sentinels,
                 keyspace,
+                waits,
                 shut_down: AtomicBool::new(false),
                 stop,
                 tasks: Mutex::new(tasks),
             }),
-        })
+        };
+        // The deadlock keeper needs the client (to inspect locks), which it holds weakly.
+        if let Some(keeper) = crate::deadlock::start(&client.inner) {
+            client.inner.tasks.lock().push(keeper);
+        }
+        Ok(client)
     }
 
     /// The client's id: the uuid that starts every holder field this client writes.

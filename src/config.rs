@@ -173,6 +173,87 @@ pub enum KeyspaceEvents {
     Ignore,
 }
 
+/// Distributed deadlock detection: whether this client records its long waits as wait-for
+/// edges in Redis, and whether a waiter looks for a cycle through itself.
+///
+/// With watchdog leases a distributed deadlock never ends: owner 1 holds `a` and waits for
+/// `b`, owner 2 holds `b` and waits for `a`, and both watchdogs renew forever. A waiter of a
+/// client with [`Detect`](DeadlockDetection::Detect) that has waited `threshold` walks the
+/// graph from the lock it waits for (its holders, the locks they wait for, their holders, ...);
+/// when the walk comes back to it, the cycle's youngest wait fails with
+/// [`Error::Deadlock`](crate::Error::Deadlock) and the others go on. Every lock of the
+/// reentrant family records its waits (the reentrant, fair, fenced, spin, non-reentrant and
+/// token locks, both sides of the read-write lock, and the multi-locks' parts); semaphores and
+/// latches do not (their permits have no holder). Java Redisson records no edges, so a cycle
+/// through a Java waiter is never closed (see `docs/reliability.md`).
+///
+/// ```
+/// use std::time::Duration;
+/// use ferrisson::DeadlockDetection;
+///
+/// let mut config = ferrisson::Config::new("redis://127.0.0.1:6379");
+/// assert_eq!(config.deadlock_detection, DeadlockDetection::Off);
+/// config.deadlock_detection = DeadlockDetection::Detect { threshold: Duration::from_secs(1) };
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DeadlockDetection {
+    /// Records nothing and looks for nothing: no key, no command, no cost. The default.
+    /// [`Client::find_deadlocks`](crate::Client::find_deadlocks) still reads the edges of
+    /// other clients.
+    #[default]
+    Off,
+    /// Records every wait that lasts `after` as an edge (one field of the client's
+    /// `ferrisson_waits:{<client uuid>}` hash, removed when the wait ends), so that
+    /// [`Client::find_deadlocks`](crate::Client::find_deadlocks), `ferrisson deadlocks` and
+    /// the walks of other clients see it; fails no waiter. To watch before acting.
+    Record {
+        /// How long a wait lasts before it is recorded (at least 10 ms).
+        after: Duration,
+    },
+    /// Records every wait that lasts half the `threshold` (as `Record`), and a waiter that
+    /// has waited `threshold` looks for a cycle through itself, again every `threshold` while it
+    /// waits; the youngest wait of a cycle found fails with
+    /// [`Error::Deadlock`](crate::Error::Deadlock). A deadlock is broken about `threshold` plus
+    /// a few round trips after its last wait began.
+    Detect {
+        /// How long a waiter waits before it looks (at least 20 ms).
+        threshold: Duration,
+    },
+}
+
+impl DeadlockDetection {
+    /// How long a wait lasts before it is recorded; `None` when off.
+    pub(crate) fn record_after(self) -> Option<Duration> {
+        match self {
+            DeadlockDetection::Off => None,
+            DeadlockDetection::Record { after } => Some(after),
+            DeadlockDetection::Detect { threshold } => Some(threshold / 2),
+        }
+    }
+
+    /// How long a waiter waits before it looks for a cycle; `None` when it never looks.
+    pub(crate) fn threshold(self) -> Option<Duration> {
+        match self {
+            DeadlockDetection::Detect { threshold } => Some(threshold),
+            _ => None,
+        }
+    }
+
+    fn validate(self) -> Result<()> {
+        let (setting, value, least) = match self {
+            DeadlockDetection::Off => return Ok(()),
+            DeadlockDetection::Record { after } => ("Record { after }", after, 10),
+            DeadlockDetection::Detect { threshold } => ("Detect { threshold }", threshold, 20),
+        };
+        ensure(
+            value >= Duration::from_millis(least),
+            format!("deadlock_detection {setting} must be at least {least} ms, got {value:?}"),
+        )?;
+        lease_millis(value, "deadlock_detection").map(drop)
+    }
+}
+
 /// Configuration of a [`Client`](crate::Client).
 ///
 /// Start from [`Config::new`] (Redisson's defaults) and change the public fields, or chain
@@ -266,6 +347,9 @@ pub struct Config {
     /// never turned on. In a cluster token-lock waiters always poll (a key's events come only
     /// from its own node).
     pub keyspace_events: KeyspaceEvents,
+    /// Whether this client records its long waits in Redis and breaks the deadlocks it finds
+    /// itself in. Default [`DeadlockDetection::Off`].
+    pub deadlock_detection: DeadlockDetection,
     /// fred's connection settings (TCP keepalive and nodelay, unresponsive-connection detection,
     /// `max_command_attempts` of queries, ...). Default: fred's defaults. The timeouts and
     /// `max_redirections` in it are replaced (see the table on [`Config`]).
@@ -310,6 +394,7 @@ impl Config {
             synced_writes: SyncedWrites::Auto,
             replica_sync_timeout: Duration::from_secs(1),
             keyspace_events: KeyspaceEvents::Detect,
+            deadlock_detection: DeadlockDetection::Off,
             connection: ConnectionConfig::default(),
             performance: PerformanceConfig::default(),
             reconnect_policy: ReconnectPolicy::new_exponential(0, 50, 2_000, 2),
@@ -346,6 +431,7 @@ impl Config {
                 format!("{setting} must be positive, got 0s"),
             )?;
         }
+        self.deadlock_detection.validate()?;
         // `WAIT 0` would block forever.
         let wait = self.replica_sync_timeout;
         ensure(
@@ -464,6 +550,7 @@ impl std::fmt::Debug for Config {
             .field("synced_writes", &self.synced_writes)
             .field("replica_sync_timeout", &self.replica_sync_timeout)
             .field("keyspace_events", &self.keyspace_events)
+            .field("deadlock_detection", &self.deadlock_detection)
             .field("connection", &self.connection)
             .field("performance", &self.performance)
             .field("reconnect_policy", &self.reconnect_policy)

@@ -155,6 +155,19 @@ pub enum Error {
         name: String,
     },
 
+    /// Deadlock detection ([`DeadlockDetection::Detect`](crate::DeadlockDetection::Detect))
+    /// found this acquire's wait for `name` on a cycle of waits that cannot end by itself
+    /// (each owner waits for a lock the next one holds), and picked it to give way: it was the
+    /// cycle's youngest wait. The acquire took nothing; the other waits of the cycle go on.
+    /// Release what the owner holds and retry, as after a database's deadlock error.
+    #[error("deadlock: the wait for lock `{name}` gives way to break the cycle: {cycle}")]
+    Deadlock {
+        /// The lock this acquire waited for.
+        name: String,
+        /// The cycle, which names every owner, the lock each waits for and how long.
+        cycle: Box<crate::wait_for::Deadlock>,
+    },
+
     /// The client was shut down; no further operations are possible.
     #[error("the client has been shut down")]
     Shutdown,

@@ -256,6 +256,7 @@ pub mod blocking;
 mod client;
 mod clock;
 mod config;
+mod deadlock;
 mod error;
 pub mod inspect;
 mod kit;
@@ -268,12 +269,14 @@ mod owner;
 mod shown;
 mod sync;
 mod transport;
+mod wait_for;
 
 #[cfg(test)]
 mod model;
 
 pub use config::{
-    Config, ConfigBuilder, KeyspaceEvents, PublishMode, SyncedWrites, TlsOptions, WhenUnavailable,
+    Config, ConfigBuilder, DeadlockDetection, KeyspaceEvents, PublishMode, SyncedWrites,
+    TlsOptions, WhenUnavailable,
 };
 pub use error::{Error, Result};
 pub use kit::Client;
@@ -305,6 +308,7 @@ pub use owner::Owner;
 pub use sync::{
     CountDownLatch, Permit, PermitExpirableSemaphore, PermitIdFormat, Semaphore, SemaphorePermits,
 };
+pub use wait_for::{Deadlock, WaitStep};
 
 /// The [fred](https://docs.rs/fred/10) crate (version 10) that ferrisson talks to Redis with,
 /// re-exported so that its types can be named without depending on fred, possibly in another

@@ -16,6 +16,7 @@
 //! | `ferrisson_renewals_total` | counter | `outcome` | Watchdog renewals, per hold: `renewed`, `lost` (the server no longer had the hold), `failed` (no answer or an error; retried while the lease lasts). |
 //! | `ferrisson_leases_lost_total` | counter | `reason` | Leases lost while held, once per lease (what fires a guard's `lost()`): `server` (the server no longer had the hold), `unconfirmed` (the lease's end passed without a confirmed renewal). |
 //! | `ferrisson_held_locks` | gauge | | Holds this process has now (reentrant holds count one each). |
+//! | `ferrisson_deadlocks_total` | counter | | Waits of this process that gave way to break a deadlock ([`Error::Deadlock`](crate::Error::Deadlock)). |
 //!
 //! No metric has a lock-name label: a lock name often carries an id (`orders:42`), and a label
 //! per name would make one time series per order, without bound. Per-lock detail is in the
@@ -55,6 +56,8 @@ names! {
     LEASES_LOST = "ferrisson_leases_lost_total";
     /// `ferrisson_held_locks`: gauge of the holds this process has now.
     HELD_LOCKS = "ferrisson_held_locks";
+    /// `ferrisson_deadlocks_total`: waits that gave way to break a deadlock.
+    DEADLOCKS = "ferrisson_deadlocks_total";
 }
 
 /// How a hold was acquired (`how` label of [`ACQUISITIONS`]).
@@ -130,6 +133,11 @@ mod recorded {
             Unit::Count,
             "Leases lost while held, by reason: server, unconfirmed"
         );
+        describe_counter!(
+            DEADLOCKS,
+            Unit::Count,
+            "Waits of this process that gave way to break a deadlock"
+        );
         describe_gauge!(
             HELD_LOCKS,
             Unit::Count,
@@ -162,6 +170,11 @@ mod recorded {
     #[inline]
     pub(crate) fn handed_off() {
         counter!(HANDOFFS).increment(1);
+    }
+
+    #[inline]
+    pub(crate) fn deadlock() {
+        counter!(DEADLOCKS).increment(1);
     }
 
     #[inline]
@@ -240,6 +253,7 @@ mod recorded {
         acquired(How, Duration);
         not_acquired(Failure);
         handed_off();
+        deadlock();
         renewals(Renewal, u64);
         lease_lost(Loss);
     }
@@ -259,5 +273,5 @@ mod recorded {
 }
 
 pub(crate) use recorded::{
-    acquired, describe, handed_off, lease_lost, not_acquired, renewals, Held,
+    acquired, deadlock, describe, handed_off, lease_lost, not_acquired, renewals, Held,
 };

@@ -104,6 +104,23 @@ pub(crate) fn latch_channel(name: &str) -> String {
 /// The prefix of [`latch_channel`].
 pub(crate) const LATCH_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
 
+/// The hash of a ferrisson client's wait-for edges: `ferrisson_waits:{<client uuid>}`, one
+/// field per wait (`wait_for.rs`). Tagged by the uuid, so that in a cluster each client's
+/// edges are one key in one slot. Redisson never reads it.
+pub(crate) fn wait_edges_key(client_id: &str) -> String {
+    format!("{WAIT_EDGES_PREFIX}:{{{client_id}}}")
+}
+
+/// The prefix of [`wait_edges_key`], which a scan for every client's edges matches.
+pub(crate) const WAIT_EDGES_PREFIX: &str = "ferrisson_waits";
+
+/// The client uuid of a [`wait_edges_key`]; `None` for another key.
+pub(crate) fn wait_edges_client(key: &str) -> Option<&str> {
+    key.strip_prefix(WAIT_EDGES_PREFIX)?
+        .strip_prefix(":{")?
+        .strip_suffix('}')
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

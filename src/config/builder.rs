@@ -5,7 +5,9 @@ use std::time::Duration;
 use fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy};
 
 use super::TlsOptions;
-use super::{Config, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable};
+use super::{
+    Config, DeadlockDetection, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable,
+};
 use crate::error::Result;
 
 /// Builds a [`Config`] one setting at a time, from Redisson's defaults; [`build`](Self::build)
@@ -117,6 +119,10 @@ impl ConfigBuilder {
         replica_sync_timeout: Duration = Duration::from_millis(300);
         /// Sets [`Config::keyspace_events`].
         keyspace_events: KeyspaceEvents = KeyspaceEvents::Enable;
+        /// Sets [`Config::deadlock_detection`] (a threshold of at least 20 ms, a record delay
+        /// of at least 10 ms).
+        deadlock_detection: DeadlockDetection =
+            DeadlockDetection::Detect { threshold: Duration::from_secs(1) };
         /// Sets [`Config::connection`], fred's connection settings (see the table on [`Config`]
         /// for the ones ferrisson overrides).
         ///

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use super::{Config, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable};
+use super::{
+    Config, DeadlockDetection, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable,
+};
 use crate::error::{Error, Result};
 
 /// The variable that names the server, as for the command-line tool.
@@ -56,6 +58,11 @@ const SETTINGS: &[(&str, Apply)] = settings![
         |v| choice(v, KEYSPACE_EVENTS),
         keyspace_events
     ),
+    (
+        "FERRISSON_DEADLOCK_DETECTION",
+        deadlock_detection,
+        deadlock_detection
+    ),
 ];
 
 const PUBLISH_MODES: &[(&str, PublishMode)] = &[
@@ -105,6 +112,7 @@ impl Config {
     /// | `FERRISSON_SYNCED_WRITES` | [`synced_writes`](Config::synced_writes) | `auto`, `off`, `always` |
     /// | `FERRISSON_REPLICA_SYNC_TIMEOUT` | [`replica_sync_timeout`](Config::replica_sync_timeout) | `500ms` |
     /// | `FERRISSON_KEYSPACE_EVENTS` | [`keyspace_events`](Config::keyspace_events) | `detect`, `enable`, `ignore` |
+    /// | `FERRISSON_DEADLOCK_DETECTION` | [`deadlock_detection`](Config::deadlock_detection) | `off`, `record:500ms`, `detect:1s` |
     ///
     /// Durations are humane (`500ms`, `30s`, `2m`, `1h 30m`); choices ignore case, and `_`
     /// may stand for `-`. An empty variable counts as unset. A value that does not parse, or
@@ -209,6 +217,22 @@ fn relevant(name: &str) -> bool {
 fn duration(value: &str) -> std::result::Result<Duration, String> {
     humantime::parse_duration(value.trim())
         .map_err(|err| format!("not a duration such as 500ms, 30s or 2m ({err})"))
+}
+
+/// `off`, `record:<duration>` or `detect:<duration>`.
+fn deadlock_detection(value: &str) -> std::result::Result<DeadlockDetection, String> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("off") {
+        return Ok(DeadlockDetection::Off);
+    }
+    let expected = || "expected off, record:<duration> or detect:<duration>".to_owned();
+    let (mode, after) = value.split_once(':').ok_or_else(expected)?;
+    let after = duration(after)?;
+    match mode.trim().to_ascii_lowercase().as_str() {
+        "record" => Ok(DeadlockDetection::Record { after }),
+        "detect" => Ok(DeadlockDetection::Detect { threshold: after }),
+        _ => Err(expected()),
+    }
 }
 
 fn number<T: std::str::FromStr>(value: &str) -> std::result::Result<T, String>

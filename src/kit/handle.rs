@@ -20,6 +20,7 @@ use super::release::send_release;
 use super::wait::{
     acquire_with_wait, lock_channel, lock_wake, Holder, TryOutcome, WaitChannel, Waiter,
 };
+use super::waits::{or_give_way, WaitSlot};
 use super::{Attempt, ClientInner, WokenBy};
 use crate::config::lease_millis;
 use crate::error::{Error, Result};
@@ -498,6 +499,7 @@ impl<P: Protocol> Handle<P> {
                                 move |sent_at, token| call.adopt(sent_at, extra(token)).0
                             });
                             let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
+                            let waited = or_give_way(&call.waiting, waited);
                             let outcome = super::in_span::in_span(waited, span).await;
                             // Without events, a bound that ran out was a poll.
                             outcome.map(|acquired| {
@@ -532,10 +534,12 @@ impl<P: Protocol> Handle<P> {
                             move |sent_at, token| call.adopt(sent_at, extra(token)).0
                         });
                         let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
+                        let waited = or_give_way(&call.waiting, waited);
                         super::in_span::in_span(waited, span).await
                     }
                     Waits::Poll(backoff) => {
                         let polled = poll_loop(client, wait, backoff, attempt);
+                        let polled = or_give_way(&call.waiting, polled);
                         super::in_span::in_span(polled, span).await
                     }
                 };
@@ -750,7 +754,11 @@ struct Call<'a, P: Protocol> {
     fixed: bool,
     /// The wait has no bound: a refusal by the owner's own holds is an error.
     unbounded: bool,
+    /// A lone attempt (`try_lock`), which never waits.
+    lone: bool,
     acquiring: P::Acquiring,
+    /// The wait, recorded at the first refusal when deadlock detection is on (`waits.rs`).
+    waiting: WaitSlot,
 }
 
 impl<'a, P: Protocol> Call<'a, P> {
@@ -770,7 +778,9 @@ impl<'a, P: Protocol> Call<'a, P> {
             fixed: matches!(lease, Lease::Fixed(_)),
             // An unbounded wait that only the owner's own holds block would wait for itself.
             unbounded: wait.is_none(),
+            lone: wait == Some(Duration::ZERO),
             acquiring,
+            waiting: WaitSlot::new(),
         }
     }
 
@@ -803,10 +813,14 @@ impl<'a, P: Protocol> Call<'a, P> {
                     Ok(TryOutcome::Acquired(guard, reentered))
                 }
                 Some(Reply::Busy(ttl)) => {
+                    self.record_wait();
                     Ok(TryOutcome::Busy(lock.kind.busy(ttl, &self.acquiring)))
                 }
                 Some(Reply::OwnHold(_)) if self.unbounded => Err(lock.kind.own_hold_error(lock)),
-                Some(Reply::OwnHold(ttl)) => Ok(TryOutcome::Busy(ttl)),
+                Some(Reply::OwnHold(ttl)) => {
+                    self.record_wait();
+                    Ok(TryOutcome::Busy(ttl))
+                }
                 None => Err(Error::Redis(fred::error::Error::new(
                     fred::error::ErrorKind::Protocol,
                     format!(
@@ -828,6 +842,19 @@ impl<'a, P: Protocol> Call<'a, P> {
             read,
         )
         .await
+    }
+
+    /// Records this acquire's wait, once, at a refusal, when the client detects deadlocks:
+    /// until the acquire ends, the wait is in the client's table (`waits.rs`).
+    fn record_wait(&self) {
+        if self.lone || self.waiting.get().is_some() {
+            return;
+        }
+        if let Some(table) = &self.lock.client().waits {
+            let recorded = table.record(self.owner.id(), &self.field, self.lock.name_ref());
+            // Only this acquire's own polls record, one at a time.
+            let _ = self.waiting.set(recorded);
+        }
     }
 
     /// Registers a hold this owner just got (by its own acquire, or handed over by a local

@@ -13,7 +13,8 @@
 //! * the release path with local hand-off ([`release`], [`handoff`], [`give_way`]) and the
 //!   janitor that finishes releases in the background ([`janitor`]);
 //! * what the client knows of a lock locally, for hang reports ([`local_state`]), and an
-//!   acquire's tracing span at 8 bytes of its future ([`in_span`]).
+//!   acquire's tracing span at 8 bytes of its future ([`in_span`]);
+//! * this client's waits, for deadlock detection, and the verdict that ends one ([`waits`]).
 
 pub(crate) mod acquire;
 pub(crate) mod attempt;
@@ -31,6 +32,7 @@ pub(crate) mod protocol;
 pub(crate) mod release;
 pub(crate) mod shared;
 pub(crate) mod wait;
+pub(crate) mod waits;
 
 pub use attempt::Attempt;
 pub use guard::Guard;

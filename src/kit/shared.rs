@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::handoff::Handoffs;
 use super::janitor::{Janitor, Releaser};
+use super::waits::WaitTable;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lease::watchdog::LeaseTable;
@@ -57,6 +58,8 @@ pub(crate) struct ClientInner {
     pub(crate) sentinels: Option<Sentinels>,
     /// Whether the server sends keyspace notifications (the token lock's waiters).
     pub(crate) keyspace: Keyspace,
+    /// This client's waits, when it detects deadlocks (`waits.rs`; `None`: detection off).
+    pub(crate) waits: Option<Arc<WaitTable>>,
     pub(crate) shut_down: AtomicBool,
     pub(crate) stop: CancellationToken,
     pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,

@@ -93,6 +93,7 @@ const MODULES: &[(&str, u8)] = &[
     ("name", 0),
     ("owner", 0),
     ("shown", 0),
+    ("wait_for", 0),
     // The re-exported crate (`crate::fred`), not a module of ours.
     ("fred", 0),
     ("transport", 1),
@@ -100,6 +101,7 @@ const MODULES: &[(&str, u8)] = &[
     ("kit", 3),
     ("lock", 4),
     ("inspect", 4),
+    ("deadlock", 4),
     ("multi", 4),
     ("sync", 4),
     ("client", 5),
@@ -116,6 +118,7 @@ const ROOT_ITEMS: &[(&str, &[&str])] = &[
         &[
             "Config",
             "ConfigBuilder",
+            "DeadlockDetection",
             "KeyspaceEvents",
             "PublishMode",
             "SyncedWrites",
@@ -125,6 +128,7 @@ const ROOT_ITEMS: &[(&str, &[&str])] = &[
     ),
     ("error", &["Error", "Result"]),
     ("owner", &["Owner"]),
+    ("wait_for", &["Deadlock", "WaitStep"]),
     (
         "kit",
         &[

@@ -33,6 +33,7 @@ mod cluster_family;
 mod config;
 mod connect_errors;
 mod count_down_latch;
+mod deadlock;
 mod doubt_family;
 mod examples;
 mod fair_lock;

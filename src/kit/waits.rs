@@ -1,0 +1,188 @@
+//! This client's waits, for deadlock detection ([`DeadlockDetection`](crate::DeadlockDetection)):
+//! an acquire that Redis refuses records its wait here, in memory, and removes it when it ends
+//! however it ends (acquired, out of time, failed, dropped). The keeper (`deadlock.rs`) writes
+//! the waits that last to Redis as wait-for edges, removes them again, and names a wait that
+//! must give way; the acquire then fails with [`Error::Deadlock`].
+//!
+//! Nothing here costs an acquire that is not refused: the table is touched only after a
+//! refusal, and only when detection is on.
+
+use arcstr::ArcStr;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::task::{Context, Poll};
+
+use futures::task::AtomicWaker;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::wait_for::Deadlock;
+
+/// The waits of one client.
+#[derive(Default)]
+pub(crate) struct WaitTable {
+    next_id: AtomicU64,
+    entries: Mutex<HashMap<u64, Arc<Wait>, foldhash::fast::RandomState>>,
+    /// Recorded waits whose edges the keeper wrote and that ended since: the fields to remove.
+    ended: Mutex<Vec<Arc<Wait>>>,
+    /// Wakes the keeper: the first wait began, or a written wait ended.
+    pub(crate) changed: Notify,
+}
+
+/// One wait: `owner_id` of this client waits for `lock`, asking for `field`.
+pub(crate) struct Wait {
+    pub(crate) id: u64,
+    pub(crate) owner_id: u64,
+    /// The hash field the acquire asks for.
+    pub(crate) field: ArcStr,
+    pub(crate) lock: ArcStr,
+    pub(crate) since: Instant,
+    /// `since` by the epoch clock, as recorded (what other clients compare).
+    pub(crate) since_ms: u64,
+    /// [`FRESH`], [`WRITTEN`] or [`ENDED`].
+    state: AtomicU8,
+    /// The cycle this wait gives way to, once the keeper found it.
+    verdict: Mutex<Option<Box<Deadlock>>>,
+    waker: AtomicWaker,
+}
+
+/// Not (yet) written to Redis.
+const FRESH: u8 = 0;
+/// Its edge is written (or being written).
+const WRITTEN: u8 = 1;
+/// The wait is over.
+const ENDED: u8 = 2;
+
+impl WaitTable {
+    /// Records a wait that begins now.
+    pub(crate) fn record(
+        self: &Arc<Self>,
+        owner_id: u64,
+        field: &ArcStr,
+        lock: &ArcStr,
+    ) -> Recorded {
+        let wait = Arc::new(Wait {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+            owner_id,
+            field: ArcStr::clone(field),
+            lock: ArcStr::clone(lock),
+            since: Instant::now(),
+            since_ms: crate::clock::epoch_ms(),
+            state: AtomicU8::new(FRESH),
+            verdict: Mutex::new(None),
+            waker: AtomicWaker::new(),
+        });
+        let first = {
+            let mut entries = self.entries.lock();
+            entries.insert(wait.id, Arc::clone(&wait));
+            entries.len() == 1
+        };
+        if first {
+            self.changed.notify_one();
+        }
+        Recorded {
+            wait,
+            table: Arc::downgrade(self),
+        }
+    }
+
+    /// The waits going on now.
+    pub(crate) fn waits(&self) -> Vec<Arc<Wait>> {
+        self.entries.lock().values().cloned().collect()
+    }
+
+    /// The written waits that ended since the last call.
+    pub(crate) fn take_ended(&self) -> Vec<Arc<Wait>> {
+        std::mem::take(&mut *self.ended.lock())
+    }
+}
+
+impl Wait {
+    /// Marks the wait as written, unless it ended already: whether the keeper should write it.
+    /// A wait that ends afterwards is handed to the keeper for removal.
+    pub(crate) fn mark_written(&self) -> bool {
+        self.state
+            .compare_exchange(FRESH, WRITTEN, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Whether the wait still goes on.
+    pub(crate) fn is_live(&self) -> bool {
+        self.state.load(Ordering::Acquire) != ENDED
+    }
+
+    /// Ends the acquire of this wait with [`Error::Deadlock`] on `deadlock`.
+    pub(crate) fn give_way(&self, deadlock: Deadlock) {
+        *self.verdict.lock() = Some(Box::new(deadlock));
+        self.waker.wake();
+    }
+}
+
+/// A wait in its client's table, removed when dropped.
+pub(crate) struct Recorded {
+    wait: Arc<Wait>,
+    table: Weak<WaitTable>,
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let was = self.wait.state.swap(ENDED, Ordering::AcqRel);
+        let Some(table) = self.table.upgrade() else {
+            return;
+        };
+        table.entries.lock().remove(&self.wait.id);
+        if was == WRITTEN {
+            table.ended.lock().push(Arc::clone(&self.wait));
+            table.changed.notify_one();
+        }
+    }
+}
+
+/// Where an acquire keeps its recorded wait, from its first refusal on.
+pub(crate) type WaitSlot = OnceLock<Recorded>;
+
+pin_project_lite::pin_project! {
+    /// An acquire's wait (`wait`) that ends with [`Error::Deadlock`] as soon as the keeper
+    /// names the wait recorded in `slot` to give way. The wait is then dropped, which is cancel
+    /// safe: it leaves nothing held.
+    pub(crate) struct OrGiveWay<'a, F> {
+        #[pin]
+        wait: F,
+        slot: &'a WaitSlot,
+    }
+}
+
+/// `wait`, ended by a verdict on the wait recorded in `slot` (see [`OrGiveWay`]).
+pub(crate) fn or_give_way<F>(slot: &WaitSlot, wait: F) -> OrGiveWay<'_, F> {
+    OrGiveWay { wait, slot }
+}
+
+impl<T, F: Future<Output = Result<Option<T>>>> Future for OrGiveWay<'_, F> {
+    type Output = Result<Option<T>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(outcome) = this.wait.poll(cx) {
+            return Poll::Ready(outcome);
+        }
+        // The wait is recorded during a poll of `wait` (at its first refusal), so this sees it
+        // in that same poll and registers the task's waker before any verdict can come.
+        let Some(recorded) = this.slot.get() else {
+            return Poll::Pending;
+        };
+        let wait = &recorded.wait;
+        wait.waker.register(cx.waker());
+        match wait.verdict.lock().take() {
+            Some(cycle) => Poll::Ready(Err(Error::Deadlock {
+                name: wait.lock.to_string(),
+                cycle,
+            })),
+            None => Poll::Pending,
+        }
+    }
+}
