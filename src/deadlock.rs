@@ -30,7 +30,7 @@ use crate::kit::waits::{Wait, WaitTable};
 use crate::kit::{Client, ClientInner};
 use crate::name;
 use crate::transport::script::Script;
-use crate::wait_for::{self, Deadlock, Edge, Graph};
+use crate::wait_for::{self, Deadlock, Edge, Graph, WaitStep};
 
 /// Writes, removes and renews a client's edges.
 static WAIT_EDGES: Script = Script::new("wait_edges", include_str!("../lua/wait_edges.lua"));
@@ -480,20 +480,39 @@ impl Client {
             .collect())
     }
 
-    /// Every recorded wait (this client's own included) and the holders of the locks waited
-    /// for.
-    pub(crate) async fn wait_graph(&self) -> Result<Graph> {
+    /// Every wait that clients with [`DeadlockDetection`] on have recorded now (this client's
+    /// own waits included, recorded in Redis or not yet), oldest first: who waits for which
+    /// lock, since when. What `ferrisson status` lists as a lock's waiters. A waiter that
+    /// records nothing (Java Redisson, a client with detection off) is not among them.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// for wait in client.recorded_waits().await? {
+    ///     println!("{} has waited {:?} for {}", wait.owner, wait.waited, wait.lock);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn recorded_waits(&self) -> Result<Vec<WaitStep>> {
+        let (edges, _) = self.recorded_edges().await?;
+        let now_ms = crate::clock::epoch_ms();
+        let mut waits: Vec<WaitStep> = edges.iter().map(|edge| edge.step(now_ms)).collect();
+        waits.sort_by(|a, b| {
+            (a.since_ms, &a.owner, a.wait_id).cmp(&(b.since_ms, &b.owner, b.wait_id))
+        });
+        Ok(waits)
+    }
+
+    /// Every recorded wait (this client's own included) and the locks they wait for.
+    async fn recorded_edges(&self) -> Result<(Vec<Edge>, Vec<String>)> {
         let inner = &self.inner;
         inner.ensure_open()?;
-        let mut graph = Graph::default();
-        let mut locks = Vec::new();
+        let mut edges = Vec::new();
         let mut own_clients = Vec::new();
         if let Some(table) = &inner.waits {
-            for wait in table.waits() {
-                let edge = local_edge(&inner.id, &wait);
-                locks.push(edge.lock.clone());
-                graph.add_wait(edge);
-            }
+            edges.extend(table.waits().iter().map(|wait| local_edge(&inner.id, wait)));
             own_clients.push(inner.id.clone());
         }
         let clients: Vec<String> = self
@@ -502,12 +521,21 @@ impl Client {
             .into_iter()
             .filter(|id| !own_clients.contains(id))
             .collect();
-        for edge in read_edges(self, &clients).await? {
-            locks.push(edge.lock.clone());
-            graph.add_wait(edge);
-        }
+        edges.extend(read_edges(self, &clients).await?);
+        let mut locks: Vec<String> = edges.iter().map(|edge| edge.lock.clone()).collect();
         locks.sort();
         locks.dedup();
+        Ok((edges, locks))
+    }
+
+    /// Every recorded wait (this client's own included) and the holders of the locks waited
+    /// for.
+    async fn wait_graph(&self) -> Result<Graph> {
+        let (edges, locks) = self.recorded_edges().await?;
+        let mut graph = Graph::default();
+        for edge in edges {
+            graph.add_wait(edge);
+        }
         for (lock, fields) in read_holders(self, &locks).await? {
             graph.add_holders(&lock, fields);
         }
