@@ -128,3 +128,507 @@ async fn three_clients_in_a_ring_one_gives_way_and_the_others_proceed() {
     assert_eq!(victims, 1, "{outcomes:?}");
     assert_nothing_left(&server, "dl3").await;
 }
+
+/// The environment variable that makes `processes_in_a_ring_*` a contender: `<url> <n>`.
+const RING_CHILD: &str = "FERRISSON_DEADLOCK_RING";
+
+/// A contender of a ring in separate processes: takes `<prefix>:<i>`, counts down the ring's
+/// latch, waits for every contender to hold its first lock, then waits for `<prefix>:<i+1>`.
+/// Prints `OUTCOME acquired`, or `OUTCOME gave-way <steps> <waited ms>`.
+async fn ring_contender(prefix: &str) -> bool {
+    let Ok(value) = std::env::var(RING_CHILD) else {
+        return false;
+    };
+    let (url, n) = value.split_once(' ').expect("<url> <n>");
+    let n: usize = n.parse().expect("n");
+    let i: usize = std::env::var(support::processes::CONTENDER_INDEX)
+        .expect("index")
+        .parse()
+        .expect("a number");
+    let mut config = Config::new(url);
+    config.deadlock_detection = DeadlockDetection::Detect {
+        threshold: THRESHOLD,
+    };
+    let client = connect_with(config).await;
+    let held = client
+        .lock(format!("{prefix}:{i}"))
+        .lock()
+        .await
+        .expect("first");
+    let latch = client.count_down_latch(format!("{prefix}:ready"));
+    latch.count_down().await.expect("count down");
+    latch
+        .wait()
+        .await
+        .expect("every contender holds its first lock");
+    let start = Instant::now();
+    let second = client.lock(format!("{prefix}:{}", (i + 1) % n));
+    match timeout(Duration::from_secs(20), second.lock()).await {
+        Err(_) => panic!("the deadlock was not broken within 20 s"),
+        Ok(Ok(guard)) => {
+            println!("OUTCOME acquired");
+            guard.unlock().await.expect("unlock second");
+        }
+        Ok(Err(Error::Deadlock { cycle, .. })) => {
+            let waited = start.elapsed().as_millis();
+            println!("OUTCOME gave-way {} {waited}", cycle.steps.len());
+        }
+        Ok(Err(err)) => panic!("unexpected error: {err}"),
+    }
+    held.unlock().await.expect("unlock first");
+    client.shutdown().await;
+    true
+}
+
+/// Runs `n` contenders of `test` in processes of their own on a fresh server; exactly one
+/// gives way (naming a cycle of `n` waits), the others acquire, and nothing is left.
+async fn processes_in_a_ring(test: &str, prefix: &str, n: usize) {
+    let server = RedisServer::start();
+    let setup = connect_with(Config::new(server.url())).await;
+    let latch = setup.count_down_latch(format!("{prefix}:ready"));
+    assert!(latch.try_set_count(n as u64).await.expect("set count"));
+    let value = format!("{} {n}", server.url());
+    let name = support::processes::test_name(module_path!(), test);
+    let reports = support::processes::contenders(&name, RING_CHILD, &value, n, "OUTCOME ").await;
+    let outcomes: Vec<&str> = reports
+        .iter()
+        .map(|lines| lines.first().map(String::as_str).expect("an outcome"))
+        .collect();
+    let gave_way: Vec<&&str> = outcomes
+        .iter()
+        .filter(|o| o.starts_with("gave-way"))
+        .collect();
+    assert_eq!(gave_way.len(), 1, "{outcomes:?}");
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "acquired").count(),
+        n - 1,
+        "{outcomes:?}"
+    );
+    let parts: Vec<&str> = gave_way[0].split(' ').collect();
+    assert_eq!(parts[1], n.to_string(), "the cycle has every contender");
+    println!("{n} processes: the victim gave way after {} ms", parts[2]);
+    assert_nothing_left(&server, &format!("{prefix}:")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_in_opposite_orders_one_gives_way() {
+    const NAME: &str = "two_processes_in_opposite_orders_one_gives_way";
+    if ring_contender("pr2").await {
+        return;
+    }
+    processes_in_a_ring(NAME, "pr2", 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_in_a_ring_one_gives_way() {
+    const NAME: &str = "three_processes_in_a_ring_one_gives_way";
+    if ring_contender("pr3").await {
+        return;
+    }
+    processes_in_a_ring(NAME, "pr3", 3).await;
+}
+
+/// The edges hash of `client`.
+fn edges_key(client: &Client) -> String {
+    format!("ferrisson_waits:{{{}}}", client.id())
+}
+
+/// Waits (a liveness bound of 10 s) until `client`'s edges hash has `n` waits recorded.
+async fn wait_recorded(raw: &fred::clients::Client, client: &Client, n: i64) {
+    let key = edges_key(client);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let fields: i64 = raw.hlen(&key).await.expect("HLEN");
+        // The `ttl` field comes along with the first wait.
+        let waits = (fields - 1).max(0);
+        if waits == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{key} records {waits} waits, not {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Runs `wait` (a bounded acquire that must end `Busy`, never with a deadlock) while checking,
+/// after three thresholds, that `client` finds no deadlock.
+async fn busy_without_deadlock<T: std::fmt::Debug>(
+    client: &Client,
+    wait: impl std::future::Future<Output = ferrisson::Result<ferrisson::Attempt<T>>>,
+) {
+    let check = async {
+        tokio::time::sleep(THRESHOLD * 3).await;
+        let found = client.find_deadlocks().await.expect("find_deadlocks");
+        assert!(found.is_empty(), "a false cycle: {found:?}");
+    };
+    let (attempt, ()) = tokio::join!(wait, check);
+    let attempt = attempt.expect("no error, no deadlock");
+    assert!(attempt.is_busy(), "{attempt:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edges_hash_holds_one_field_per_lasting_wait_with_its_ttl_and_is_gone_after() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let holder = connect_with(detecting(&server)).await;
+    let waiter = connect_with(detecting(&server)).await;
+    let guard = holder.lock("layout").lock().await.expect("held");
+    let owner = ferrisson::Owner::new();
+    let lock = waiter.lock("layout").with_owner(owner);
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
+    wait_recorded(&raw, &waiter, 1).await;
+    let key = edges_key(&waiter);
+    let all: std::collections::HashMap<String, String> = raw.hgetall(&key).await.expect("HGETALL");
+    let ttl: u64 = all["ttl"].parse().expect("a ttl in ms");
+    // Detect { 300 ms }: renewed every 75 ms, a TTL of 300 ms.
+    assert_eq!(ttl, 300);
+    let pttl: i64 = raw.pttl(&key).await.expect("PTTL");
+    assert!(pttl > 0 && pttl as u64 <= ttl, "PTTL {pttl}");
+    let (field, value) = all
+        .iter()
+        .find(|(field, _)| *field != "ttl")
+        .expect("the wait's field");
+    let (owner_id, wait_id) = field.split_once(':').expect("<owner id>:<wait id>");
+    assert_eq!(owner_id, owner.id().to_string());
+    assert!(wait_id.parse::<u64>().is_ok(), "{field}");
+    let mut parts = value.splitn(3, ' ');
+    let since: u64 = parts.next().and_then(|s| s.parse().ok()).expect("since");
+    assert!(since > 1_600_000_000_000, "epoch ms: {since}");
+    let holder_field = format!("{}:{}", waiter.id(), owner.id());
+    assert_eq!(parts.next(), Some(holder_field.as_str()));
+    assert_eq!(parts.next(), Some("layout"));
+    // Renewed while the wait lasts: still there after several TTLs.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(raw.hlen::<i64, _>(&key).await.expect("HLEN"), 2);
+    guard.unlock().await.expect("unlock");
+    waiting.await.expect("join").expect("acquired");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while raw.exists::<i64, _>(&key).await.expect("EXISTS") == 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the edge stays after the wait ended"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_detection_off_nothing_is_written_and_a_deadlock_waits() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let one = connect_with(Config::new(server.url())).await;
+    let two = connect_with(Config::new(server.url())).await;
+    let a = one.lock("off:a").lock().await.expect("a");
+    let b = two.lock("off:b").lock().await.expect("b");
+    let wait = Duration::from_millis(1_200);
+    let (one_b, two_a) = (one.lock("off:b"), two.lock("off:a"));
+    let (x, y) = tokio::join!(one_b.try_lock_within(wait), two_a.try_lock_within(wait));
+    assert!(x.expect("no error").is_busy());
+    assert!(y.expect("no error").is_busy());
+    let keys: Vec<String> = raw
+        .custom(fred::cmd!("KEYS"), vec!["ferrisson_waits*"])
+        .await
+        .expect("KEYS");
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(one.find_deadlocks().await.expect("find").is_empty());
+    a.unlock().await.expect("unlock");
+    b.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_mode_fails_nobody_and_find_deadlocks_names_the_cycle_and_its_youngest_wait() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let record = |server: &RedisServer| {
+        let mut config = Config::new(server.url());
+        config.deadlock_detection = DeadlockDetection::Record {
+            after: Duration::from_millis(50),
+        };
+        config
+    };
+    let one = connect_with(record(&server)).await;
+    let two = connect_with(record(&server)).await;
+    let observer = connect_with(Config::new(server.url())).await;
+    // Explicit owners: each holds one lock and waits for the other from another task.
+    let (owner_one, owner_two) = (ferrisson::Owner::new(), ferrisson::Owner::new());
+    let a = one
+        .lock("rec:a")
+        .with_owner(owner_one)
+        .lock()
+        .await
+        .expect("a");
+    let b = two
+        .lock("rec:b")
+        .with_owner(owner_two)
+        .lock()
+        .await
+        .expect("b");
+    let wait = Duration::from_millis(2_500);
+    let first = tokio::spawn({
+        let lock = one.lock("rec:b").with_owner(owner_one);
+        async move { lock.try_lock_within(wait).await.map(|a| a.is_busy()) }
+    });
+    wait_recorded(&raw, &one, 1).await;
+    let second = tokio::spawn({
+        let lock = two.lock("rec:a").with_owner(owner_two);
+        async move { lock.try_lock_within(wait).await.map(|a| a.is_busy()) }
+    });
+    wait_recorded(&raw, &two, 1).await;
+    let found = observer.find_deadlocks().await.expect("find_deadlocks");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let cycle = &found[0];
+    let mut locks: Vec<&str> = cycle.steps.iter().map(|s| s.lock.as_str()).collect();
+    locks.sort();
+    assert_eq!(locks, ["rec:a", "rec:b"]);
+    // The youngest wait is the second one's (`two` waiting for `rec:a`).
+    assert_eq!(cycle.victim().lock, "rec:a");
+    assert!(cycle.victim().owner.starts_with(two.id()));
+    let waits = observer.recorded_waits().await.expect("recorded_waits");
+    assert_eq!(waits.len(), 2);
+    assert_eq!(waits[0].lock, "rec:b", "oldest first");
+    // Record mode breaks nothing: both bounded waits run out.
+    assert!(first.await.expect("join").expect("no deadlock error"));
+    assert!(second.await.expect("join").expect("no deadlock error"));
+    a.unlock().await.expect("unlock");
+    b.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_wait_in_a_deadlock_gives_way_too() {
+    let server = RedisServer::start();
+    let one = connect_with(detecting(&server)).await;
+    let two = connect_with(detecting(&server)).await;
+    // Explicit owners: each holds one lock and waits for the other from another task.
+    let (first, second) = (ferrisson::Owner::new(), ferrisson::Owner::new());
+    let a = one.lock("bd:a").with_owner(first).lock().await.expect("a");
+    let b = two.lock("bd:b").with_owner(second).lock().await.expect("b");
+    let older = tokio::spawn({
+        let lock = one.lock("bd:b").with_owner(first);
+        async move {
+            lock.try_lock_within(Duration::from_secs(30))
+                .await
+                .map(|a| a.is_busy())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let younger = two
+        .lock("bd:a")
+        .with_owner(second)
+        .try_lock_within(Duration::from_secs(30))
+        .await;
+    assert!(
+        matches!(&younger, Err(Error::Deadlock { name, .. }) if name == "bd:a"),
+        "{younger:?}"
+    );
+    b.unlock().await.expect("the victim releases");
+    assert!(
+        !older.await.expect("join").expect("acquired"),
+        "the older wait proceeds"
+    );
+    a.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_leaves_no_edge() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let holder = connect_with(detecting(&server)).await;
+    let waiter = connect_with(detecting(&server)).await;
+    let guard = holder.lock("cancel").lock().await.expect("held");
+    let lock = waiter.lock("cancel");
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
+    wait_recorded(&raw, &waiter, 1).await;
+    waiting.abort();
+    assert!(waiting.await.expect_err("aborted").is_cancelled());
+    wait_recorded(&raw, &waiter, 0).await;
+    assert_eq!(
+        raw.exists::<i64, _>(&edges_key(&waiter))
+            .await
+            .expect("EXISTS"),
+        0
+    );
+    // And a wait dropped by its own timeout.
+    let lock = waiter.lock("cancel");
+    let dropped = timeout(THRESHOLD * 2, lock.lock()).await;
+    assert!(dropped.is_err(), "still held");
+    wait_recorded(&raw, &waiter, 0).await;
+    guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentrant_holder_is_no_cycle() {
+    let server = RedisServer::start();
+    let one = connect_with(detecting(&server)).await;
+    let two = connect_with(detecting(&server)).await;
+    let lock = one.lock("re:x");
+    let first = lock.lock().await.expect("x");
+    let again = lock.lock().await.expect("x again: re-entered");
+    assert_eq!(lock.hold_count().await.expect("count"), 2);
+    busy_without_deadlock(&two, two.lock("re:x").try_lock_within(THRESHOLD * 4)).await;
+    again.unlock().await.expect("unlock");
+    first.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_write_downgrade_is_no_cycle() {
+    let server = RedisServer::start();
+    let one = connect_with(detecting(&server)).await;
+    let two = connect_with(detecting(&server)).await;
+    let rw = one.read_write_lock("rw:d");
+    let write = rw.write_lock().lock().await.expect("write");
+    // Another client's reader waits for the writer (a wait of at least three thresholds).
+    let reader = tokio::spawn({
+        let rw = two.read_write_lock("rw:d");
+        async move { rw.read_lock().try_lock_within(THRESHOLD * 4).await }
+    });
+    tokio::time::sleep(THRESHOLD * 2).await;
+    // The writer downgrades: takes a read hold, then lets the write one go. (As Redisson's,
+    // that release publishes nothing, so the reader may see it only at its next retry.)
+    let read = rw.read_lock().lock().await.expect("downgrade");
+    assert!(two.find_deadlocks().await.expect("find").is_empty());
+    write.unlock().await.expect("unlock write");
+    let attempt = reader.await.expect("join").expect("no deadlock error");
+    if let Some(theirs) = attempt.acquired() {
+        theirs.unlock().await.expect("unlock");
+    }
+    // A writer of the other client now waits for the downgraded reader.
+    busy_without_deadlock(
+        &two,
+        two.read_write_lock("rw:d")
+            .write_lock()
+            .try_lock_within(THRESHOLD * 4),
+    )
+    .await;
+    read.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_lock_queue_is_no_cycle() {
+    let server = RedisServer::start();
+    let holder = connect_with(detecting(&server)).await;
+    let guard = holder.fair_lock("fair:q").lock().await.expect("held");
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        let client = connect_with(detecting(&server)).await;
+        waiters.push(tokio::spawn(async move {
+            let guard = client.fair_lock("fair:q").lock().await?;
+            guard.unlock().await?;
+            client.shutdown().await;
+            Ok::<_, Error>(())
+        }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(THRESHOLD * 3).await;
+    assert!(holder.find_deadlocks().await.expect("find").is_empty());
+    assert_eq!(holder.recorded_waits().await.expect("waits").len(), 3);
+    guard.unlock().await.expect("unlock");
+    for waiter in waiters {
+        waiter
+            .await
+            .expect("join")
+            .expect("every queued waiter gets its turn");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_wait_records_nothing() {
+    let server = RedisServer::start();
+    let one = connect_with(detecting(&server)).await;
+    let two = connect_with(detecting(&server)).await;
+    let semaphore = one.semaphore("sem:d");
+    assert!(semaphore.try_set_permits(1).await.expect("set"));
+    let permit = semaphore.acquire(1).await.expect("the one permit");
+    // `one` also holds a lock `two` will want; `two` waits for the permit.
+    let x = one.lock("sem:x").lock().await.expect("x");
+    let waiting = two
+        .semaphore("sem:d")
+        .try_acquire_for(1, THRESHOLD * 4)
+        .await;
+    assert!(waiting.expect("no error").is_busy());
+    assert!(two.recorded_waits().await.expect("waits").is_empty());
+    x.unlock().await.expect("unlock");
+    drop(permit);
+}
+
+/// Writes, as Java Redisson does, a hold of `name` by a Java client's thread (`<uuid>:<id>`).
+async fn java_hold(raw: &fred::clients::Client, name: &str, holder: &str) {
+    let _: () = raw.hset(name, (holder, 1)).await.expect("HSET");
+    let _: () = raw.pexpire(name, 30_000, None).await.expect("PEXPIRE");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_holder_that_does_not_wait_is_no_cycle() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(detecting(&server)).await;
+    let java = "3f8c8a4e-4c4b-4b4e-9a8e-1d2c3b4a5f60:77";
+    java_hold(&raw, "java:b", java).await;
+    let a = client.lock("java:a").lock().await.expect("a");
+    // The Java thread would wait for `java:a` in a real deadlock; it records no edge.
+    busy_without_deadlock(
+        &client,
+        client.lock("java:b").try_lock_within(THRESHOLD * 4),
+    )
+    .await;
+    a.unlock().await.expect("unlock");
+}
+
+/// Writes the edges hash of a client `id` that records `owner` (of it) waiting for `lock`
+/// since `since_ms`, with `ttl` in its field and `pttl` left.
+async fn foreign_edges(
+    raw: &fred::clients::Client,
+    id: &str,
+    owner: u64,
+    lock: &str,
+    ttl: u64,
+    pttl: u64,
+) {
+    let key = format!("ferrisson_waits:{{{id}}}");
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis()
+        - 5_000;
+    let value = format!("{since} {id}:{owner} {lock}");
+    let _: () = raw
+        .hset(
+            &key,
+            [
+                (format!("{owner}:1"), value),
+                ("ttl".into(), ttl.to_string()),
+            ],
+        )
+        .await
+        .expect("HSET");
+    let _: () = raw.pexpire(&key, pttl as i64, None).await.expect("PEXPIRE");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_edge_of_a_stopped_client_is_ignored_and_a_live_one_closes_the_cycle() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect_with(detecting(&server)).await;
+    let id = "0d7a3e2c-1111-4b4e-9a8e-1d2c3b4a5f60";
+    java_hold(&raw, "st:b", &format!("{id}:9")).await;
+    let a = client.lock("st:a").lock().await.expect("a");
+    // A client that stopped renewing: 30 s TTL in its field, 5 s left.
+    foreign_edges(&raw, id, 9, "st:a", 30_000, 5_000).await;
+    busy_without_deadlock(&client, client.lock("st:b").try_lock_within(THRESHOLD * 4)).await;
+    // The same edge, renewed just now: a cycle, whose youngest wait is ours.
+    foreign_edges(&raw, id, 9, "st:a", 30_000, 30_000).await;
+    let outcome = client
+        .lock("st:b")
+        .try_lock_within(Duration::from_secs(20))
+        .await;
+    match outcome {
+        Err(Error::Deadlock { name, cycle }) => {
+            assert_eq!(name, "st:b");
+            assert_eq!(cycle.steps.len(), 2, "{cycle}");
+            assert!(cycle.steps.iter().any(|s| s.owner == format!("{id}:9")));
+        }
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+    a.unlock().await.expect("unlock");
+}
