@@ -543,31 +543,53 @@ impl Client {
     }
 
     /// The client uuids of every edges hash (`SCAN MATCH ferrisson_waits:*`, on every master
-    /// of a cluster).
+    /// of a cluster). By hand rather than fred's scan streams, which report a refused `SCAN`
+    /// (an ACL without `+scan`) as a protocol error instead of the server's answer.
     async fn edge_hashes(&self) -> Result<Vec<String>> {
+        use fred::interfaces::ClusterInterface;
         let redis = &self.inner.redis;
-        let pattern = format!("{}:*", name::WAIT_EDGES_PREFIX);
         let client = redis.pool.next();
-        let keys: Vec<fred::types::Key> = if redis.clustered {
-            client
-                .scan_cluster_buffered(pattern, Some(100), None)
-                .try_collect()
-                .await
+        let pattern = format!("{}:*", name::WAIT_EDGES_PREFIX);
+        let error = |err| self.inner.redis_error(name::WAIT_EDGES_PREFIX, err);
+        let mut keys = Vec::new();
+        if redis.clustered {
+            let masters = client
+                .cached_cluster_state()
+                .map(|state| state.unique_primary_nodes())
+                .unwrap_or_default();
+            for master in masters {
+                let node = client.with_cluster_node(master);
+                scan(&node, &pattern, &mut keys).await.map_err(error)?;
+            }
         } else {
-            client
-                .scan_buffered(pattern, Some(100), None)
-                .try_collect()
-                .await
+            scan(client, &pattern, &mut keys).await.map_err(error)?;
         }
-        .map_err(|err| self.inner.redis_error(name::WAIT_EDGES_PREFIX, err))?;
         let mut ids: Vec<String> = keys
             .iter()
-            .filter_map(|key| key.as_str().and_then(name::wait_edges_client))
+            .filter_map(|key| name::wait_edges_client(key))
             .map(str::to_owned)
             .collect();
         ids.sort();
         ids.dedup();
         Ok(ids)
+    }
+}
+
+/// Appends the keys of one server matching `pattern` to `keys` (`SCAN` to its end).
+async fn scan<C: fred::interfaces::ClientLike>(
+    client: &C,
+    pattern: &str,
+    keys: &mut Vec<String>,
+) -> std::result::Result<(), fred::error::Error> {
+    let mut cursor = "0".to_owned();
+    loop {
+        let args = vec![cursor.as_str(), "MATCH", pattern, "COUNT", "100"];
+        let (next, page): (String, Vec<String>) = client.custom(fred::cmd!("SCAN"), args).await?;
+        keys.extend(page);
+        if next == "0" {
+            return Ok(());
+        }
+        cursor = next;
     }
 }
 

@@ -419,10 +419,18 @@ impl Setup {
         };
         // One local hand-off per budget: the holder's releases soon hand over conditionally,
         // counting the channel's listeners (`PUBSUB NUMSUB`, `NUMPAT` in lua/release.lua).
-        let mut config = config_for(&server, user);
+        // Deadlock detection on: waits that last are recorded under the rule too.
+        let detecting = |server: &RedisServer| {
+            let mut config = config_for(server, user);
+            config.deadlock_detection = ferrisson::DeadlockDetection::Detect {
+                threshold: Duration::from_millis(300),
+            };
+            config
+        };
+        let mut config = detecting(&server);
         config.max_local_handoffs = 1;
         let holder = connect(config).await;
-        let waiter = connect(config_for(&server, user)).await;
+        let waiter = connect(detecting(&server)).await;
         Setup {
             _server: server,
             raw,
@@ -508,6 +516,8 @@ async fn use_every_primitive_unbounded(setup: &Setup, prefix: &str) {
         name("permits"),
         name("latch"),
         name("token"),
+        name("deadlock-a"),
+        name("deadlock-b"),
     ];
     tokio::join!(
         Box::pin(use_reentrant(setup, &names[0])),
@@ -521,7 +531,47 @@ async fn use_every_primitive_unbounded(setup: &Setup, prefix: &str) {
         Box::pin(use_permit_semaphore(setup, &names[8])),
         Box::pin(use_latch(setup, &names[9])),
         Box::pin(use_token(setup, &names[10])),
+        Box::pin(use_deadlock_detection(setup, &names[11], &names[12])),
     );
+}
+
+/// Deadlock detection: two owners take `a` and `b` in opposite orders; the younger wait gives
+/// way (its edges written, renewed and removed, the walk's reads), then `find_deadlocks` and
+/// `recorded_waits` scan for every client's edges.
+async fn use_deadlock_detection(setup: &Setup, a: &str, b: &str) {
+    let (first, second) = (Owner::new(), Owner::new());
+    let held_a = setup.holder.lock(a).with_owner(first).lock().await;
+    let held_b = setup.waiter.lock(b).with_owner(second).lock().await;
+    let (held_a, held_b) = (held_a.expect("a"), held_b.expect("b"));
+    let older = tokio::spawn({
+        let lock = setup.holder.lock(b).with_owner(first);
+        async move { lock.lock().await.map(|guard| guard.detach()) }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let younger = setup.waiter.lock(a).with_owner(second).lock().await;
+    assert!(
+        matches!(&younger, Err(Error::Deadlock { .. })),
+        "{younger:?}"
+    );
+    held_b.unlock().await.expect("the victim releases");
+    woken(older, "the older wait")
+        .await
+        .expect("the older wait acquires");
+    setup
+        .holder
+        .lock(b)
+        .with_owner(first)
+        .unlock()
+        .await
+        .expect("unlock");
+    held_a.unlock().await.expect("unlock");
+    assert!(setup
+        .holder
+        .find_deadlocks()
+        .await
+        .expect("find")
+        .is_empty());
+    setup.waiter.recorded_waits().await.expect("recorded_waits");
 }
 
 async fn use_reentrant(setup: &Setup, name: &str) {
@@ -847,6 +897,25 @@ async fn a_service_confined_to_its_names_can_use_every_primitive_on_them_only() 
     }
     for name in ["invoices:1", "invoices:2", "invoices:3"] {
         assert_eq!(exists(&setup.raw, name).await, 0, "{name}");
+    }
+    setup.holder.shutdown().await;
+    setup.waiter.shutdown().await;
+}
+
+/// Without `+scan`, the tools that look for every client's edges get a clear typed error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_deadlocks_without_scan_is_permission_denied() {
+    let rule: Vec<String> = documented_rule("noscan")
+        .into_iter()
+        .filter(|word| word != "+scan")
+        .collect();
+    let setup = Setup::start("noscan", vec![rule]).await;
+    for result in [
+        setup.holder.find_deadlocks().await.map(drop),
+        setup.holder.recorded_waits().await.map(drop),
+    ] {
+        let err = result.expect_err("SCAN is refused");
+        assert!(matches!(err, Error::PermissionDenied(_)), "{err:?}");
     }
     setup.holder.shutdown().await;
     setup.waiter.shutdown().await;

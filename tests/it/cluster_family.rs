@@ -1,7 +1,8 @@
 //! The lock family on a real local Redis Cluster (3 masters, `support::cluster`), one cluster
 //! for the whole file: each primitive on names spread over every master (plain names and
-//! `{hash tags}`), woken or excluded across two clients, and a name it cannot use in a cluster
-//! refused with `Error::InvalidArgument` before anything is written.
+//! `{hash tags}`), woken or excluded across two clients, a deadlock across masters found and
+//! broken, and a name it cannot use in a cluster refused with `Error::InvalidArgument` before
+//! anything is written.
 //!
 //! One test function runs every scenario in turn: the fixture's cluster and its fred clients
 //! belong to one tokio runtime, so tests with runtimes of their own could not share it.
@@ -491,6 +492,73 @@ async fn refused_names(f: &Family) {
     }
 }
 
+/// Deadlock detection across masters: two owners in opposite orders on names of two masters.
+/// With `Record`, `find_deadlocks` (a `SCAN` of every master) names the cycle; with `Detect`,
+/// exactly one wait gives way and the other proceeds.
+async fn deadlock(f: &Family) {
+    use ferrisson::DeadlockDetection;
+    let names = f.names_on_every_master("dl", true).await;
+    let (x, y) = (&names[0], &names[1]);
+    let connect = |mode: DeadlockDetection| async move {
+        let mut config = ferrisson::Config::new(f.cluster.url());
+        config.deadlock_detection = mode;
+        ferrisson::Client::new(config).await.expect("connect")
+    };
+    let recording = DeadlockDetection::Record {
+        after: Duration::from_millis(50),
+    };
+    let detecting = DeadlockDetection::Detect {
+        threshold: Duration::from_millis(300),
+    };
+    for mode in [recording, detecting] {
+        let (one, two) = (connect(mode).await, connect(mode).await);
+        let (first, second) = (Owner::new(), Owner::new());
+        let held_x = one.lock(x).with_owner(first).lock().await.expect("x");
+        let held_y = two.lock(y).with_owner(second).lock().await.expect("y");
+        let wait = Duration::from_secs(3);
+        let one_waits = tokio::spawn({
+            let lock = one.lock(y).with_owner(first);
+            async move { lock.try_lock_within(wait).await.map(|a| a.is_busy()) }
+        });
+        sleep(Duration::from_millis(50)).await;
+        let two_waits = tokio::spawn({
+            let lock = two.lock(x).with_owner(second);
+            async move { lock.try_lock_within(wait).await.map(|a| a.is_busy()) }
+        });
+        if mode == recording {
+            let found = poll_until(
+                Duration::from_secs(5),
+                POLL_INTERVAL,
+                || async { f.a.find_deadlocks().await.expect("find_deadlocks") },
+                |found| found.len() == 1,
+            )
+            .await
+            .expect("the cycle is found across masters");
+            assert_eq!(found[0].steps.len(), 2, "{}", found[0]);
+            assert_eq!(
+                &found[0].victim().lock,
+                x,
+                "the younger wait is two's, for x"
+            );
+            assert!(one_waits.await.expect("join").expect("Record fails nobody"));
+            assert!(two_waits.await.expect("join").expect("Record fails nobody"));
+            held_y.unlock().await.expect("unlock");
+        } else {
+            let gave_way = two_waits.await.expect("join");
+            assert!(
+                matches!(&gave_way, Err(Error::Deadlock { name, .. }) if name == x),
+                "{gave_way:?}"
+            );
+            held_y.unlock().await.expect("the victim releases");
+            let busy = one_waits.await.expect("join").expect("the other proceeds");
+            assert!(!busy, "the older wait acquires");
+        }
+        held_x.unlock().await.expect("unlock");
+        one.shutdown().await;
+        two.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lock_family_works_in_a_cluster() {
     let cluster = RedisCluster::start(3, 0).await;
@@ -508,5 +576,6 @@ async fn the_lock_family_works_in_a_cluster() {
     permit_expirable_semaphore(&family).await;
     spin_and_non_reentrant(&family).await;
     multi_and_red_lock(&family).await;
+    deadlock(&family).await;
     refused_names(&family).await;
 }
