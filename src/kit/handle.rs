@@ -20,7 +20,7 @@ use super::release::send_release;
 use super::wait::{
     acquire_with_wait, lock_channel, lock_wake, Holder, TryOutcome, WaitChannel, Waiter,
 };
-use super::waits::{or_give_way, WaitSlot};
+use super::waits::{or_give_way, RecordsWait, WaitSlot};
 use super::{Attempt, ClientInner, WokenBy};
 use crate::config::lease_millis;
 use crate::error::{Error, Result};
@@ -499,7 +499,7 @@ impl<P: Protocol> Handle<P> {
                                 move |sent_at, token| call.adopt(sent_at, extra(token)).0
                             });
                             let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
-                            let waited = or_give_way(&call.waiting, waited);
+                            let waited = or_give_way(&call, waited);
                             let outcome = super::in_span::in_span(waited, span).await;
                             // Without events, a bound that ran out was a poll.
                             outcome.map(|acquired| {
@@ -534,12 +534,12 @@ impl<P: Protocol> Handle<P> {
                             move |sent_at, token| call.adopt(sent_at, extra(token)).0
                         });
                         let waited = acquire_with_wait(client, &waiter, wait, attempt, adopt);
-                        let waited = or_give_way(&call.waiting, waited);
+                        let waited = or_give_way(&call, waited);
                         super::in_span::in_span(waited, span).await
                     }
                     Waits::Poll(backoff) => {
                         let polled = poll_loop(client, wait, backoff, attempt);
-                        let polled = or_give_way(&call.waiting, polled);
+                        let polled = or_give_way(&call, polled);
                         super::in_span::in_span(polled, span).await
                     }
                 };
@@ -870,6 +870,21 @@ impl<'a, P: Protocol> Call<'a, P> {
             extra,
         };
         (guard, reentered)
+    }
+}
+
+impl<P: Protocol> RecordsWait for Call<'_, P> {
+    fn slot(&self) -> &WaitSlot {
+        &self.waiting
+    }
+
+    /// Only with detection on, and only while other owners of this client are in line for the
+    /// lock (the one case in which an acquire waits untried): nothing for an acquire alone.
+    fn record_if_queued(&self) {
+        let client = self.lock.client();
+        if client.waits.is_some() && !self.lone && client.handoffs.contended(self.lock.name()) {
+            self.record_wait();
+        }
     }
 }
 

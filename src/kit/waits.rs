@@ -146,23 +146,38 @@ impl Drop for Recorded {
 /// Where an acquire keeps its recorded wait, from its first refusal on.
 pub(crate) type WaitSlot = OnceLock<Recorded>;
 
+/// An acquire that records its wait: where it keeps it, and how it records it.
+pub(crate) trait RecordsWait {
+    /// Where the acquire keeps its recorded wait.
+    fn slot(&self) -> &WaitSlot;
+
+    /// Records the wait of an acquire that waits without having been refused: one that queued
+    /// behind waiters of its own client without trying (`wait.rs`, step 0). A refusal records
+    /// the others.
+    fn record_if_queued(&self);
+}
+
 pin_project_lite::pin_project! {
     /// An acquire's wait (`wait`) that ends with [`Error::Deadlock`] as soon as the keeper
-    /// names the wait recorded in `slot` to give way. The wait is then dropped, which is cancel
-    /// safe: it leaves nothing held.
-    pub(crate) struct OrGiveWay<'a, F> {
+    /// names the wait recorded by `acquire` to give way. The wait is then dropped, which is
+    /// cancel safe: it leaves nothing held.
+    pub(crate) struct OrGiveWay<'a, F, R> {
         #[pin]
         wait: F,
-        slot: &'a WaitSlot,
+        acquire: &'a R,
     }
 }
 
-/// `wait`, ended by a verdict on the wait recorded in `slot` (see [`OrGiveWay`]).
-pub(crate) fn or_give_way<F>(slot: &WaitSlot, wait: F) -> OrGiveWay<'_, F> {
-    OrGiveWay { wait, slot }
+/// `wait`, ended by a verdict on the wait `acquire` records (see [`OrGiveWay`]).
+pub(crate) fn or_give_way<F, R: RecordsWait>(acquire: &R, wait: F) -> OrGiveWay<'_, F, R> {
+    OrGiveWay { wait, acquire }
 }
 
-impl<T, F: Future<Output = Result<Option<T>>>> Future for OrGiveWay<'_, F> {
+impl<T, F, R> Future for OrGiveWay<'_, F, R>
+where
+    F: Future<Output = Result<Option<T>>>,
+    R: RecordsWait,
+{
     type Output = Result<Option<T>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -170,9 +185,13 @@ impl<T, F: Future<Output = Result<Option<T>>>> Future for OrGiveWay<'_, F> {
         if let Poll::Ready(outcome) = this.wait.poll(cx) {
             return Poll::Ready(outcome);
         }
-        // The wait is recorded during a poll of `wait` (at its first refusal), so this sees it
-        // in that same poll and registers the task's waker before any verdict can come.
-        let Some(recorded) = this.slot.get() else {
+        let slot = this.acquire.slot();
+        if slot.get().is_none() {
+            this.acquire.record_if_queued();
+        }
+        // A wait is recorded during a poll of `wait` (at its first refusal) or just above, so
+        // this sees it in that same poll and registers the task's waker before any verdict.
+        let Some(recorded) = slot.get() else {
             return Poll::Pending;
         };
         let wait = &recorded.wait;

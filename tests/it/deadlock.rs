@@ -632,3 +632,84 @@ async fn a_stale_edge_of_a_stopped_client_is_ignored_and_a_live_one_closes_the_c
     }
     a.unlock().await.expect("unlock");
 }
+
+/// An owner that queues behind waiters of its own client waits without a refusal of its own
+/// (it does not try until woken): its wait is recorded all the same, so that a cycle through it
+/// is broken long before the lock's TTL (30 s here) would have made it try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_queued_behind_its_own_clients_waiters_is_recorded_too() {
+    let server = RedisServer::start();
+    let (local, remote) = (
+        connect_with(detecting(&server)).await,
+        connect_with(detecting(&server)).await,
+    );
+    let (r, x) = (ferrisson::Owner::new(), ferrisson::Owner::new());
+    let held_a = remote.lock("q:a").with_owner(r).lock().await.expect("a");
+    let held_b = local.lock("q:b").with_owner(x).lock().await.expect("b");
+    let ahead = tokio::spawn({
+        let lock = local.lock("q:a").with_owner(ferrisson::Owner::new());
+        async move { lock.lock().await.map(|guard| guard.detach()) }
+    });
+    support::wait_parked(&local, "q:a", 1).await;
+    let queued = tokio::spawn({
+        let lock = local.lock("q:a").with_owner(x);
+        async move { lock.lock().await.map(|guard| guard.detach()) }
+    });
+    support::wait_parked(&local, "q:a", 2).await;
+    // r waits for b: the cycle r → b → x → a → r, whose youngest wait is r's.
+    let r_waits = remote.lock("q:b").with_owner(r);
+    let outcome = timeout(Duration::from_secs(10), r_waits.lock())
+        .await
+        .expect("broken well before a's TTL would have made x try");
+    assert!(
+        matches!(&outcome, Err(Error::Deadlock { name, .. }) if name == "q:b"),
+        "{outcome:?}"
+    );
+    held_a.unlock().await.expect("unlock");
+    for (task, owner) in [(ahead, None), (queued, Some(x))] {
+        timeout(Duration::from_secs(10), task)
+            .await
+            .expect("proceeds")
+            .expect("join")
+            .expect("acquired");
+        let lock = local.lock("q:a");
+        let lock = match owner {
+            Some(owner) => lock.with_owner(owner),
+            None => lock,
+        };
+        if owner.is_some() {
+            lock.unlock().await.expect("unlock a");
+        } else {
+            lock.force_unlock().await.expect("free a for the next");
+        }
+    }
+    held_b.unlock().await.expect("unlock");
+}
+
+/// Two owners of one client in opposite orders: the cycle is found from the client's own
+/// table, whether or not its waits reached Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_owners_of_one_client_in_opposite_orders_one_gives_way() {
+    let server = RedisServer::start();
+    let client = connect_with(detecting(&server)).await;
+    let ready = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let one = tokio::spawn(take_in_order(
+        client.clone(),
+        "own:a".into(),
+        "own:b".into(),
+        ready.clone(),
+    ));
+    let two = tokio::spawn(take_in_order(
+        client.clone(),
+        "own:b".into(),
+        "own:a".into(),
+        ready,
+    ));
+    let outcomes = [one.await.expect("join"), two.await.expect("join")];
+    let gave_way = outcomes
+        .iter()
+        .filter(|o| matches!(o, Second::GaveWay(..)))
+        .count();
+    assert_eq!(gave_way, 1, "{outcomes:?}");
+    assert_nothing_left(&server, "own:").await;
+}
