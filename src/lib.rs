@@ -96,7 +96,12 @@
 //! * **Fair and fast under contention**: waiters of one client queue in arrival order and get
 //!   the lock handed over in the release's own script; concurrent calls share script runs.
 //! * **Cancel safe**: a dropped acquire never leaves a lock held; a dropped release completes.
-//! * **The `ferrisson` command-line tool** (`status`, `run`, `unlock --force`, `watch`).
+//! * **Deadlock detection** (opt-in, [`DeadlockDetection`]): waits that last are recorded in
+//!   Redis as wait-for edges; a waiter on a cycle of owners that each wait for a lock the next
+//!   one holds finds it, and the cycle's youngest wait fails with [`Error::Deadlock`] so that
+//!   the others proceed. [`Client::find_deadlocks`] lists the cycles visible now.
+//! * **The `ferrisson` command-line tool** (`status`, `run`, `unlock --force`, `watch`,
+//!   `deadlocks`).
 //!
 //! ### Cargo features
 //! None is on by default: the library needs only tokio and fred.
