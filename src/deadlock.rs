@@ -348,7 +348,7 @@ async fn walk(
             return Ok(());
         }
         locks_read += locks.len();
-        let holders = read_holders(client, &locks).await?;
+        let holders = read_holders(client, &locks, Reads::Lenient).await?;
         let mut owners = Vec::new();
         for (lock, fields) in holders {
             owners.extend(fields.iter().map(|f| wait_for::holder_owner(f).to_owned()));
@@ -363,7 +363,7 @@ async fn walk(
             .into_iter()
             .collect();
         read_clients.extend(clients.iter().cloned());
-        for edge in read_edges(client, &clients).await? {
+        for edge in read_edges(client, &clients, Reads::Lenient).await? {
             graph.add_wait(edge);
         }
         locks = owners
@@ -374,17 +374,39 @@ async fn walk(
     Ok(())
 }
 
+/// Whether a failed read fails the whole (a tool's), or counts as nothing read (a walk's: a
+/// lock or hash it may not read, say under a confined ACL user, closes no cycle).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    Strict,
+    Lenient,
+}
+
+impl Reads {
+    fn settle<T: Default>(self, what: &str, read: Result<T>) -> Result<T> {
+        match read {
+            Err(err) if self == Reads::Lenient => {
+                tracing::debug!(error = %err, what, "deadlock walk: read failed, taken as empty");
+                Ok(T::default())
+            }
+            read => read,
+        }
+    }
+}
+
 /// The holder fields of each of `locks` (none for a missing key or a non-lock).
-async fn read_holders(client: &Client, locks: &[String]) -> Result<Vec<(String, Vec<String>)>> {
+async fn read_holders(
+    client: &Client,
+    locks: &[String],
+    reads: Reads,
+) -> Result<Vec<(String, Vec<String>)>> {
     futures::stream::iter(locks.iter().cloned())
         .map(|lock| async move {
-            let info = client.inspect(&lock).await?;
-            let fields = info
-                .holders
-                .into_iter()
-                .map(|holder| holder.field)
-                .collect();
-            Ok::<_, Error>((lock, fields))
+            let read = client.inspect(&lock).await.map(|info| {
+                let holders = info.holders.into_iter();
+                holders.map(|holder| holder.field).collect::<Vec<_>>()
+            });
+            Ok::<_, Error>((lock.clone(), reads.settle(&lock, read)?))
         })
         .buffer_unordered(READS_IN_FLIGHT)
         .try_collect()
@@ -392,9 +414,9 @@ async fn read_holders(client: &Client, locks: &[String]) -> Result<Vec<(String, 
 }
 
 /// The live waits recorded by each of `clients` (by uuid).
-async fn read_edges(client: &Client, clients: &[String]) -> Result<Vec<Edge>> {
+async fn read_edges(client: &Client, clients: &[String], reads: Reads) -> Result<Vec<Edge>> {
     let all: Vec<Vec<Edge>> = futures::stream::iter(clients.iter().cloned())
-        .map(|id| async move { read_client_edges(client, &id).await })
+        .map(|id| async move { reads.settle(&id, read_client_edges(client, &id).await) })
         .buffer_unordered(READS_IN_FLIGHT)
         .try_collect()
         .await?;
@@ -521,7 +543,7 @@ impl Client {
             .into_iter()
             .filter(|id| !own_clients.contains(id))
             .collect();
-        edges.extend(read_edges(self, &clients).await?);
+        edges.extend(read_edges(self, &clients, Reads::Strict).await?);
         let mut locks: Vec<String> = edges.iter().map(|edge| edge.lock.clone()).collect();
         locks.sort();
         locks.dedup();
@@ -536,7 +558,7 @@ impl Client {
         for edge in edges {
             graph.add_wait(edge);
         }
-        for (lock, fields) in read_holders(self, &locks).await? {
+        for (lock, fields) in read_holders(self, &locks, Reads::Strict).await? {
             graph.add_holders(&lock, fields);
         }
         Ok(graph)

@@ -79,7 +79,8 @@ macro_rules! setters {
             ///
             /// ```
             /// # use std::time::Duration;
-            /// # use ferrisson::{Config, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable};
+            /// # use ferrisson::{Config, DeadlockDetection, KeyspaceEvents, PublishMode};
+            /// # use ferrisson::{SyncedWrites, WhenUnavailable};
             #[doc = concat!(
                 "let config = Config::builder(\"redis://h\").",
                 stringify!($name), "(", stringify!($example), ").build()?;"

@@ -13,7 +13,9 @@ use ferrisson::fred::types::config::{
     ServerConfig, UnresponsiveConfig,
 };
 use ferrisson::fred::types::Builder;
-use ferrisson::{Client, Config, Error, PublishMode, SyncedWrites, WhenUnavailable};
+use ferrisson::{
+    Client, Config, DeadlockDetection, Error, PublishMode, SyncedWrites, WhenUnavailable,
+};
 use parking_lot::Mutex;
 use support::fault::{self, FaultProxy, ProxyMode};
 use support::redis_state::{channel_of, exists, holder_fields, poll_until, wait_numsub};
@@ -191,6 +193,7 @@ fn from_env_vars_reads_every_variable() {
         ("FERRISSON_WHEN_UNAVAILABLE", "KEEP_WAITING"),
         ("FERRISSON_SYNCED_WRITES", "always"),
         ("FERRISSON_REPLICA_SYNC_TIMEOUT", "250ms"),
+        ("FERRISSON_DEADLOCK_DETECTION", "Detect: 1s"),
         ("PATH", "/usr/bin"),
     ])
     .expect("valid variables");
@@ -205,6 +208,24 @@ fn from_env_vars_reads_every_variable() {
     assert_eq!(config.when_unavailable, WhenUnavailable::KeepWaiting);
     assert_eq!(config.synced_writes, SyncedWrites::Always);
     assert_eq!(config.replica_sync_timeout, Duration::from_millis(250));
+    assert_eq!(
+        config.deadlock_detection,
+        DeadlockDetection::Detect {
+            threshold: Duration::from_secs(1)
+        }
+    );
+    for (value, mode) in [
+        ("off", DeadlockDetection::Off),
+        (
+            "record:500ms",
+            DeadlockDetection::Record {
+                after: Duration::from_millis(500),
+            },
+        ),
+    ] {
+        let config = Config::from_env_vars([("FERRISSON_DEADLOCK_DETECTION", value)]);
+        assert_eq!(config.expect("valid").deadlock_detection, mode);
+    }
 }
 
 #[test]
@@ -246,6 +267,9 @@ fn from_env_vars_rejects_a_bad_value_naming_the_variable_and_the_value() {
         ("FERRISSON_WHEN_UNAVAILABLE", "wait"),
         ("FERRISSON_SYNCED_WRITES", "yes"),
         ("FERRISSON_REPLICA_SYNC_TIMEOUT", "0ms"),
+        ("FERRISSON_DEADLOCK_DETECTION", "on"),
+        ("FERRISSON_DEADLOCK_DETECTION", "detect:5ms"),
+        ("FERRISSON_DEADLOCK_DETECTION", "record:soon"),
     ];
     for (name, value) in cases {
         let message = invalid(Config::from_env_vars([
