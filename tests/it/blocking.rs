@@ -310,3 +310,44 @@ fn unlock_settled_answers_as_the_async_guards_do() {
         .expect("force_unlock"));
     lost(guard.unlock_settled());
 }
+
+/// Two threads (two owners) take two locks in opposite orders with deadlock detection on: one
+/// gives way with `Error::Deadlock`, the other proceeds; afterwards the twins of
+/// `find_deadlocks` and `recorded_waits` find nothing left.
+#[test]
+fn threads_in_opposite_orders_one_gives_way() {
+    let server = RedisServer::start();
+    let mut config = ferrisson::Config::new(server.url());
+    config.deadlock_detection = ferrisson::DeadlockDetection::Detect {
+        threshold: Duration::from_millis(300),
+    };
+    let client = Client::new(config).expect("connect");
+    let ready = Arc::new(std::sync::Barrier::new(2));
+    let threads: Vec<_> = [("bl:a", "bl:b"), ("bl:b", "bl:a")]
+        .into_iter()
+        .map(|(first, second)| {
+            let (client, ready) = (client.clone(), ready.clone());
+            std::thread::spawn(move || {
+                let held = client.lock(first).lock().expect("first");
+                ready.wait();
+                let outcome = client.lock(second).lock().map(|guard| {
+                    guard.unlock().expect("unlock second");
+                });
+                held.unlock().expect("unlock first");
+                outcome
+            })
+        })
+        .collect();
+    let outcomes: Vec<_> = threads
+        .into_iter()
+        .map(|thread| thread.join().expect("thread"))
+        .collect();
+    let gave_way = outcomes
+        .iter()
+        .filter(|outcome| matches!(outcome, Err(Error::Deadlock { .. })))
+        .count();
+    assert_eq!(gave_way, 1, "{outcomes:?}");
+    assert!(outcomes.iter().any(Result::is_ok), "{outcomes:?}");
+    assert!(client.find_deadlocks().expect("find").is_empty());
+    assert!(client.recorded_waits().expect("waits").is_empty());
+}
