@@ -205,3 +205,41 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a parked waiter costs this process with detection on, besides its future: its
+    /// entry (`Arc<Wait>`: the counts and the wait) and its slot in the table's map (key,
+    /// pointer and a control byte, at the map's load factor). Redis holds the edge only for a
+    /// wait that lasts (docs/benchmarks.md measures it).
+    #[test]
+    fn a_recorded_wait_takes_under_200_bytes() {
+        let entry = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Wait>();
+        let slot = (std::mem::size_of::<(u64, Arc<Wait>)>() + 1) * 8 / 7;
+        assert!(entry + slot < 200, "entry {entry} B + slot {slot} B");
+        println!("a recorded wait: entry {entry} B + slot {slot} B");
+    }
+
+    #[test]
+    fn a_wait_is_recorded_until_its_record_drops_and_only_a_written_one_is_handed_back() {
+        let table = Arc::new(WaitTable::default());
+        let (field, lock) = (ArcStr::from("c:1"), ArcStr::from("a"));
+        let fresh = table.record(1, &field, &lock);
+        let written = table.record(2, &field, &lock);
+        assert_eq!(table.waits().len(), 2);
+        assert!(written.wait.mark_written());
+        drop(fresh);
+        drop(written);
+        assert!(table.waits().is_empty());
+        let ended = table.take_ended();
+        assert_eq!(
+            ended.len(),
+            1,
+            "only the written wait needs its field removed"
+        );
+        assert_eq!(ended[0].owner_id, 2);
+        assert!(!ended[0].mark_written(), "an ended wait is never written");
+    }
+}
