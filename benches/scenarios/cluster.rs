@@ -256,6 +256,7 @@ pub async fn run(
         return outcome;
     };
     let cluster_url = cluster.url();
+    let progress = &progress;
     let single_servers = [single.1.clone()];
     let targets = [
         (
@@ -274,11 +275,9 @@ pub async fn run(
         ),
     ];
     for &(kind, tasks) in &plan.cluster {
-        let mut turns: [Vec<Res<Turn>>; 2] = Default::default();
-        for round in 1..=rounds {
-            let order = if round % 2 == 1 { [0, 1] } else { [1, 0] };
-            for side in order {
-                let (name, target) = &targets[side];
+        let [single, clustered] = measure::in_turns(rounds, |side, round| {
+            let (name, target) = &targets[side];
+            async move {
                 let result = crate::bounded(
                     plan.scenario_timeout(),
                     turn(kind, tasks, target, plan.warmup, turn_length),
@@ -296,10 +295,10 @@ pub async fn run(
                         t.counts.scripts as f64 / t.counts.acquisitions.max(1) as f64
                     ))
                 ));
-                turns[side].push(result);
+                result
             }
-        }
-        let [single, clustered] = turns;
+        })
+        .await;
         outcome.rows.push(Row {
             kind,
             tasks,

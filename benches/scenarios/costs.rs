@@ -148,10 +148,15 @@ async fn cycles(client: &Client, prefix: &str) -> Vec<(&'static str, Result<Cycl
 /// Counts every primitive's cycle against the servers behind `url`; `servers` are raw clients
 /// of each of them (every master of a cluster), whose statistics are reset and read.
 pub async fn run(url: &str, servers: &[RawClient]) -> Result<Costs, String> {
-    let cluster = servers.len() > 1;
     let client = Client::connect(url)
         .await
         .map_err(|e| format!("connect: {e}"))?;
+    Ok(run_on(client, servers).await)
+}
+
+/// [`run`] on `client` (configured as the caller needs), which it shuts down after.
+pub async fn run_on(client: Client, servers: &[RawClient]) -> Costs {
+    let cluster = servers.len() > 1;
     let prefix = format!("ferrisson-bench:costs:{}", uuid::Uuid::new_v4().simple());
     let mut costs = Costs::new();
     for (primitive, cycle) in cycles(&client, &prefix).await {
@@ -167,7 +172,7 @@ pub async fn run(url: &str, servers: &[RawClient]) -> Result<Costs, String> {
         });
     }
     client.shutdown().await;
-    Ok(costs)
+    costs
 }
 
 async fn count(cycle: &Cycle, servers: &[RawClient]) -> Result<Cost, String> {

@@ -20,7 +20,7 @@ use crate::measure::{self, Held, Hot, Start, Throughput, Waiters, Window};
 use crate::support::redis_state::{command_stats, numsub, reset_stats};
 
 /// RSS after handing free allocator memory back to the OS.
-fn trimmed_rss() -> u64 {
+pub fn trimmed_rss() -> u64 {
     measure::trim_heap();
     measure::rss_bytes()
 }
@@ -365,6 +365,61 @@ async fn liveness_watch(
 /// Waiters spawned at a time while parking them.
 const PARK_CHUNK: usize = 250;
 
+/// Spawns `count` tasks made by `spawn`, [`PARK_CHUNK`] at a time, 2 ms apart.
+///
+/// Waiters arrive in chunks, as they would in a service, rather than 10,000 attempts in one
+/// burst: the burst's transient memory (in-flight attempts, batch buffers) would be freed
+/// between live waiters and stay in RSS as fragmentation that no parked waiter uses.
+pub async fn spawn_in_chunks<T>(
+    count: usize,
+    mut spawn: impl FnMut() -> tokio::task::JoinHandle<T>,
+) -> Vec<tokio::task::JoinHandle<T>> {
+    let mut handles = Vec::with_capacity(count);
+    for chunk in 0..count.div_ceil(PARK_CHUNK) {
+        if chunk > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let first = chunk * PARK_CHUNK;
+        handles.extend((first..count.min(first + PARK_CHUNK)).map(|_| spawn()));
+    }
+    handles
+}
+
+/// Waits until `waiters` waiters on the lock of `channel` are parked: every one of them
+/// `arrived` (counted by the waiter's task before it calls `lock()`), the channel has its one
+/// subscriber, and the server has seen no attempt for 200 ms: nothing retries while the
+/// holder's lease runs. Only the first waiters try the lock; the later ones line up behind them
+/// without trying (src/kit/wait.rs), within the call's first poll. Attempts are counted by the
+/// EXISTS that lua/acquire.lua runs first (Redis counts a script's commands in commandstats),
+/// since concurrent attempts share one script run (src/transport/dispatch.rs). `Err`: the
+/// attempts and subscribers seen when 120 s ran out.
+pub async fn wait_parked(
+    raw: &RawClient,
+    channel: &str,
+    waiters: usize,
+    arrived: &AtomicU64,
+) -> Result<(), (u64, i64)> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (mut last, mut changed) = (u64::MAX, Instant::now());
+    loop {
+        let stats = command_stats(raw).await;
+        let attempts = stats.get("exists").copied().unwrap_or(0);
+        let subscribers = numsub(raw, channel).await;
+        if attempts != last {
+            (last, changed) = (attempts, Instant::now());
+        }
+        let quiet = changed.elapsed() >= Duration::from_millis(200);
+        let all_arrived = arrived.load(Ordering::SeqCst) >= waiters as u64;
+        if all_arrived && attempts > 0 && subscribers == 1 && quiet {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err((attempts, subscribers));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Waiters: `waiters` owners parked on one lock.
 ///
 /// 1. A separate owner holds the lock with a 60 s lease.
@@ -397,68 +452,31 @@ pub async fn waiters(
     let last_owner = Arc::new(AtomicU64::new(0));
     let arrived = Arc::new(AtomicU64::new(0));
     let parking_started = Instant::now();
-    let mut handles = Vec::with_capacity(waiters);
-    for chunk in 0..waiters.div_ceil(PARK_CHUNK) {
-        // Waiters arrive in chunks, as they would in a service, rather than 10,000 attempts in
-        // one burst: the burst's transient memory (in-flight attempts, batch buffers) would be
-        // freed between live waiters and stay in RSS as fragmentation that no parked waiter
-        // uses.
-        if chunk > 0 {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let first = chunk * PARK_CHUNK;
-        handles.extend((first..waiters.min(first + PARK_CHUNK)).map(|_| {
-            let owner = Owner::new();
-            let lock = base.with_owner(owner);
-            let count = Arc::clone(&count);
-            let last_owner = Arc::clone(&last_owner);
-            let arrived = Arc::clone(&arrived);
-            tokio::spawn(async move {
-                arrived.fetch_add(1, Ordering::SeqCst);
-                loop {
-                    let guard = match lock.lock().await {
-                        Ok(guard) => guard,
-                        Err(e) => return Err::<(), String>(format!("lock: {e}")),
-                    };
-                    count[0].fetch_add(1, Ordering::Relaxed);
-                    if last_owner.swap(owner.id(), Ordering::Relaxed) != owner.id() {
-                        count[1].fetch_add(1, Ordering::Relaxed);
-                    }
-                    if let Err(e) = guard.unlock().await {
-                        return Err(format!("unlock: {e}"));
-                    }
+    let handles = spawn_in_chunks(waiters, || {
+        let owner = Owner::new();
+        let lock = base.with_owner(owner);
+        let count = Arc::clone(&count);
+        let last_owner = Arc::clone(&last_owner);
+        let arrived = Arc::clone(&arrived);
+        tokio::spawn(async move {
+            arrived.fetch_add(1, Ordering::SeqCst);
+            loop {
+                let guard = match lock.lock().await {
+                    Ok(guard) => guard,
+                    Err(e) => return Err::<(), String>(format!("lock: {e}")),
+                };
+                count[0].fetch_add(1, Ordering::Relaxed);
+                if last_owner.swap(owner.id(), Ordering::Relaxed) != owner.id() {
+                    count[1].fetch_add(1, Ordering::Relaxed);
                 }
-            })
-        }));
-    }
-    // Parked = every waiter called `lock()`, the channel has its one subscriber, and the server
-    // has seen no attempt for a while: nothing retries while the holder's 60 s lease runs. Only
-    // the first waiters try the lock; the later ones line up behind them without trying
-    // (src/kit/wait.rs), within the call's first poll. Attempts are counted by the EXISTS that
-    // lua/acquire.lua runs first (Redis counts a script's commands in commandstats), since
-    // concurrent attempts share one script run (src/transport/dispatch.rs).
-    let parked = async {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let (mut last, mut changed) = (u64::MAX, Instant::now());
-        loop {
-            let stats = command_stats(raw).await;
-            let attempts = stats.get("exists").copied().unwrap_or(0);
-            let subscribers = numsub(raw, &channel).await;
-            if attempts != last {
-                (last, changed) = (attempts, Instant::now());
+                if let Err(e) = guard.unlock().await {
+                    return Err(format!("unlock: {e}"));
+                }
             }
-            let quiet = changed.elapsed() >= Duration::from_millis(200);
-            let all_arrived = arrived.load(Ordering::SeqCst) >= waiters as u64;
-            if all_arrived && attempts > 0 && subscribers == 1 && quiet {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err((attempts, subscribers));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+        })
+    })
     .await;
+    let parked = wait_parked(raw, &channel, waiters, &arrived).await;
     let outcome = async {
         if let Err((attempts, subscribers)) = parked {
             return Err(format!(

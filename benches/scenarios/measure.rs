@@ -84,6 +84,26 @@ impl Window {
     }
 }
 
+/// Two sides' turns: `rounds` rounds of one turn each, side 0 first in odd rounds and side 1
+/// first in even ones, so that both see the same drift of the machine (see
+/// `compare_uncontended` in main.rs). `turn(side, round)` runs one; its results by side, in
+/// round order.
+pub async fn in_turns<T, F, Fut>(rounds: u32, mut turn: F) -> [Vec<T>; 2]
+where
+    F: FnMut(usize, u32) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let mut turns: [Vec<T>; 2] = [Vec::new(), Vec::new()];
+    for round in 1..=rounds {
+        let order = if round % 2 == 1 { [0, 1] } else { [1, 0] };
+        for side in order {
+            let result = turn(side, round).await;
+            turns[side].push(result);
+        }
+    }
+    turns
+}
+
 /// The median of `values` (0 for none).
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);

@@ -131,31 +131,28 @@ pub async fn run(plan: &Plan, tasks: &[usize], progress: impl Fn(String)) -> Out
             ))
         ));
         let turn_length = plan.duration / rounds;
+        let (url, progress) = (&url, &progress);
         for &tasks in tasks {
-            let mut turns: [Vec<Res<Throughput>>; 2] = Default::default();
-            for round in 1..=rounds {
-                let order = if round % 2 == 1 { [0, 1] } else { [1, 0] };
-                for side in order {
-                    let synced = side == 1;
-                    let result = crate::bounded(
-                        plan.scenario_timeout(),
-                        turn(&url, synced, tasks, plan.warmup, turn_length),
-                    )
-                    .await;
-                    progress(format!(
-                        "synced: T={tasks}, round {round}/{rounds}, {}: {}",
-                        if synced { "synced" } else { "unsynced" },
-                        crate::show(&result, |t| format!(
-                            "{} pairs/s, acquire p50 {} p99 {}",
-                            crate::report::rate(t.pairs_per_s),
-                            crate::report::us(t.p50_us),
-                            crate::report::us(t.p99_us)
-                        ))
-                    ));
-                    turns[side].push(result);
-                }
-            }
-            let [unsynced, synced] = turns;
+            let [unsynced, synced] = measure::in_turns(rounds, |side, round| async move {
+                let synced = side == 1;
+                let result = crate::bounded(
+                    plan.scenario_timeout(),
+                    turn(url, synced, tasks, plan.warmup, turn_length),
+                )
+                .await;
+                progress(format!(
+                    "synced: T={tasks}, round {round}/{rounds}, {}: {}",
+                    if synced { "synced" } else { "unsynced" },
+                    crate::show(&result, |t| format!(
+                        "{} pairs/s, acquire p50 {} p99 {}",
+                        crate::report::rate(t.pairs_per_s),
+                        crate::report::us(t.p50_us),
+                        crate::report::us(t.p99_us)
+                    ))
+                ));
+                result
+            })
+            .await;
             outcome.rows.push(Row {
                 tasks,
                 unsynced: combined(unsynced),
@@ -222,7 +219,9 @@ async fn floor(url: &str, samples: usize) -> Res<Floor> {
     })
 }
 
-fn combined(turns: Vec<Res<Throughput>>) -> Res<Side> {
+/// A side's turns as one [`Side`]: the mean rate, the medians of the turns' p50 and p99; any
+/// failed turn fails it.
+pub fn combined(turns: Vec<Res<Throughput>>) -> Res<Side> {
     let turns = turns.into_iter().collect::<Res<Vec<_>>>()?;
     let pick = |field: fn(&Throughput) -> f64| turns.iter().map(field).collect::<Vec<_>>();
     Ok(Side {
