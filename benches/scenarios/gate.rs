@@ -5,6 +5,10 @@
 //!   primitive, on one server and on a cluster. A count above the baseline fails the run.
 //!   Commands are compared only on the server version the baseline was taken on (a script's
 //!   commands are the server's to count).
+//! * **What deadlock detection adds** (`deadlock.rs`): the same counts per cycle with
+//!   `DeadlockDetection::Detect` less those with it `Off`, measured in the same run, by
+//!   primitive; the baseline is zero (an uncontended acquire records nothing), so any command
+//!   that detection adds to the uncontended path fails the run, on any server version.
 //! * **Bytes**: the live heap per parked waiter (`waiters`, its first size: 1,000 in the smoke)
 //!   and per held lock (`costs.rs`, 1,000 locks with nothing in flight), from the counting
 //!   allocator. They depend on the build profile (an
@@ -42,6 +46,9 @@ pub struct Figures {
     /// Per uncontended cycle, by primitive: on one server, and on a 3-master cluster.
     pub single: BTreeMap<String, Cost>,
     pub cluster: BTreeMap<String, Cost>,
+    /// Per uncontended cycle on one server, by primitive: what deadlock detection on adds.
+    #[serde(default)]
+    pub deadlock_detection_adds: BTreeMap<String, Cost>,
     /// Live heap per parked waiter and per held lock, bytes.
     pub parked_waiter_bytes: Option<f64>,
     pub held_lock_bytes: Option<f64>,
@@ -124,6 +131,19 @@ fn compare(base: &Figures, now: &Figures) -> Verdict {
             }
         }
     }
+    for (kind, was) in &base.deadlock_detection_adds {
+        let Some(is) = now.deadlock_detection_adds.get(kind) else {
+            continue;
+        };
+        for (what, was, is) in [
+            ("script runs", was.scripts, is.scripts),
+            ("messages", was.messages, is.messages),
+            ("commands", was.commands, is.commands),
+        ] {
+            let label = format!("single {kind}: {what} per cycle added by deadlock detection");
+            verdict.judge(label, was, is, was + COUNT_SLACK);
+        }
+    }
     if base.profile == now.profile && base.mode == now.mode {
         for (what, was, is) in [
             (
@@ -163,8 +183,13 @@ impl Verdict {
 }
 
 impl Figures {
-    /// The gated figures of `run` and its costs scenario (what it did not run stays empty).
-    pub fn of(run: &crate::report::Run, costs: Option<&crate::costs::Run>) -> Figures {
+    /// The gated figures of `run` and its costs and deadlock scenarios (what it did not run
+    /// stays empty).
+    pub fn of(
+        run: &crate::report::Run,
+        costs: Option<&crate::costs::Run>,
+        deadlock: Option<&crate::deadlock::Outcome>,
+    ) -> Figures {
         let counts = |set: Option<&Result<Costs, String>>| {
             set.and_then(|costs| costs.as_ref().ok())
                 .map(Figures::counts)
@@ -176,6 +201,9 @@ impl Figures {
             server: run.machine.redis_version.clone(),
             single: counts(costs.map(|c| &c.single)),
             cluster: counts(costs.map(|c| &c.cluster)),
+            deadlock_detection_adds: deadlock
+                .map(crate::deadlock::Outcome::added)
+                .unwrap_or_default(),
             parked_waiter_bytes: run
                 .waiters
                 .as_ref()

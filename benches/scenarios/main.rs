@@ -10,8 +10,10 @@
 //! uncontended and hot loops on a local 3-master Redis Cluster of its own, taking turns with the
 //! same loops on that server, `costs` (what one uncontended cycle of each primitive costs the
 //! servers, counted: `costs.rs`), `synced` (the uncontended loop with and without waiting for
-//! a replica after every write: `synced.rs`) and `family` (each primitive of the lock family under
-//! contention, against the reentrant lock and its closest peer: `family.rs`). Prints a
+//! a replica after every write: `synced.rs`), `deadlock` (what deadlock detection costs: the
+//! uncontended and hot loops, the counts per cycle and parked waiters with it off and on:
+//! `deadlock.rs`) and `family` (each primitive of the lock family under contention, against the
+//! reentrant lock and its closest peer: `family.rs`). Prints a
 //! table with every target as a ratio against the baselines of the same run, and writes
 //! `target/bench/run.json` (machine, settings, every scenario's rows and the target checks),
 //! `target/bench/summary.json` (complete runs only), `target/bench/family.json` and charts
@@ -22,8 +24,8 @@
 //! * `--tasks 64`: only these T in the `limit`, `uncontended` and `hot` scenarios (no
 //!   `summary.json` either).
 //! * `--url redis://host:port`: an existing server. The run uses its own key names, but it does
-//!   reset the server's command statistics (`CONFIG RESETSTAT`) for the held, waiters and
-//!   cluster scenarios, and other clients of that server distort the numbers.
+//!   reset the server's command statistics (`CONFIG RESETSTAT`) for the held, waiters, cluster,
+//!   costs and deadlock scenarios, and other clients of that server distort the numbers.
 //!
 //! * `--write-baseline`: the figures the regression gate holds (`gate.rs`) become the committed
 //!   baseline `benches/scenarios/baseline.json` instead of being checked against it.
@@ -38,6 +40,7 @@ mod support;
 
 mod cluster;
 mod costs;
+mod deadlock;
 mod family;
 mod ferrisson;
 mod gate;
@@ -129,6 +132,12 @@ pub struct Plan {
     pub cluster: Vec<(cluster::Kind, usize)>,
     /// T of the synced-writes scenario's uncontended loop.
     pub synced: Vec<usize>,
+    /// Rounds of the deadlock scenario's timed turns, each `duration / deadlock_rounds` long.
+    pub deadlock_rounds: u32,
+    /// The deadlock scenario's parked waiters, and how long they stay parked after they parked.
+    pub deadlock_waiters: usize,
+    #[serde(serialize_with = "millis")]
+    pub deadlock_hold: Duration,
 }
 
 /// The processes scenario's (P, T) in full and quick runs: 2 and 4 processes on 2 cores, with
@@ -172,6 +181,13 @@ impl Plan {
                 processes: PROCESS_SPREADS.to_vec(),
                 cluster: CLUSTER_SIZES.to_vec(),
                 synced: vec![1, 64],
+                // Twice the other comparisons' rounds, half as long: an on ÷ off within a few
+                // percent needs more pairs of turns than this VM's drift gives in 5.
+                deadlock_rounds: 10,
+                deadlock_waiters: 1_000,
+                // Two thresholds of the detecting side (`deadlock.rs`): every wait written and
+                // renewed, and looked at once or twice.
+                deadlock_hold: Duration::from_secs(2),
             },
             Mode::Quick => Plan {
                 mode,
@@ -193,6 +209,9 @@ impl Plan {
                 processes: PROCESS_SPREADS.to_vec(),
                 cluster: CLUSTER_SIZES.to_vec(),
                 synced: vec![1, 64],
+                deadlock_rounds: 2,
+                deadlock_waiters: 1_000,
+                deadlock_hold: Duration::from_secs(2),
             },
             Mode::Smoke => Plan {
                 mode,
@@ -212,6 +231,10 @@ impl Plan {
                 // Hot at T = 2, where the fresh-start hang of issue 24 showed.
                 cluster: vec![(cluster::Kind::Uncontended, 4), (cluster::Kind::Hot, 2)],
                 synced: vec![1, 4],
+                deadlock_rounds: 1,
+                // Past the threshold: the walks run too.
+                deadlock_waiters: 100,
+                deadlock_hold: ms(1_200),
             },
         }
     }
@@ -231,7 +254,7 @@ impl Plan {
     }
 }
 
-pub const SCENARIOS: [&str; 11] = [
+pub const SCENARIOS: [&str; 12] = [
     "limit",
     "uncontended",
     "hot",
@@ -241,6 +264,7 @@ pub const SCENARIOS: [&str; 11] = [
     "cluster",
     "costs",
     "synced",
+    "deadlock",
     "processes",
     "family",
 ];
@@ -442,6 +466,7 @@ fn main() {
     let mut family = None;
     let mut costs = None;
     let mut synced = None;
+    let mut deadlock = None;
     runtime.block_on(async {
         // The smoke starts the cluster (2–3 s) while the other scenarios run; a measuring run
         // starts it at its scenario, so that the start disturbs no other measurement.
@@ -498,6 +523,10 @@ fn main() {
             let progress = |line| progress!("{line}");
             synced = Some(synced::run(&plan, &plan.synced, progress).await);
         }
+        if options.runs("deadlock") {
+            let progress = |line| progress!("{line}");
+            deadlock = Some(deadlock::run(&plan, &url, &raw, progress).await);
+        }
         if options.runs("processes") {
             run.processes = Some(run_processes(&plan, &url).await);
         }
@@ -532,12 +561,17 @@ fn main() {
         shown(synced::render(synced), written);
         failures.extend(synced.failures());
     }
+    if let Some(deadlock) = &deadlock {
+        let written = report::write_json(&out_dir, "deadlock.json", deadlock);
+        shown(deadlock::render(deadlock), written);
+        failures.extend(deadlock.failures());
+    }
     if let Some(costs) = &costs {
         let written = report::write_json(&out_dir, "costs.json", costs);
         shown(costs::render(costs), written);
         failures.extend(costs.failures());
     }
-    let figures = gate::Figures::of(&run, costs.as_ref());
+    let figures = gate::Figures::of(&run, costs.as_ref(), deadlock.as_ref());
     if options.write_baseline {
         match gate::write_baseline(&figures) {
             Ok(path) => println!("\ngate: wrote the baseline {}", path.display()),
