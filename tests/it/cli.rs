@@ -2795,7 +2795,8 @@ async fn the_library_settings_come_from_the_environment() {
 
 /// Two clients that record their waits (`DeadlockDetection::Record`: nobody is failed), each
 /// owner holding one of `a`, `b` and waiting (3 s at most) for the other: a deadlock that
-/// `find_deadlocks` sees once both waits are recorded. Returns the clients and the waits.
+/// `find_deadlocks` sees once both waits are recorded, whose victim is the second client's
+/// wait (for `a`). Returns the clients, the waits and the holds.
 async fn recorded_deadlock(
     server: &RedisServer,
     a: &str,
@@ -2825,7 +2826,10 @@ async fn recorded_deadlock(
             Ok(attempt.is_busy())
         })
     };
-    let waits = vec![wait(&one, b, x), wait(&two, a, y)];
+    // The second wait begins once the first is recorded: it is the younger, the victim.
+    let first = wait(&one, b, x);
+    support::wait_waits_recorded(&one, 1).await;
+    let waits = vec![first, wait(&two, a, y)];
     support::redis_state::poll_until(
         Duration::from_secs(5),
         Duration::from_millis(10),

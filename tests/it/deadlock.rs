@@ -412,7 +412,7 @@ async fn a_bounded_wait_in_a_deadlock_gives_way_too() {
                 .map(|a| a.is_busy())
         }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    support::wait_waits_recorded(&one, 1).await;
     let younger = two
         .lock("bd:a")
         .with_owner(second)
