@@ -196,7 +196,8 @@ impl Keeper {
         let ttl_ms = self.timing.ttl().as_millis().to_string();
         let mut args = vec![ttl_ms, self.removals.len().to_string()];
         args.extend(self.removals.iter().cloned());
-        for (wait, _) in self.written.values() {
+        // Only waits not yet in the hash: a renewal alone sends no field.
+        for (wait, _) in self.written.values().filter(|(_, sent)| !sent) {
             args.push(wait_for::edge_field(wait.owner_id, wait.id));
             args.push(wait_for::edge_value(wait.since_ms, &wait.field, &wait.lock));
         }
@@ -205,16 +206,25 @@ impl Keeper {
             .run(&redis.pool, &redis.write_options, &[&self.key], &args)
             .await
         {
-            Ok(_) => {
+            Ok(reply) => {
                 self.removals.clear();
-                for (_, sent) in self.written.values_mut() {
-                    *sent = true;
-                }
                 self.renewed = Some(Instant::now());
-                self.retry = None;
+                // Every written wait is in the hash now, unless it lost fields it had (a
+                // server restart without persistence, a flush): then all are sent again, at
+                // the next renewal rather than at once, should the count never agree.
+                let whole = reply.as_u64() == Some(self.written.len() as u64);
+                for (_, sent) in self.written.values_mut() {
+                    *sent = whole;
+                }
+                self.retry = (!whole).then(|| Instant::now() + self.timing.renew);
             }
             Err(err) => {
-                tracing::warn!(error = %err, "could not write this client's wait-for edges");
+                // Once per outage: a renewal fails every quarter TTL while it lasts.
+                if self.retry.is_none() {
+                    tracing::warn!(error = %err, "could not write this client's wait-for edges");
+                } else {
+                    tracing::debug!(error = %err, "could not write this client's wait-for edges");
+                }
                 self.retry = Some(Instant::now() + self.timing.renew);
             }
         }

@@ -713,3 +713,22 @@ async fn two_owners_of_one_client_in_opposite_orders_one_gives_way() {
     assert_eq!(gave_way, 1, "{outcomes:?}");
     assert_nothing_left(&server, "own:").await;
 }
+
+/// A hash that lost its fields (a restart without persistence, a flush) is written again at
+/// the next renewal, and only then do renewals stop sending the fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_edges_are_written_again() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let holder = connect_with(detecting(&server)).await;
+    let waiter = connect_with(detecting(&server)).await;
+    let guard = holder.lock("lost:e").lock().await.expect("held");
+    let lock = waiter.lock("lost:e");
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
+    wait_recorded(&raw, &waiter, 1).await;
+    let _: i64 = raw.del(edges_key(&waiter)).await.expect("DEL");
+    wait_recorded(&raw, &waiter, 1).await;
+    guard.unlock().await.expect("unlock");
+    waiting.await.expect("join").expect("acquired");
+    wait_recorded(&raw, &waiter, 0).await;
+}
