@@ -714,8 +714,8 @@ async fn two_owners_of_one_client_in_opposite_orders_one_gives_way() {
     assert_nothing_left(&server, "own:").await;
 }
 
-/// A hash that lost its fields (a restart without persistence, a flush) is written again at
-/// the next renewal, and only then do renewals stop sending the fields.
+/// A hash that lost its fields (a restart without persistence, a flush), or holds one its
+/// client did not write, is written whole again at the next renewal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_edges_are_written_again() {
     let server = RedisServer::start();
@@ -728,6 +728,18 @@ async fn lost_edges_are_written_again() {
     wait_recorded(&raw, &waiter, 1).await;
     let _: i64 = raw.del(edges_key(&waiter)).await.expect("DEL");
     wait_recorded(&raw, &waiter, 1).await;
+    // A field the client did not write (as a write whose reply was lost may leave): the
+    // count disagrees, and the hash is written whole again without it.
+    let _: i64 = raw
+        .hset(edges_key(&waiter), ("9:9", "1 x:9 elsewhere"))
+        .await
+        .expect("HSET");
+    wait_recorded(&raw, &waiter, 1).await;
+    let stale: bool = raw
+        .hexists(edges_key(&waiter), "9:9")
+        .await
+        .expect("HEXISTS");
+    assert!(!stale, "the stray field is gone");
     guard.unlock().await.expect("unlock");
     waiting.await.expect("join").expect("acquired");
     wait_recorded(&raw, &waiter, 0).await;
