@@ -3,14 +3,18 @@
 -- that last, and renew the hash's TTL, which ends the edges of a client that stopped.
 -- KEYS[1] ferrisson_waits:{<client uuid>}; ARGV[1] the TTL (ms), also kept in the field `ttl`
 -- so that readers can tell a live client's hash (renewed every quarter of it) from a stale one;
--- ARGV[2] n, the number of fields to remove, ARGV[3 .. 2+n] those fields; then field, value
--- pairs to set (`<owner id>:<wait id>`, `<since ms> <asked field> <lock name>`).
+-- ARGV[2] `replace` (the pairs below are every wait: drop whatever else the hash has) or
+-- `update`; ARGV[3] n, the number of fields to remove, ARGV[4 .. 3+n] those fields; then field,
+-- value pairs to set (`<owner id>:<wait id>`, `<since ms> <asked field> <lock name>`).
 -- Returns the number of waits recorded; the hash is deleted when none is left.
-local key, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
-for i = 3, 2 + n do
+local key, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[3])
+if ARGV[2] == 'replace' then
+  redis.call('del', key)
+end
+for i = 4, 3 + n do
   redis.call('hdel', key, ARGV[i])
 end
-for i = 3 + n, #ARGV, 2 do
+for i = 4 + n, #ARGV, 2 do
   redis.call('hset', key, ARGV[i], ARGV[i + 1])
 end
 local waits = redis.call('hlen', key) - redis.call('hexists', key, 'ttl')

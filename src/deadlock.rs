@@ -95,6 +95,7 @@ pub(crate) fn start(inner: &Arc<ClientInner>) -> Option<tokio::task::JoinHandle<
         renewed: None,
         checks: HashMap::new(),
         retry: None,
+        replace: false,
     };
     Some(tokio::spawn(keeper.run(inner.stop.clone())))
 }
@@ -116,6 +117,8 @@ struct Keeper {
     checks: HashMap<u64, Instant>,
     /// After a failed write: when to try again.
     retry: Option<Instant>,
+    /// The next write replaces the whole hash (it did not hold what was written).
+    replace: bool,
 }
 
 impl Keeper {
@@ -166,7 +169,8 @@ impl Keeper {
         let now = Instant::now();
         for wait in self.table.take_ended() {
             self.checks.remove(&wait.id);
-            if self.written.remove(&wait.id).is_some_and(|(_, sent)| sent) {
+            // Sent or not: a write whose reply was lost may have reached the hash.
+            if self.written.remove(&wait.id).is_some() {
                 self.removals
                     .push(wait_for::edge_field(wait.owner_id, wait.id));
             }
@@ -194,9 +198,11 @@ impl Keeper {
             return;
         }
         let ttl_ms = self.timing.ttl().as_millis().to_string();
-        let mut args = vec![ttl_ms, self.removals.len().to_string()];
+        let mode = if self.replace { "replace" } else { "update" };
+        let mut args = vec![ttl_ms, mode.to_owned(), self.removals.len().to_string()];
         args.extend(self.removals.iter().cloned());
-        for (wait, _) in self.written.values() {
+        // Only waits not yet in the hash: a renewal alone sends no field.
+        for (wait, _) in self.written.values().filter(|(_, sent)| !sent) {
             args.push(wait_for::edge_field(wait.owner_id, wait.id));
             args.push(wait_for::edge_value(wait.since_ms, &wait.field, &wait.lock));
         }
@@ -205,17 +211,33 @@ impl Keeper {
             .run(&redis.pool, &redis.write_options, &[&self.key], &args)
             .await
         {
-            Ok(_) => {
+            Ok(reply) => {
                 self.removals.clear();
-                for (_, sent) in self.written.values_mut() {
-                    *sent = true;
-                }
                 self.renewed = Some(Instant::now());
-                self.retry = None;
+                // Every written wait is in the hash now, and nothing else, unless it lost
+                // fields (a server restart without persistence, a flush) or kept one of a
+                // write whose reply was lost: then the whole hash is written again, at the
+                // next renewal rather than at once, should the count never agree.
+                let whole = reply.as_u64() == Some(self.written.len() as u64);
+                for (_, sent) in self.written.values_mut() {
+                    *sent = whole;
+                }
+                self.replace = !whole;
+                self.retry = (!whole).then(|| Instant::now() + self.timing.renew);
             }
             Err(err) => {
-                tracing::warn!(error = %err, "could not write this client's wait-for edges");
+                // Once per outage: a renewal fails every quarter TTL while it lasts.
+                if self.retry.is_none() {
+                    tracing::warn!(error = %err, "could not write this client's wait-for edges");
+                } else {
+                    tracing::debug!(error = %err, "could not write this client's wait-for edges");
+                }
                 self.retry = Some(Instant::now() + self.timing.renew);
+                // The call may or may not have reached the hash: write it whole next time.
+                self.replace = true;
+                for (_, sent) in self.written.values_mut() {
+                    *sent = false;
+                }
             }
         }
     }

@@ -42,6 +42,12 @@ use crate::transport::script;
 /// acquire whose reply is lost to cancellation is released by the client's background task),
 /// never leaks a subscription, and a fair lock's dropped waiter leaves the queue.
 ///
+/// # Deadlocks
+/// With [`DeadlockDetection::Detect`](crate::DeadlockDetection::Detect), an acquire that waits
+/// may end with [`Error::Deadlock`] instead: its wait was the youngest of a cycle of owners
+/// that each wait for a lock the next one holds. It took nothing; release what the owner holds
+/// and retry.
+///
 /// ```no_run
 /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
 /// use ferrisson::{Handle, Protocol};

@@ -547,7 +547,7 @@ async fn use_deadlock_detection(setup: &Setup, a: &str, b: &str) {
         let lock = setup.holder.lock(b).with_owner(first);
         async move { lock.lock().await.map(|guard| guard.detach()) }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    support::wait_waits_recorded(&setup.holder, 1).await;
     let younger = setup.waiter.lock(a).with_owner(second).lock().await;
     assert!(
         matches!(&younger, Err(Error::Deadlock { .. })),

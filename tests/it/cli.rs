@@ -239,7 +239,8 @@ async fn status_reports_a_free_lock_as_text_and_json() {
         serde_json::json!([{
             "name": "cli:free", "state": "free", "locked": false, "kind": null, "mode": null,
             "redis_type": null, "ttl_ms": null, "holders": [], "queued": 0, "waiters": [],
-            "token": null, "count": null, "permits_out": 0, "permits": []
+            "token": null, "count": null, "permits_out": 0, "permits": [],
+            "recorded_waiters": []
         }])
     );
 }
@@ -2790,4 +2791,153 @@ async fn the_library_settings_come_from_the_environment() {
             predicate::str::contains("ferrisson: error: ")
                 .and(predicate::str::contains("FERRISSON_PUBLISH_MODE=\"loud\"")),
         );
+}
+
+/// Two clients that record their waits (`DeadlockDetection::Record`: nobody is failed), each
+/// owner holding one of `a`, `b` and waiting (3 s at most) for the other: a deadlock that
+/// `find_deadlocks` sees once both waits are recorded, whose victim is the second client's
+/// wait (for `a`). Returns the clients, the waits and the holds.
+async fn recorded_deadlock(
+    server: &RedisServer,
+    a: &str,
+    b: &str,
+) -> (
+    [ferrisson::Client; 2],
+    Vec<tokio::task::JoinHandle<ferrisson::Result<bool>>>,
+    Vec<ferrisson::LockGuard>,
+) {
+    let recording = || {
+        let mut config = ferrisson::Config::new(server.url());
+        config.deadlock_detection = ferrisson::DeadlockDetection::Record {
+            after: Duration::from_millis(50),
+        };
+        support::connect_with(config)
+    };
+    let (one, two) = (recording().await, recording().await);
+    let (x, y) = (Owner::new(), Owner::new());
+    let held = vec![
+        one.lock(a).with_owner(x).lock().await.expect("a"),
+        two.lock(b).with_owner(y).lock().await.expect("b"),
+    ];
+    let wait = |client: &ferrisson::Client, name: &str, owner| {
+        let lock = client.lock(name).with_owner(owner);
+        tokio::spawn(async move {
+            let attempt = lock.try_lock_within(Duration::from_secs(3)).await?;
+            Ok(attempt.is_busy())
+        })
+    };
+    // The second wait begins once the first is recorded: it is the younger, the victim.
+    let first = wait(&one, b, x);
+    support::wait_waits_recorded(&one, 1).await;
+    let waits = vec![first, wait(&two, a, y)];
+    support::redis_state::poll_until(
+        Duration::from_secs(5),
+        Duration::from_millis(10),
+        || async { one.find_deadlocks().await.expect("find_deadlocks").len() },
+        |found| *found == 1,
+    )
+    .await
+    .expect("the deadlock is recorded");
+    ([one, two], waits, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlocks_finds_none_and_exits_0() {
+    let server = RedisServer::start();
+    cli(&server)
+        .arg("deadlocks")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::starts_with("no deadlock"));
+    let output = cli(&server)
+        .args(["--json", "deadlocks"])
+        .output()
+        .expect("run deadlocks --json");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(stdout_json(&output), serde_json::json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlocks_prints_a_recorded_cycle_with_its_victim_and_exits_1() {
+    let server = RedisServer::start();
+    let (clients, waits, held) = recorded_deadlock(&server, "dl:a", "dl:b").await;
+    let output = cli(&server)
+        .arg("deadlocks")
+        .output()
+        .expect("run deadlocks");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.starts_with("deadlock 1 (2 owners):"), "{text}");
+    for (client, lock) in [(&clients[0], "dl:b"), (&clients[1], "dl:a")] {
+        let line = text
+            .lines()
+            .find(|line| line.contains(&format!("for `{lock}`")))
+            .unwrap_or_else(|| panic!("no wait for {lock}: {text}"));
+        assert!(line.trim_start().starts_with(client.id()), "{line}");
+    }
+    // The younger wait is the second client's, for dl:a.
+    let victim = text
+        .lines()
+        .find(|line| line.contains("victim (youngest wait)"))
+        .expect("a victim");
+    assert!(victim.contains("for `dl:a`"), "{victim}");
+
+    let output = cli(&server)
+        .args(["--json", "deadlocks"])
+        .output()
+        .expect("run deadlocks --json");
+    assert_eq!(output.status.code(), Some(1));
+    let json = stdout_json(&output);
+    let steps = json[0]["steps"].as_array().expect("one cycle's steps");
+    assert_eq!(json.as_array().map(Vec::len), Some(1));
+    assert_eq!(steps.len(), 2);
+    for step in steps {
+        let (owner, held_by) = (step["owner"].as_str(), step["held_by"].as_str());
+        let lock = step["lock"].as_str().expect("lock");
+        let (waiter, holder) = if lock == "dl:b" { (0, 1) } else { (1, 0) };
+        assert!(
+            owner.expect("owner").starts_with(clients[waiter].id()),
+            "{step}"
+        );
+        assert!(
+            held_by.expect("held_by").starts_with(clients[holder].id()),
+            "{step}"
+        );
+        assert!(step["waited_ms"].as_u64().is_some(), "{step}");
+        assert_eq!(step["victim"], lock == "dl:a", "{step}");
+    }
+    for wait in waits {
+        assert!(wait.await.expect("join").expect("Record fails nobody"));
+    }
+    for guard in held {
+        guard.unlock().await.expect("unlock");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_lists_the_waiters_ferrisson_clients_recorded() {
+    let server = RedisServer::start();
+    let (clients, waits, held) = recorded_deadlock(&server, "rw:a", "rw:b").await;
+    let (code, text, stderr) = status_text(&server, &["rw:a"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let waiters = section(&text, "`rw:a` waiters recorded by ferrisson clients");
+    assert_eq!(waiters.len(), 1, "{text}");
+    assert!(
+        waiters[0].trim_start().starts_with(clients[1].id()),
+        "{text}"
+    );
+    assert!(waiters[0].contains("waiting "), "{text}");
+    let json = status_json(&server, &["rw:a", "rw:free"]);
+    let recorded = json[0]["recorded_waiters"].as_array().expect("a list");
+    assert_eq!(recorded.len(), 1, "{}", json[0]);
+    let owner = recorded[0]["owner"].as_str().expect("owner");
+    assert!(owner.starts_with(clients[1].id()), "{owner}");
+    assert!(recorded[0]["waited_ms"].as_u64().is_some());
+    assert_eq!(json[1]["recorded_waiters"], serde_json::json!([]));
+    for wait in waits {
+        assert!(wait.await.expect("join").expect("Record fails nobody"));
+    }
+    for guard in held {
+        guard.unlock().await.expect("unlock");
+    }
 }

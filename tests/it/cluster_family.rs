@@ -520,7 +520,7 @@ async fn deadlock(f: &Family) {
             let lock = one.lock(y).with_owner(first);
             async move { lock.try_lock_within(wait).await.map(|a| a.is_busy()) }
         });
-        sleep(Duration::from_millis(50)).await;
+        support::wait_waits_recorded(&one, 1).await;
         let two_waits = tokio::spawn({
             let lock = two.lock(x).with_owner(second);
             async move { lock.try_lock_within(wait).await.map(|a| a.is_busy()) }

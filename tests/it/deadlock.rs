@@ -412,7 +412,7 @@ async fn a_bounded_wait_in_a_deadlock_gives_way_too() {
                 .map(|a| a.is_busy())
         }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    support::wait_waits_recorded(&one, 1).await;
     let younger = two
         .lock("bd:a")
         .with_owner(second)
@@ -712,4 +712,35 @@ async fn two_owners_of_one_client_in_opposite_orders_one_gives_way() {
         .count();
     assert_eq!(gave_way, 1, "{outcomes:?}");
     assert_nothing_left(&server, "own:").await;
+}
+
+/// A hash that lost its fields (a restart without persistence, a flush), or holds one its
+/// client did not write, is written whole again at the next renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_edges_are_written_again() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let holder = connect_with(detecting(&server)).await;
+    let waiter = connect_with(detecting(&server)).await;
+    let guard = holder.lock("lost:e").lock().await.expect("held");
+    let lock = waiter.lock("lost:e");
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
+    wait_recorded(&raw, &waiter, 1).await;
+    let _: i64 = raw.del(edges_key(&waiter)).await.expect("DEL");
+    wait_recorded(&raw, &waiter, 1).await;
+    // A field the client did not write (as a write whose reply was lost may leave): the
+    // count disagrees, and the hash is written whole again without it.
+    let _: i64 = raw
+        .hset(edges_key(&waiter), ("9:9", "1 x:9 elsewhere"))
+        .await
+        .expect("HSET");
+    wait_recorded(&raw, &waiter, 1).await;
+    let stale: bool = raw
+        .hexists(edges_key(&waiter), "9:9")
+        .await
+        .expect("HEXISTS");
+    assert!(!stale, "the stray field is gone");
+    guard.unlock().await.expect("unlock");
+    waiting.await.expect("join").expect("acquired");
+    wait_recorded(&raw, &waiter, 0).await;
 }

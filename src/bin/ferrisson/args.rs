@@ -36,7 +36,8 @@ cannot_execute, internal, other.
 
 Exit status: 0 on success; 2 for bad arguments, including a URL the server rejects (scheme,
 credentials, database, TLS); 65 when a key is not a lock; 69 when Redis cannot be reached;
-77 when its ACL user may not run ferrisson's commands; 1 for other errors. `run` exits with its
+77 when its ACL user may not run ferrisson's commands; 1 for other errors, and for `deadlocks`
+when it finds one. `run` exits with its
 command's status, 75 when the lock was not acquired, 76 when it was lost or its release did not
 show that it lasted (`ferrisson run --help`).
 
@@ -154,7 +155,32 @@ pub enum Command {
     /// Follow a lock (or semaphore, latch) live: acquisitions, re-entries, releases, renewals
     #[command(after_help = WATCH_HELP)]
     Watch(WatchArgs),
+    /// List the deadlocks among the waits ferrisson clients record (deadlock detection)
+    #[command(after_help = DEADLOCKS_HELP)]
+    Deadlocks(DeadlocksArgs),
 }
+
+const DEADLOCKS_HELP: &str = r#"Reads the wait-for edges that ferrisson clients with deadlock detection on
+(ferrisson::Config::deadlock_detection, FERRISSON_DEADLOCK_DETECTION=record:500ms or detect:1s)
+record in Redis (one hash ferrisson_waits:{<client uuid>} per client, found with SCAN on every
+master), and the holders of the locks they wait for, and prints every cycle: owners that each
+wait for a lock the next one holds, which no lease ends while their watchdogs renew. Each cycle
+is printed once, with each owner (<client uuid>:<owner id>), the lock it waits for, how long it
+has waited, who holds that lock, and the victim: the youngest wait, which a client in detect
+mode fails with Error::Deadlock. Waiters that record nothing (Java Redisson, clients with
+detection off) are not seen, so no cycle through them is found.
+
+With --json, prints one JSON array with an object per cycle:
+  {"steps":[{"owner":..., "lock":..., "held_by":..., "waited_ms":int, "since_ms":int,
+             "wait_id":int, "victim":bool}]}
+
+Exit status: 0 when no deadlock is found; 1 when at least one is; 69 when Redis cannot be
+reached; 77 when its ACL user may not SCAN or read the edges; 2 for bad arguments or a URL the
+server rejects.
+
+Examples:
+  ferrisson deadlocks
+  ferrisson deadlocks --json"#;
 
 pub(crate) const STATUS_HELP: &str = r#"Reads each NAME with every key Redisson keeps for it, in one atomic step: the lock hash, a
 fair lock's queue and deadlines, a fenced lock's token, a read-write lock's per-hold timeout
@@ -176,8 +202,11 @@ Below the table, the lists behind a row: a fair lock's queue in order with each 
 deadline (stale: passed, removed by the next fair-lock call); a read-write lock's readers with
 each hold's timeout-key TTL (gone: that hold no longer keeps the lock); a permit-expirable
 semaphore's permits out, soonest expiry first, ids in hex whether stored raw (Redisson >= 3.17)
-or as hex strings (3.16). Deadlines are epoch ms of the clients' clocks, compared with this
-machine's. At most 100 entries per list are shown.
+or as hex strings (3.16); the waiters that ferrisson clients with deadlock detection on
+(FERRISSON_DEADLOCK_DETECTION) recorded for the name, oldest first, with how long each has
+waited (other waiters record nothing: Java Redisson's, ferrisson's with detection off).
+Deadlines are epoch ms of the clients' clocks, compared with this machine's. At most 100
+entries per list are shown.
 
 A semaphore and a count-down latch are both a string integer: without --kind it is shown as
 "semaphore or latch" with its value. A string holding an epoch-ms time (years 2000 to 2100) is
@@ -197,13 +226,15 @@ With --json, prints one JSON array with an object per NAME:
    "waiters":[{"field":..., "deadline_ms":int|null, "remaining_ms":int|null, "stale":bool}],
    "token":int|null, "count":int|null, "permits_out":int,
    "permits":[{"id":hex, "id_format":"raw"|"hex"|"unknown", "expires_ms":int|null,
-               "remaining_ms":int|null, "expired":bool}]}
+               "remaining_ms":int|null, "expired":bool}],
+   "recorded_waiters":[{"owner":..., "waited_ms":int, "since_ms":int, "wait_id":int}]|null}
 kind is what the key is, null when it does not exist; state is whether it is held: locked or
 free for a lock (and a missing key), present or absent for a semaphore or latch, present for a
 key that is not a lock. Kinds and states are snake_case and stable (as the error kinds are).
 ttl_ms is null for a free lock and for a key without expiry; read_holds is given for the
 readers of a read-write lock only; count is null unless the key is a present semaphore or
-latch; expires_ms is null for a permit that never expires.
+latch; expires_ms is null for a permit that never expires; recorded_waiters is null when the
+ACL user may not SCAN for the clients' records.
 
 Exit status: 0 when every NAME is a primitive of the family (held, free, present or absent);
 65 when a key is not (every NAME is still printed, and a line per such key on stderr: key `x`
@@ -352,6 +383,10 @@ pub struct StatusArgs {
     #[arg(required = true, value_name = "NAME", value_parser = lock_name)]
     pub names: Vec<String>,
 }
+
+/// `ferrisson deadlocks` takes no arguments of its own.
+#[derive(Debug, Args)]
+pub struct DeadlocksArgs {}
 
 /// `--kind`: the primitive a name is, when Redis alone cannot tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -3,6 +3,7 @@
 //! Argument parsing and output only: every operation goes through the `ferrisson` library.
 
 mod args;
+mod deadlocks;
 mod error;
 mod listen;
 mod output;
@@ -26,6 +27,8 @@ pub mod exit {
     pub const OK: u8 = 0;
     /// Any other failure (a Redis error, ...).
     pub const FAILURE: u8 = 1;
+    /// `deadlocks`: a deadlock was found.
+    pub const DEADLOCK: u8 = 1;
     /// Bad arguments (clap's usage errors use it too), including a URL the server rejects.
     pub const USAGE: u8 = 2;
     /// EX_DATAERR: a named key exists but is not a lock (a string, a list, ...).
@@ -120,6 +123,7 @@ async fn dispatch(cli: Cli) -> Outcome {
         Command::Run(args) => run::run(&conn, json, args).await,
         Command::Unlock(args) => unlock::unlock(&conn, json, args).await,
         Command::Watch(args) => watch::watch(&conn, json, args).await,
+        Command::Deadlocks(args) => deadlocks::deadlocks(&conn, json, args).await,
     }
 }
 

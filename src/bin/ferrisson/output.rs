@@ -337,6 +337,54 @@ pub struct LockJson {
     pub permits_out: u64,
     /// The first permits out, soonest expiry first.
     pub permits: Vec<PermitJson>,
+    /// `status`: the waiters that ferrisson clients with deadlock detection on recorded for
+    /// this name, oldest first; null when they could not be read (an ACL user without `SCAN`).
+    #[serde(skip_serializing_if = "Recorded::is_absent")]
+    pub recorded_waiters: Recorded,
+}
+
+/// [`LockJson::recorded_waiters`]: absent (not asked, `watch`), unreadable (null), or the list.
+#[derive(Serialize, Debug, Default)]
+#[serde(untagged)]
+pub enum Recorded {
+    /// Not asked for: the field is left out.
+    #[default]
+    Absent,
+    /// Asked for but not readable: null.
+    Unreadable(()),
+    /// The recorded waiters.
+    Waiters(Vec<RecordedWaiterJson>),
+}
+
+impl Recorded {
+    fn is_absent(&self) -> bool {
+        matches!(self, Recorded::Absent)
+    }
+}
+
+/// A wait recorded by a ferrisson client with deadlock detection on, in JSON.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct RecordedWaiterJson {
+    /// The waiting owner, `<client uuid>:<owner id>`.
+    pub owner: String,
+    /// How long it has waited (by its clock's start and this machine's clock).
+    pub waited_ms: u64,
+    /// When the wait started, epoch ms of the waiting client's clock.
+    pub since_ms: u64,
+    /// The wait's id within its client.
+    pub wait_id: u64,
+}
+
+impl RecordedWaiterJson {
+    /// The JSON view of `step`.
+    pub fn new(step: &ferrisson::WaitStep) -> RecordedWaiterJson {
+        RecordedWaiterJson {
+            owner: step.owner.clone(),
+            waited_ms: millis(step.waited),
+            since_ms: step.since_ms,
+            wait_id: step.wait_id,
+        }
+    }
 }
 
 impl LockJson {
@@ -402,6 +450,7 @@ impl LockJson {
                     expired: permit.expired,
                 })
                 .collect(),
+            recorded_waiters: Recorded::Absent,
         }
     }
 }

@@ -1,11 +1,11 @@
 //! `ferrisson status [--kind KIND] NAME...`
 
 use ferrisson::inspect::{LockInfo, LockKind};
-use ferrisson::{PermitIdFormat, RemainingTtl};
+use ferrisson::{PermitIdFormat, RemainingTtl, WaitStep};
 
 use crate::args::{Connection, Kind, StatusArgs};
 use crate::error::not_a_lock;
-use crate::output::{self, humane, LockJson};
+use crate::output::{self, humane, LockJson, Recorded, RecordedWaiterJson};
 use crate::{connect, exit, Failure, Outcome};
 
 /// Reads `name`, as `kind` when given, in the tool's terms ([`output::classify`]).
@@ -45,13 +45,35 @@ pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome 
             }
         }
     }
+    // The waits ferrisson clients recorded (deadlock detection): a SCAN for every client's
+    // edges. A user who may not SCAN still gets the rest of the status.
+    let recorded = match failure {
+        None => client.recorded_waits().await.ok(),
+        Some(_) => None,
+    };
     client.shutdown().await;
     if let Some(failure) = failure {
         return Err(failure);
     }
+    let waiters_of = |name: &str| -> Option<Vec<&WaitStep>> {
+        let recorded = recorded.as_ref()?;
+        Some(recorded.iter().filter(|wait| wait.lock == name).collect())
+    };
 
     if json {
-        let objects: Vec<LockJson> = infos.iter().map(LockJson::new).collect();
+        let objects: Vec<LockJson> = infos
+            .iter()
+            .map(|info| {
+                let mut object = LockJson::new(info);
+                object.recorded_waiters = match waiters_of(&info.name) {
+                    None => Recorded::Unreadable(()),
+                    Some(waits) => {
+                        Recorded::Waiters(waits.into_iter().map(RecordedWaiterJson::new).collect())
+                    }
+                };
+                object
+            })
+            .collect();
         output::stdout_line(&output::json(&objects));
     } else {
         let mut rows = vec![["NAME", "STATE", "KIND", "TTL", "HOLDERS"]
@@ -75,6 +97,9 @@ pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome 
         output::stdout_line(output::table(&rows).trim_end());
         for info in &infos {
             for line in details(info) {
+                output::stdout_line(&line);
+            }
+            for line in recorded_section(&info.name, waiters_of(&info.name).unwrap_or_default()) {
                 output::stdout_line(&line);
             }
         }
@@ -183,6 +208,29 @@ fn details(info: &LockInfo) -> Vec<String> {
         ));
     }
     sections.into_iter().flatten().collect()
+}
+
+/// The waiters ferrisson clients recorded for `name`, oldest first: nothing when none did.
+fn recorded_section(name: &str, waits: Vec<&WaitStep>) -> Vec<String> {
+    if waits.is_empty() {
+        return Vec::new();
+    }
+    let rows: Vec<Vec<String>> = waits
+        .iter()
+        .map(|wait| {
+            vec![
+                wait.owner.clone(),
+                format!("waiting {}", humane(wait.waited)),
+            ]
+        })
+        .collect();
+    let count = rows.len() as u64;
+    section(
+        format!("`{name}` waiters recorded by ferrisson clients (deadlock detection on):"),
+        rows,
+        count,
+        count as usize,
+    )
 }
 
 fn section(heading: String, rows: Vec<Vec<String>>, total: u64, listed: usize) -> Vec<String> {

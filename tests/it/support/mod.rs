@@ -727,3 +727,26 @@ fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
         }
     }
 }
+
+/// Waits (at most 5 s, else panics) until `client` records `n` waits of its own
+/// ([`ferrisson::Client::recorded_waits`] with deadlock detection on, recorded in Redis or
+/// not yet), then 2 ms more: a wait begun afterwards is the younger, whatever the scheduling.
+pub async fn wait_waits_recorded(client: &ferrisson::Client, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let waits = client.recorded_waits().await.expect("recorded_waits");
+        let own = waits
+            .iter()
+            .filter(|wait| wait.owner.starts_with(client.id()))
+            .count();
+        if own >= n {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} waits not recorded: {waits:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(2)).await;
+}
