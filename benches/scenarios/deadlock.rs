@@ -645,6 +645,7 @@ pub fn render(outcome: &Outcome) -> String {
         ("hold: client CPU, % of a core", |p| p.cpu_pct, 2),
         ("drain, s", |p| p.drain_s, 2),
         ("drain: commands per waiter", |p| p.drain.commands, 3),
+        ("drain: script runs per waiter", |p| p.drain.scripts, 3),
         ("drain: HSET per waiter", |p| p.drain.hset, 3),
         ("drain: HDEL per waiter", |p| p.drain.hdel, 3),
         (
