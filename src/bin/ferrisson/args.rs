@@ -23,6 +23,7 @@ const EXAMPLES: &str = r#"Examples:
   ferrisson run --wait 30s nightly-report -- ./make-report.sh --full
   ferrisson watch orders:42
   ferrisson unlock --force orders:42
+  ferrisson deadlocks
   REDIS_URL=rediss://app:secret@redis.internal:6380/0 ferrisson status orders:42
 
 Durations are humane: 500ms, 30s, 2m, 1h 30m.
@@ -37,9 +38,8 @@ cannot_execute, internal, other.
 Exit status: 0 on success; 2 for bad arguments, including a URL the server rejects (scheme,
 credentials, database, TLS); 65 when a key is not a lock; 69 when Redis cannot be reached;
 77 when its ACL user may not run ferrisson's commands; 1 for other errors, and for `deadlocks`
-when it finds one. `run` exits with its
-command's status, 75 when the lock was not acquired, 76 when it was lost or its release did not
-show that it lasted (`ferrisson run --help`).
+when it finds one. `run` exits with its command's status, 75 when the lock was not acquired,
+76 when it was lost or its release did not show that it lasted (`ferrisson run --help`).
 
 Settings: besides REDIS_URL, the library's FERRISSON_* variables apply as in
 ferrisson::Config::from_env (FERRISSON_PUBLISH_MODE=auto|classic|sharded|both,
@@ -174,9 +174,10 @@ With --json, prints one JSON array with an object per cycle:
   {"steps":[{"owner":..., "lock":..., "held_by":..., "waited_ms":int, "since_ms":int,
              "wait_id":int, "victim":bool}]}
 
-Exit status: 0 when no deadlock is found; 1 when at least one is; 69 when Redis cannot be
-reached; 77 when its ACL user may not SCAN or read the edges; 2 for bad arguments or a URL the
-server rejects.
+Exit status: 0 when no deadlock is found; 1 when at least one is, and for errors other than
+these (with --json the error object tells them apart); 69 when Redis cannot be reached; 77
+when its ACL user may not SCAN or read the edges; 2 for bad arguments or a URL the server
+rejects.
 
 Examples:
   ferrisson deadlocks
