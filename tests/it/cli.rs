@@ -323,7 +323,11 @@ async fn status_reads_redisson_written_keys_of_every_kind_in_argument_order() {
         "every key is a primitive of the family: {output:?}"
     );
     let text = String::from_utf8_lossy(&output.stdout);
-    let rows: Vec<&str> = text.lines().skip(1).collect();
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .collect();
     assert_eq!(rows.len(), names.len(), "one row per name: {text}");
     for (row, name) in rows.iter().zip(names) {
         assert!(row.starts_with(name), "rows in argument order: {text}");

@@ -205,9 +205,11 @@ each hold's timeout-key TTL (gone: that hold no longer keeps the lock); a permit
 semaphore's permits out, soonest expiry first, ids in hex whether stored raw (Redisson >= 3.17)
 or as hex strings (3.16); the waiters that ferrisson clients with deadlock detection on
 (FERRISSON_DEADLOCK_DETECTION) recorded for the name, oldest first, with how long each has
-waited (other waiters record nothing: Java Redisson's, ferrisson's with detection off).
-Deadlines are epoch ms of the clients' clocks, compared with this machine's. At most 100
-entries per list are shown.
+waited; last, one line naming the locks without recorded waiters (other waiters record
+nothing: Java Redisson's, ferrisson's with detection off), or saying that the records could
+not be read (a user who may not SCAN: a warning on stderr says why, and the rest is printed all
+the same). Deadlines are epoch ms of the clients' clocks, compared with this machine's. At
+most 100 entries per list are shown.
 
 A semaphore and a count-down latch are both a string integer: without --kind it is shown as
 "semaphore or latch" with its value. A string holding an epoch-ms time (years 2000 to 2100) is
@@ -235,7 +237,7 @@ key that is not a lock. Kinds and states are snake_case and stable (as the error
 ttl_ms is null for a free lock and for a key without expiry; read_holds is given for the
 readers of a read-write lock only; count is null unless the key is a present semaphore or
 latch; expires_ms is null for a permit that never expires; recorded_waiters is null when the
-ACL user may not SCAN for the clients' records.
+clients' records cannot be read (a line on stderr says why), [] when none are recorded.
 
 Exit status: 0 when every NAME is a primitive of the family (held, free, present or absent);
 65 when a key is not (every NAME is still printed, and a line per such key on stderr: key `x`
