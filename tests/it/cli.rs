@@ -1,5 +1,5 @@
 //! The `ferrisson` command-line tool, driven as a subprocess against a real `redis-server`:
-//! `status`, `run`, `unlock --force`, `watch`, exit statuses and argument errors.
+//! `status`, `run`, `unlock --force`, `watch`, `deadlocks`, exit statuses and argument errors.
 
 use crate::support;
 
@@ -323,7 +323,11 @@ async fn status_reads_redisson_written_keys_of_every_kind_in_argument_order() {
         "every key is a primitive of the family: {output:?}"
     );
     let text = String::from_utf8_lossy(&output.stdout);
-    let rows: Vec<&str> = text.lines().skip(1).collect();
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .collect();
     assert_eq!(rows.len(), names.len(), "one row per name: {text}");
     for (row, name) in rows.iter().zip(names) {
         assert!(row.starts_with(name), "rows in argument order: {text}");
@@ -2793,151 +2797,335 @@ async fn the_library_settings_come_from_the_environment() {
         );
 }
 
-/// Two clients that record their waits (`DeadlockDetection::Record`: nobody is failed), each
-/// owner holding one of `a`, `b` and waiting (3 s at most) for the other: a deadlock that
-/// `find_deadlocks` sees once both waits are recorded, whose victim is the second client's
-/// wait (for `a`). Returns the clients, the waits and the holds.
-async fn recorded_deadlock(
-    server: &RedisServer,
-    a: &str,
-    b: &str,
-) -> (
-    [ferrisson::Client; 2],
-    Vec<tokio::task::JoinHandle<ferrisson::Result<bool>>>,
-    Vec<ferrisson::LockGuard>,
+/// A client that records its waits that last 1 s. `DeadlockDetection::Record` fails nobody,
+/// so a deadlock among such clients lasts until the test ends it. Not 50 ms: its edges hash
+/// is renewed every `after / 2` and read as stale (its edges ignored) once `after` passes
+/// without a renewal, so with 50 ms a renewal 25 ms late, common on a loaded 2-core machine,
+/// hid the deadlock from the CLI (1 run in 20 beside a build).
+async fn recording(server: &RedisServer) -> ferrisson::Client {
+    let mut config = ferrisson::Config::new(server.url());
+    config.deadlock_detection = ferrisson::DeadlockDetection::Record {
+        after: Duration::from_secs(1),
+    };
+    support::connect_with(config).await
+}
+
+/// `owner` of `client` waits for `name` (60 s at most, a liveness bound: the test ends the
+/// wait by releasing the lock) and releases it once acquired; `Ok(true)` when it acquired.
+fn wait_for(
+    client: &ferrisson::Client,
+    name: &str,
+    owner: Owner,
+) -> tokio::task::JoinHandle<ferrisson::Result<bool>> {
+    let lock = client.lock(name).with_owner(owner);
+    tokio::spawn(async move {
+        match lock.try_lock_within(Duration::from_secs(60)).await? {
+            ferrisson::Attempt::Acquired(guard) => guard.unlock().await.map(|()| true),
+            ferrisson::Attempt::Busy => Ok(false),
+        }
+    })
+}
+
+/// `<client uuid>:<owner id>`, as a recorded wait names its owner.
+fn owner_field(client: &ferrisson::Client, owner: Owner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
+/// Waits (10 s at most) until `observer`, a client that records nothing and so sees only what
+/// is written in Redis, as the CLI does, reads what `done` accepts.
+async fn until_written<T: std::fmt::Debug, Fut: std::future::Future<Output = T>>(
+    probe: impl FnMut() -> Fut,
+    done: impl Fn(&T) -> bool,
 ) {
-    let recording = || {
-        let mut config = ferrisson::Config::new(server.url());
-        config.deadlock_detection = ferrisson::DeadlockDetection::Record {
-            after: Duration::from_millis(50),
-        };
-        support::connect_with(config)
-    };
-    let (one, two) = (recording().await, recording().await);
-    let (x, y) = (Owner::new(), Owner::new());
-    let held = vec![
-        one.lock(a).with_owner(x).lock().await.expect("a"),
-        two.lock(b).with_owner(y).lock().await.expect("b"),
-    ];
-    let wait = |client: &ferrisson::Client, name: &str, owner| {
-        let lock = client.lock(name).with_owner(owner);
-        tokio::spawn(async move {
-            let attempt = lock.try_lock_within(Duration::from_secs(3)).await?;
-            Ok(attempt.is_busy())
-        })
-    };
-    // The second wait begins once the first is recorded: it is the younger, the victim.
-    let first = wait(&one, b, x);
-    support::wait_waits_recorded(&one, 1).await;
-    let waits = vec![first, wait(&two, a, y)];
-    support::redis_state::poll_until(
-        Duration::from_secs(5),
+    poll_until(
+        Duration::from_secs(10),
         Duration::from_millis(10),
-        || async { one.find_deadlocks().await.expect("find_deadlocks").len() },
-        |found| *found == 1,
+        probe,
+        done,
     )
     .await
-    .expect("the deadlock is recorded");
-    ([one, two], waits, held)
+    .map(drop)
+    .unwrap_or_else(|last| panic!("not written in Redis: {last:?}"));
+}
+
+/// Awaits `wait`, whose lock was just released: it acquires (`Record` fails nobody).
+async fn acquires(wait: tokio::task::JoinHandle<ferrisson::Result<bool>>) {
+    let acquired = timeout(PROMPTLY, wait)
+        .await
+        .expect("a wait ends once its lock is released")
+        .expect("join")
+        .expect("Record fails nobody");
+    assert!(acquired, "the wait acquired its lock");
+}
+
+/// An owner of a recording client waiting for `name`, which an owner of a client that records
+/// nothing holds: a recorded wait, written in Redis, that is no deadlock.
+struct RecordedWait {
+    /// The waiting owner, `<client uuid>:<owner id>`.
+    owner: String,
+    /// The holder's client and the waiter's, kept open while the wait lasts.
+    _clients: [ferrisson::Client; 2],
+    held: ferrisson::LockGuard,
+    wait: tokio::task::JoinHandle<ferrisson::Result<bool>>,
+}
+
+impl RecordedWait {
+    async fn start(server: &RedisServer, name: &str) -> RecordedWait {
+        let (holder, waiter) = (connect(server).await, recording(server).await);
+        let held = holder
+            .lock(name)
+            .with_owner(Owner::new())
+            .lock()
+            .await
+            .expect("lock");
+        let owner = Owner::new();
+        let wait = wait_for(&waiter, name, owner);
+        until_written(
+            || async { holder.recorded_waits().await.expect("recorded_waits") },
+            |waits| waits.len() == 1,
+        )
+        .await;
+        RecordedWait {
+            owner: owner_field(&waiter, owner),
+            _clients: [holder, waiter],
+            held,
+            wait,
+        }
+    }
+
+    /// Ends the wait: releases the lock, which the waiter then acquires.
+    async fn end(self) {
+        self.held.unlock().await.expect("unlock");
+        acquires(self.wait).await;
+    }
+}
+
+/// Two recording clients whose owners each hold one of `a`, `b` and wait for the other: a
+/// deadlock, written in Redis, whose victim is the second client's wait (for `a`).
+struct RecordedDeadlock {
+    clients: [ferrisson::Client; 2],
+    owners: [Owner; 2],
+    held: Vec<ferrisson::LockGuard>,
+    waits: Vec<tokio::task::JoinHandle<ferrisson::Result<bool>>>,
+}
+
+impl RecordedDeadlock {
+    async fn start(server: &RedisServer, a: &str, b: &str) -> RecordedDeadlock {
+        let (one, two) = (recording(server).await, recording(server).await);
+        let (x, y) = (Owner::new(), Owner::new());
+        let held = vec![
+            one.lock(a).with_owner(x).lock().await.expect("a"),
+            two.lock(b).with_owner(y).lock().await.expect("b"),
+        ];
+        // The second wait begins once the first is recorded: it is the younger, the victim.
+        let first = wait_for(&one, b, x);
+        support::wait_waits_recorded(&one, 1).await;
+        let waits = vec![first, wait_for(&two, a, y)];
+        let observer = connect(server).await;
+        until_written(
+            || async { observer.find_deadlocks().await.expect("find_deadlocks") },
+            |found| found.len() == 1,
+        )
+        .await;
+        observer.shutdown().await;
+        RecordedDeadlock {
+            clients: [one, two],
+            owners: [x, y],
+            held,
+            waits,
+        }
+    }
+
+    /// `<client uuid>:<owner id>` of the `i`th client's owner.
+    fn owner(&self, i: usize) -> String {
+        owner_field(&self.clients[i], self.owners[i])
+    }
+
+    /// Ends the deadlock: releases both holds, so that both waits acquire (`Record` fails
+    /// nobody).
+    async fn end(self) {
+        for guard in self.held {
+            guard.unlock().await.expect("unlock");
+        }
+        for wait in self.waits {
+            acquires(wait).await;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlocks_finds_none_and_exits_0() {
     let server = RedisServer::start();
-    cli(&server)
-        .arg("deadlocks")
-        .assert()
-        .code(0)
-        .stdout(predicate::str::starts_with("no deadlock"));
-    let output = cli(&server)
-        .args(["--json", "deadlocks"])
-        .output()
-        .expect("run deadlocks --json");
-    assert_eq!(output.status.code(), Some(0));
-    assert_eq!(stdout_json(&output), serde_json::json!([]));
+    let assert_none = || {
+        cli(&server)
+            .arg("deadlocks")
+            .assert()
+            .code(0)
+            .stdout(predicate::eq(
+                "no deadlock among the waits recorded by ferrisson clients with deadlock \
+                 detection on\n",
+            ));
+        let output = cli(&server)
+            .args(["--json", "deadlocks"])
+            .output()
+            .expect("run deadlocks --json");
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        assert_eq!(stdout_json(&output), serde_json::json!([]));
+    };
+    assert_none();
+
+    // A recorded wait for a lock whose holder waits for nothing is no deadlock.
+    let recorded = RecordedWait::start(&server, "dl:none").await;
+    assert_none();
+    recorded.end().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlocks_prints_a_recorded_cycle_with_its_victim_and_exits_1() {
     let server = RedisServer::start();
-    let (clients, waits, held) = recorded_deadlock(&server, "dl:a", "dl:b").await;
+    let deadlock = RecordedDeadlock::start(&server, "dl:a", "dl:b").await;
+    let (one, two) = (deadlock.owner(0), deadlock.owner(1));
     let output = cli(&server)
         .arg("deadlocks")
         .output()
         .expect("run deadlocks");
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert_eq!(output.status.code(), Some(1), "{text}");
-    assert!(text.starts_with("deadlock 1 (2 owners):"), "{text}");
-    for (client, lock) in [(&clients[0], "dl:b"), (&clients[1], "dl:a")] {
-        let line = text
-            .lines()
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "a heading and a line per wait: {text}");
+    assert_eq!(lines[0], "deadlock 1 (2 owners):", "{text}");
+    for (waiter, lock, holder) in [(&one, "dl:b", &two), (&two, "dl:a", &one)] {
+        let line = lines
+            .iter()
             .find(|line| line.contains(&format!("for `{lock}`")))
             .unwrap_or_else(|| panic!("no wait for {lock}: {text}"));
-        assert!(line.trim_start().starts_with(client.id()), "{line}");
+        let line = line.trim_start();
+        assert!(line.starts_with(&format!("{waiter} ")), "{line}");
+        assert!(line.contains(" waits "), "{line}");
+        assert!(line.contains(&format!("held by {holder}")), "{line}");
+        // The younger wait, the second client's for dl:a, is the victim.
+        assert_eq!(
+            line.ends_with("victim (youngest wait)"),
+            lock == "dl:a",
+            "{line}"
+        );
     }
-    // The younger wait is the second client's, for dl:a.
-    let victim = text
-        .lines()
-        .find(|line| line.contains("victim (youngest wait)"))
-        .expect("a victim");
-    assert!(victim.contains("for `dl:a`"), "{victim}");
 
     let output = cli(&server)
         .args(["--json", "deadlocks"])
         .output()
         .expect("run deadlocks --json");
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
     let json = stdout_json(&output);
-    let steps = json[0]["steps"].as_array().expect("one cycle's steps");
-    assert_eq!(json.as_array().map(Vec::len), Some(1));
-    assert_eq!(steps.len(), 2);
+    assert_eq!(json.as_array().map(Vec::len), Some(1), "one cycle: {json}");
+    let steps = json[0]["steps"].as_array().expect("the cycle's steps");
+    assert_eq!(steps.len(), 2, "{json}");
+    let mut locks: Vec<&str> = Vec::new();
     for step in steps {
-        let (owner, held_by) = (step["owner"].as_str(), step["held_by"].as_str());
         let lock = step["lock"].as_str().expect("lock");
-        let (waiter, holder) = if lock == "dl:b" { (0, 1) } else { (1, 0) };
-        assert!(
-            owner.expect("owner").starts_with(clients[waiter].id()),
-            "{step}"
-        );
-        assert!(
-            held_by.expect("held_by").starts_with(clients[holder].id()),
-            "{step}"
-        );
+        locks.push(lock);
+        let (waiter, holder) = if lock == "dl:b" {
+            (&one, &two)
+        } else {
+            (&two, &one)
+        };
+        assert_eq!(step["owner"].as_str(), Some(waiter.as_str()), "{step}");
+        assert_eq!(step["held_by"].as_str(), Some(holder.as_str()), "{step}");
         assert!(step["waited_ms"].as_u64().is_some(), "{step}");
+        assert!(step["since_ms"].as_u64().is_some(), "{step}");
+        assert!(step["wait_id"].as_u64().is_some(), "{step}");
         assert_eq!(step["victim"], lock == "dl:a", "{step}");
     }
-    for wait in waits {
-        assert!(wait.await.expect("join").expect("Record fails nobody"));
-    }
-    for guard in held {
-        guard.unlock().await.expect("unlock");
-    }
+    locks.sort_unstable();
+    assert_eq!(locks, ["dl:a", "dl:b"]);
+    deadlock.end().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_lists_the_waiters_ferrisson_clients_recorded() {
     let server = RedisServer::start();
-    let (clients, waits, held) = recorded_deadlock(&server, "rw:a", "rw:b").await;
-    let (code, text, stderr) = status_text(&server, &["rw:a"]);
+    let recorded = RecordedWait::start(&server, "rw:held").await;
+    let field = &recorded.owner;
+
+    let (code, text, stderr) = status_text(&server, &["rw:held", "rw:free"]);
     assert_eq!(code, Some(0), "{stderr}");
-    let waiters = section(&text, "`rw:a` waiters recorded by ferrisson clients");
+    assert!(stderr.is_empty(), "{stderr}");
+    let waiters = section(&text, "`rw:held` waiters recorded by ferrisson clients");
     assert_eq!(waiters.len(), 1, "{text}");
+    let columns: Vec<&str> = waiters[0].split_whitespace().collect();
+    assert_eq!(&columns[..2], [field.as_str(), "waiting"], "{text}");
     assert!(
-        waiters[0].trim_start().starts_with(clients[1].id()),
+        text.ends_with(
+            "\n\nno waiters recorded for `rw:free` (only ferrisson clients with deadlock detection \
+             on record their waits)\n"
+        ),
         "{text}"
     );
-    assert!(waiters[0].contains("waiting "), "{text}");
-    let json = status_json(&server, &["rw:a", "rw:free"]);
-    let recorded = json[0]["recorded_waiters"].as_array().expect("a list");
-    assert_eq!(recorded.len(), 1, "{}", json[0]);
-    let owner = recorded[0]["owner"].as_str().expect("owner");
-    assert!(owner.starts_with(clients[1].id()), "{owner}");
-    assert!(recorded[0]["waited_ms"].as_u64().is_some());
+
+    let json = status_json(&server, &["rw:held", "rw:free"]);
+    let listed = json[0]["recorded_waiters"].as_array().expect("a list");
+    assert_eq!(listed.len(), 1, "{}", json[0]);
+    assert_eq!(listed[0]["owner"].as_str(), Some(field.as_str()));
+    assert!(listed[0]["waited_ms"].as_u64().is_some(), "{}", json[0]);
     assert_eq!(json[1]["recorded_waiters"], serde_json::json!([]));
-    for wait in waits {
-        assert!(wait.await.expect("join").expect("Record fails nobody"));
-    }
-    for guard in held {
-        guard.unlock().await.expect("unlock");
-    }
+    recorded.end().await;
+}
+
+/// A user who may not SCAN cannot look for deadlocks (exit 77), and still gets a lock's status,
+/// told that the recorded waiters could not be read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_scan_deadlocks_is_refused_and_status_says_the_waiters_are_unread() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let rule = [
+        "SETUSER", "noscan", "on", ">pw", "~*", "&*", "+@all", "-scan",
+    ];
+    let _: () = raw
+        .custom(cmd!("ACL"), rule.to_vec())
+        .await
+        .expect("ACL SETUSER");
+    let url = format!("redis://noscan:pw@127.0.0.1:{}", server.port());
+
+    let output = cli_offline()
+        .args(["--url", &url, "deadlocks"])
+        .output()
+        .expect("run deadlocks");
+    one_error_line(
+        &output,
+        77,
+        r"cannot look for deadlocks: the URL's user is denied by the server's ACL \(NOPERM .*'scan'.*\); grant it the least-privilege rule of ferrisson's docs/reliability\.md",
+    );
+
+    let output = cli_offline()
+        .args(["--url", &url, "status", "x"])
+        .output()
+        .expect("run status");
+    let (text, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        text.ends_with(
+            "\n\nthe waiters ferrisson clients recorded could not be read (see the warning)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        stderr.starts_with(
+            "ferrisson: warning: cannot read the waits that ferrisson clients recorded: the \
+             URL's user is denied by the server's ACL (NOPERM"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+
+    let output = cli_offline()
+        .args(["--json", "--url", &url, "status", "x"])
+        .output()
+        .expect("run status --json");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let json = stdout_json(&output);
+    assert_eq!(json[0]["state"], "free", "{json}");
+    assert_eq!(json[0]["recorded_waiters"], Json::Null, "{json}");
 }

@@ -23,6 +23,7 @@ const EXAMPLES: &str = r#"Examples:
   ferrisson run --wait 30s nightly-report -- ./make-report.sh --full
   ferrisson watch orders:42
   ferrisson unlock --force orders:42
+  ferrisson deadlocks
   REDIS_URL=rediss://app:secret@redis.internal:6380/0 ferrisson status orders:42
 
 Durations are humane: 500ms, 30s, 2m, 1h 30m.
@@ -37,9 +38,8 @@ cannot_execute, internal, other.
 Exit status: 0 on success; 2 for bad arguments, including a URL the server rejects (scheme,
 credentials, database, TLS); 65 when a key is not a lock; 69 when Redis cannot be reached;
 77 when its ACL user may not run ferrisson's commands; 1 for other errors, and for `deadlocks`
-when it finds one. `run` exits with its
-command's status, 75 when the lock was not acquired, 76 when it was lost or its release did not
-show that it lasted (`ferrisson run --help`).
+when it finds one. `run` exits with its command's status, 75 when the lock was not acquired,
+76 when it was lost or its release did not show that it lasted (`ferrisson run --help`).
 
 Settings: besides REDIS_URL, the library's FERRISSON_* variables apply as in
 ferrisson::Config::from_env (FERRISSON_PUBLISH_MODE=auto|classic|sharded|both,
@@ -174,9 +174,10 @@ With --json, prints one JSON array with an object per cycle:
   {"steps":[{"owner":..., "lock":..., "held_by":..., "waited_ms":int, "since_ms":int,
              "wait_id":int, "victim":bool}]}
 
-Exit status: 0 when no deadlock is found; 1 when at least one is; 69 when Redis cannot be
-reached; 77 when its ACL user may not SCAN or read the edges; 2 for bad arguments or a URL the
-server rejects.
+Exit status: 0 when no deadlock is found; 1 when at least one is, and for errors other than
+these (with --json the error object tells them apart); 69 when Redis cannot be reached; 77
+when its ACL user may not SCAN or read the edges; 2 for bad arguments or a URL the server
+rejects.
 
 Examples:
   ferrisson deadlocks
@@ -204,9 +205,11 @@ each hold's timeout-key TTL (gone: that hold no longer keeps the lock); a permit
 semaphore's permits out, soonest expiry first, ids in hex whether stored raw (Redisson >= 3.17)
 or as hex strings (3.16); the waiters that ferrisson clients with deadlock detection on
 (FERRISSON_DEADLOCK_DETECTION) recorded for the name, oldest first, with how long each has
-waited (other waiters record nothing: Java Redisson's, ferrisson's with detection off).
-Deadlines are epoch ms of the clients' clocks, compared with this machine's. At most 100
-entries per list are shown.
+waited; last, one line naming the locks without recorded waiters (other waiters record
+nothing: Java Redisson's, ferrisson's with detection off), or saying that the records could
+not be read (a user who may not SCAN: a warning on stderr says why, and the rest is printed all
+the same). Deadlines are epoch ms of the clients' clocks, compared with this machine's. At
+most 100 entries per list are shown.
 
 A semaphore and a count-down latch are both a string integer: without --kind it is shown as
 "semaphore or latch" with its value. A string holding an epoch-ms time (years 2000 to 2100) is
@@ -234,7 +237,7 @@ key that is not a lock. Kinds and states are snake_case and stable (as the error
 ttl_ms is null for a free lock and for a key without expiry; read_holds is given for the
 readers of a read-write lock only; count is null unless the key is a present semaphore or
 latch; expires_ms is null for a permit that never expires; recorded_waiters is null when the
-ACL user may not SCAN for the clients' records.
+clients' records cannot be read (a line on stderr says why), [] when none are recorded.
 
 Exit status: 0 when every NAME is a primitive of the family (held, free, present or absent);
 65 when a key is not (every NAME is still printed, and a line per such key on stderr: key `x`

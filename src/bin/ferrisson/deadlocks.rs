@@ -1,12 +1,21 @@
 //! `ferrisson deadlocks`
 
+use std::time::Duration;
+
 use serde::Serialize;
 
 use crate::args::{Connection, DeadlocksArgs};
 use crate::output::{self, humane, millis};
 use crate::{connect, exit, Failure, Outcome};
 
-/// One wait of a cycle in JSON.
+/// One cycle in JSON.
+#[derive(Serialize, Debug)]
+struct CycleJson {
+    /// The waits, in order around the cycle.
+    steps: Vec<StepJson>,
+}
+
+/// One wait of a cycle in JSON (the text form prints the same).
 #[derive(Serialize, Debug)]
 struct StepJson {
     /// The waiting owner, `<client uuid>:<owner id>`.
@@ -15,11 +24,35 @@ struct StepJson {
     lock: String,
     /// The owner that holds it: the next step's.
     held_by: String,
+    #[serde(skip)]
+    waited: Duration,
     waited_ms: u64,
     since_ms: u64,
     wait_id: u64,
     /// The cycle's youngest wait, which gives way.
     victim: bool,
+}
+
+impl CycleJson {
+    fn new(deadlock: &ferrisson::Deadlock) -> CycleJson {
+        let victim = deadlock.victim();
+        let steps = &deadlock.steps;
+        let steps = steps
+            .iter()
+            .enumerate()
+            .map(|(i, step)| StepJson {
+                owner: step.owner.clone(),
+                lock: step.lock.clone(),
+                held_by: steps[(i + 1) % steps.len()].owner.clone(),
+                waited: step.waited,
+                waited_ms: millis(step.waited),
+                since_ms: step.since_ms,
+                wait_id: step.wait_id,
+                victim: std::ptr::eq(step, victim),
+            })
+            .collect();
+        CycleJson { steps }
+    }
 }
 
 /// Prints the deadlocks visible now ([`ferrisson::Client::find_deadlocks`]): each cycle, the
@@ -30,67 +63,46 @@ pub async fn deadlocks(conn: &Connection, json: bool, _args: DeadlocksArgs) -> O
     let found = client.find_deadlocks().await;
     client.shutdown().await;
     let found = found.map_err(|err| Failure::from_lib("cannot look for deadlocks", &err, conn))?;
-    let steps_of = |deadlock: &ferrisson::Deadlock| -> Vec<StepJson> {
-        let victim = deadlock.victim();
-        let steps = &deadlock.steps;
-        steps
-            .iter()
-            .enumerate()
-            .map(|(i, step)| StepJson {
-                owner: step.owner.clone(),
-                lock: step.lock.clone(),
-                held_by: steps[(i + 1) % steps.len()].owner.clone(),
-                waited_ms: millis(step.waited),
-                since_ms: step.since_ms,
-                wait_id: step.wait_id,
-                victim: step == victim,
-            })
-            .collect()
-    };
+    let cycles: Vec<CycleJson> = found.iter().map(CycleJson::new).collect();
     if json {
-        let cycles: Vec<_> = found
-            .iter()
-            .map(|deadlock| serde_json::json!({ "steps": steps_of(deadlock) }))
-            .collect();
         output::stdout_line(&output::json(&cycles));
-    } else if found.is_empty() {
+    } else if cycles.is_empty() {
         output::stdout_line(
             "no deadlock among the waits recorded by ferrisson clients with deadlock detection on",
         );
     } else {
-        for (n, deadlock) in found.iter().enumerate() {
+        for (n, cycle) in cycles.iter().enumerate() {
             if n > 0 {
                 output::stdout_line("");
             }
             output::stdout_line(&format!(
                 "deadlock {} ({} owners):",
                 n + 1,
-                deadlock.steps.len()
+                cycle.steps.len()
             ));
-            let rows: Vec<Vec<String>> = deadlock
+            let rows: Vec<Vec<String>> = cycle
                 .steps
                 .iter()
-                .zip(steps_of(deadlock))
-                .map(|(step, shown)| {
-                    let victim = if shown.victim {
+                .map(|step| {
+                    let victim = if step.victim {
                         "victim (youngest wait)"
                     } else {
                         ""
                     };
                     vec![
-                        shown.owner,
-                        format!("waits {} for `{}`", humane(step.waited), shown.lock),
-                        format!("held by {}", shown.held_by),
+                        step.owner.clone(),
+                        format!("waits {} for `{}`", humane(step.waited), step.lock),
+                        format!("held by {}", step.held_by),
                         victim.to_owned(),
                     ]
                 })
                 .collect();
             for line in output::table(&rows).lines() {
-                output::stdout_line(&format!("  {}", line.trim_end()));
+                output::stdout_line(&format!("  {line}"));
             }
         }
     }
-    Ok(if found.is_empty() {
+    Ok(if cycles.is_empty() {
         exit::OK
     } else {
         exit::DEADLOCK

@@ -8,6 +8,10 @@ use crate::error::not_a_lock;
 use crate::output::{self, humane, LockJson, Recorded, RecordedWaiterJson};
 use crate::{connect, exit, Failure, Outcome};
 
+/// At most this many recorded waiters are listed per name, as the library lists of the other
+/// sections (a fair lock's queue, permits out) hold at most 100.
+const LISTED: usize = 100;
+
 /// Reads `name`, as `kind` when given, in the tool's terms ([`output::classify`]).
 pub async fn inspect(
     client: &ferrisson::Client,
@@ -45,16 +49,22 @@ pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome 
             }
         }
     }
-    // The waits ferrisson clients recorded (deadlock detection): a SCAN for every client's
-    // edges. A user who may not SCAN still gets the rest of the status.
-    let recorded = match failure {
-        None => client.recorded_waits().await.ok(),
-        Some(_) => None,
-    };
-    client.shutdown().await;
     if let Some(failure) = failure {
+        client.shutdown().await;
         return Err(failure);
     }
+    // The waits ferrisson clients recorded (deadlock detection): a SCAN for every client's
+    // edges. When they cannot be read (a user who may not SCAN) the status is still given,
+    // with a warning saying why.
+    let recorded = client.recorded_waits().await;
+    client.shutdown().await;
+    let recorded = recorded
+        .map_err(|err| {
+            let context = "cannot read the waits that ferrisson clients recorded";
+            let failure = Failure::from_lib(context, &err, conn);
+            output::stderr_line(&format!("ferrisson: warning: {}", failure.message));
+        })
+        .ok();
     let waiters_of = |name: &str| -> Option<Vec<&WaitStep>> {
         let recorded = recorded.as_ref()?;
         Some(recorded.iter().filter(|wait| wait.lock == name).collect())
@@ -99,9 +109,14 @@ pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome 
             for line in details(info) {
                 output::stdout_line(&line);
             }
-            for line in recorded_section(&info.name, waiters_of(&info.name).unwrap_or_default()) {
-                output::stdout_line(&line);
+            if let Some(waits) = waiters_of(&info.name) {
+                for line in recorded_section(&info.name, &waits) {
+                    output::stdout_line(&line);
+                }
             }
+        }
+        for line in unrecorded(&infos, recorded.as_deref()) {
+            output::stdout_line(&line);
         }
     }
     let mut code = exit::OK;
@@ -211,12 +226,13 @@ fn details(info: &LockInfo) -> Vec<String> {
 }
 
 /// The waiters ferrisson clients recorded for `name`, oldest first: nothing when none did.
-fn recorded_section(name: &str, waits: Vec<&WaitStep>) -> Vec<String> {
+fn recorded_section(name: &str, waits: &[&WaitStep]) -> Vec<String> {
     if waits.is_empty() {
         return Vec::new();
     }
     let rows: Vec<Vec<String>> = waits
         .iter()
+        .take(LISTED)
         .map(|wait| {
             vec![
                 wait.owner.clone(),
@@ -224,13 +240,56 @@ fn recorded_section(name: &str, waits: Vec<&WaitStep>) -> Vec<String> {
             ]
         })
         .collect();
-    let count = rows.len() as u64;
+    let listed = rows.len();
     section(
         format!("`{name}` waiters recorded by ferrisson clients (deadlock detection on):"),
         rows,
-        count,
-        count as usize,
+        waits.len() as u64,
+        listed,
     )
+}
+
+/// One line, after every section, for the locks without recorded waiters (`recorded`: `None`
+/// when the records could not be read): said once rather than per name. Semaphores and
+/// latches are left out: waits for them are never recorded, so there is nothing to tell.
+fn unrecorded(infos: &[LockInfo], recorded: Option<&[WaitStep]>) -> Vec<String> {
+    let locks: Vec<&LockInfo> = infos
+        .iter()
+        .filter(|info| {
+            matches!(
+                info.kind,
+                LockKind::Free
+                    | LockKind::Reentrant
+                    | LockKind::Fair
+                    | LockKind::ReadWrite { .. }
+                    | LockKind::Fenced
+                    | LockKind::TokenLock
+            )
+        })
+        .collect();
+    if locks.is_empty() {
+        return Vec::new();
+    }
+    let Some(recorded) = recorded else {
+        let line = "the waiters ferrisson clients recorded could not be read (see the warning)";
+        return vec![String::new(), line.to_owned()];
+    };
+    let names: Vec<String> = locks
+        .iter()
+        .filter(|info| !recorded.iter().any(|wait| wait.lock == info.name))
+        .map(|info| format!("`{}`", info.name))
+        .collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        String::new(),
+        format!(
+            "no waiters recorded for {} (only ferrisson clients with deadlock detection on \
+             record their waits)",
+            names.join(", ")
+        ),
+    ]
 }
 
 fn section(heading: String, rows: Vec<Vec<String>>, total: u64, listed: usize) -> Vec<String> {
