@@ -2,7 +2,7 @@
 -- protocol, and never read by it): remove the fields of waits that ended, set those of waits
 -- that last, and renew the hash's TTL, which ends the edges of a client that stopped.
 -- KEYS[1] ferrisson_waits:{<client uuid>}; ARGV[1] the TTL (ms), also kept in the field `ttl`
--- so that readers can tell a live client's hash (renewed every quarter of it) from a stale one;
+-- so that readers can tell a live client's hash (renewed at least every quarter of it) from a stale one;
 -- ARGV[2] `replace` (the pairs below are every wait: drop whatever else the hash has) or
 -- `update`; ARGV[3] n, the number of fields to remove, ARGV[4 .. 3+n] those fields; then field,
 -- value pairs to set (`<owner id>:<wait id>`, `<since ms> <asked field> <lock name>`).

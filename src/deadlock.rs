@@ -69,8 +69,11 @@ impl Timing {
         })
     }
 
+    /// Four renewals, and at least 2 s: readers take a hash with less than half its TTL left
+    /// for a stopped client's, so a live client that renews late (a stall, a slow reply) keeps
+    /// at least a second of slack even with a short `after`.
     fn ttl(&self) -> Duration {
-        self.renew * 4
+        (self.renew * 4).max(Duration::from_secs(2))
     }
 
     /// The pause between the first walk that finds this wait the victim and the second: long
@@ -226,7 +229,7 @@ impl Keeper {
                 self.retry = (!whole).then(|| Instant::now() + self.timing.renew);
             }
             Err(err) => {
-                // Once per outage: a renewal fails every quarter TTL while it lasts.
+                // Once per outage: a renewal fails every renewal period while it lasts.
                 if self.retry.is_none() {
                     tracing::warn!(error = %err, "could not write this client's wait-for edges");
                 } else {
@@ -446,7 +449,7 @@ async fn read_edges(client: &Client, clients: &[String], reads: Reads) -> Result
 }
 
 /// The waits recorded in client `id`'s hash, none when the hash is stale: a live client renews
-/// it every quarter of its TTL, so a hash with less than half its TTL left belongs to a client
+/// it at least every quarter of its TTL, so a hash with less than half its TTL left belongs to a client
 /// that stopped (or a key someone else wrote).
 async fn read_client_edges(client: &Client, id: &str) -> Result<Vec<Edge>> {
     let inner = &client.inner;
@@ -668,7 +671,12 @@ mod tests {
         .expect("on");
         assert_eq!(detect.after, Duration::from_millis(500));
         assert_eq!(detect.renew, Duration::from_millis(250));
-        assert_eq!(detect.ttl(), Duration::from_secs(1));
+        assert_eq!(detect.ttl(), Duration::from_secs(2), "at least 2 s");
+        let slow = Timing::of(DeadlockDetection::Detect {
+            threshold: Duration::from_secs(8),
+        })
+        .expect("on");
+        assert_eq!(slow.ttl(), Duration::from_secs(8), "four renewals of 2 s");
         assert_eq!(detect.confirm(), Duration::from_millis(50));
     }
 }
