@@ -264,13 +264,21 @@ async fn node_redlock_and_token_red_lock_on_three_servers_exclude_each_other(
         .expect("try")
         .acquired()
         .expect("taken once node's lease ran out");
-    let value = values().await[0].clone().expect("held");
+    // A majority holds ours: node's keys expire on each server a moment apart, so the round
+    // that took the quorum may have found node's key still on one of them (a Redlock
+    // acquisition promises a majority, not every master).
+    let taken = values().await;
+    let value = taken.iter().flatten().next().cloned().expect("held");
     assert_ne!(value, short.value);
+    let ours_on =
+        |values: &[Option<String>]| values.iter().filter(|v| v.as_ref() == Some(&value)).count();
+    assert!(ours_on(&taken) >= 2, "a majority: {taken:?}");
     assert!(
         node.unlock(short.handle).await.is_err(),
         "no quorum to delete"
     );
-    assert_eq!(values().await, vec![Some(value); 3], "ours intact");
+    let after = values().await;
+    assert_eq!(ours_on(&after), ours_on(&taken), "ours intact: {after:?}");
     ours.unlock().await.expect("unlock");
     node.quit().await;
     Ok(())
