@@ -178,7 +178,9 @@ impl Keeper {
                     .push(wait_for::edge_field(wait.owner_id, wait.id));
             }
         }
-        for wait in self.table.waits() {
+        let waits = self.table.waits();
+        let live: HashSet<u64> = waits.iter().map(|wait| wait.id).collect();
+        for wait in waits {
             if now < wait.since + self.timing.after || self.written.contains_key(&wait.id) {
                 continue;
             }
@@ -187,7 +189,6 @@ impl Keeper {
                 self.written.insert(wait.id, (wait, false));
             }
         }
-        let live: HashSet<u64> = self.table.waits().iter().map(|wait| wait.id).collect();
         self.checks.retain(|id, _| live.contains(id));
         let unsent = self.written.values().any(|(_, sent)| !sent);
         let renew_due = self
