@@ -47,6 +47,11 @@ const MAX_ROUNDS: usize = 8;
 const MAX_LOCKS: usize = 64;
 /// How many reads a walk or a scan has in flight at once.
 const READS_IN_FLIGHT: usize = 16;
+/// How long the removal of an ended wait's edge waits for others to go in the same write: in
+/// a drain, where a hand-off ends a wait every round trip, one write takes several removals
+/// instead of one each. Well below the shortest confirmation pause (10 ms, [`Timing::confirm`]),
+/// so that a second walk never reads an edge whose wait ended before the first.
+const COALESCE_REMOVALS: Duration = Duration::from_millis(2);
 
 /// How a client of `mode` times its edges: recorded after `after`, the hash renewed every
 /// `renew` with a TTL of four times that.
@@ -95,6 +100,7 @@ pub(crate) fn start(inner: &Arc<ClientInner>) -> Option<tokio::task::JoinHandle<
         timing,
         written: HashMap::new(),
         removals: Vec::new(),
+        removals_since: None,
         renewed: None,
         checks: HashMap::new(),
         retry: None,
@@ -114,6 +120,8 @@ struct Keeper {
     written: HashMap<u64, (Arc<Wait>, bool)>,
     /// Fields of ended waits still to be removed.
     removals: Vec<String>,
+    /// When the oldest of `removals` was queued: they are written [`COALESCE_REMOVALS`] later.
+    removals_since: Option<Instant>,
     /// When the hash was last written.
     renewed: Option<Instant>,
     /// When each wait looks for a cycle next, by wait id.
@@ -161,6 +169,9 @@ impl Keeper {
         if let Some(renewed) = self.renewed.filter(|_| !self.written.is_empty()) {
             consider(renewed + self.timing.renew);
         }
+        if let Some(since) = self.removals_since.filter(|_| self.retry.is_none()) {
+            consider(since + COALESCE_REMOVALS);
+        }
         if let Some(retry) = self.retry {
             consider(retry);
         }
@@ -176,6 +187,7 @@ impl Keeper {
             if self.written.remove(&wait.id).is_some() {
                 self.removals
                     .push(wait_for::edge_field(wait.owner_id, wait.id));
+                self.removals_since.get_or_insert(now);
             }
         }
         let waits = self.table.waits();
@@ -195,8 +207,11 @@ impl Keeper {
             .renewed
             .is_some_and(|renewed| now >= renewed + self.timing.renew);
         let retry_due = self.retry.is_some_and(|retry| now >= retry);
+        let removals_due = self
+            .removals_since
+            .is_some_and(|since| now >= since + COALESCE_REMOVALS);
         let due = unsent
-            || (!self.removals.is_empty() && (self.retry.is_none() || retry_due))
+            || (removals_due && (self.retry.is_none() || retry_due))
             || (!self.written.is_empty() && renew_due);
         if !due || self.retry.is_some_and(|retry| now < retry) {
             return;
@@ -217,6 +232,7 @@ impl Keeper {
         {
             Ok(reply) => {
                 self.removals.clear();
+                self.removals_since = None;
                 self.renewed = Some(Instant::now());
                 // Every written wait is in the hash now, and nothing else, unless it lost
                 // fields (a server restart without persistence, a flush) or kept one of a
