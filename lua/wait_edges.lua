@@ -11,11 +11,13 @@ local key, ttl, n = KEYS[1], ARGV[1], tonumber(ARGV[3])
 if ARGV[2] == 'replace' then
   redis.call('del', key)
 end
-for i = 4, 3 + n do
-  redis.call('hdel', key, ARGV[i])
+-- One HDEL and one HSET per 500 fields (unpack's stack is bounded), not one call per field:
+-- a drain removes many at once.
+for i = 4, 3 + n, 500 do
+  redis.call('hdel', key, unpack(ARGV, i, math.min(i + 499, 3 + n)))
 end
-for i = 4 + n, #ARGV, 2 do
-  redis.call('hset', key, ARGV[i], ARGV[i + 1])
+for i = 4 + n, #ARGV, 1000 do
+  redis.call('hset', key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 local waits = redis.call('hlen', key) - redis.call('hexists', key, 'ttl')
 if waits == 0 then
