@@ -180,7 +180,7 @@ pub enum KeyspaceEvents {
 /// `b`, owner 2 holds `b` and waits for `a`, and both watchdogs renew forever. A waiter of a
 /// client with [`Detect`](DeadlockDetection::Detect) that has waited `threshold` walks the
 /// graph from the lock it waits for (its holders, the locks they wait for, their holders, ...);
-/// when the walk comes back to it, the cycle's youngest wait fails with
+/// when the walk comes back to it, the cycle's youngest wait of a detecting client fails with
 /// [`Error::Deadlock`](crate::Error::Deadlock) and the others go on. Every lock of the
 /// reentrant family records its waits (the reentrant, fair, fenced, spin, non-reentrant and
 /// token locks, both sides of the read-write lock, and the multi-locks' parts); semaphores and
@@ -213,8 +213,8 @@ pub enum DeadlockDetection {
     },
     /// Records every wait that lasts half the `threshold` (as `Record`), and a waiter that
     /// has waited `threshold` looks for a cycle through itself, again every `threshold` while it
-    /// waits; the youngest wait of a cycle found fails with
-    /// [`Error::Deadlock`](crate::Error::Deadlock). A deadlock is broken about `threshold` plus
+    /// waits; the youngest wait of a cycle found, of the waits of clients in this mode, fails
+    /// with [`Error::Deadlock`](crate::Error::Deadlock) (see [`Deadlock::victim`](crate::Deadlock::victim)). A deadlock is broken about `threshold` plus
     /// a few round trips after its last wait began.
     Detect {
         /// How long a waiter waits before it looks (at least 20 ms).

@@ -218,7 +218,13 @@ impl Keeper {
         }
         let ttl_ms = self.timing.ttl().as_millis().to_string();
         let mode = if self.replace { "replace" } else { "update" };
-        let mut args = vec![ttl_ms, mode.to_owned(), self.removals.len().to_string()];
+        let detects = u8::from(self.timing.threshold.is_some()).to_string();
+        let mut args = vec![
+            ttl_ms,
+            mode.to_owned(),
+            detects,
+            self.removals.len().to_string(),
+        ];
         args.extend(self.removals.iter().cloned());
         // Only waits not yet in the hash: a renewal alone sends no field.
         for (wait, _) in self.written.values().filter(|(_, sent)| !sent) {
@@ -340,13 +346,13 @@ async fn victims(client: &Client, table: &WaitTable, due: &[Arc<Wait>]) -> Resul
     // This client's own waits from its table: fresher than its hash, and complete (young
     // waits are not written yet).
     for wait in table.waits() {
-        graph.add_wait(local_edge(id, &wait));
+        graph.add_wait(local_edge(&client.inner, &wait));
     }
     let locks: Vec<String> = due.iter().map(|wait| wait.lock.to_string()).collect();
     walk(client, &mut graph, locks, Some(id)).await?;
     let mut found = Vec::new();
     for wait in due.iter().filter(|wait| wait.is_live()) {
-        let start = local_edge(id, wait);
+        let start = local_edge(&client.inner, wait);
         let Some(cycle) = graph.cycle_through(&start) else {
             continue;
         };
@@ -360,14 +366,20 @@ async fn victims(client: &Client, table: &WaitTable, due: &[Arc<Wait>]) -> Resul
 }
 
 /// The edge of this client's `wait`, as other clients read it.
-fn local_edge(client_id: &str, wait: &Wait) -> Edge {
+fn local_edge(inner: &ClientInner, wait: &Wait) -> Edge {
     Edge {
-        owner: format!("{client_id}:{}", wait.owner_id),
+        owner: format!("{}:{}", inner.id, wait.owner_id),
         wait_id: wait.id,
         since_ms: wait.since_ms,
         field: wait.field.to_string(),
         lock: wait.lock.to_string(),
+        detects: detects(inner.config.deadlock_detection),
     }
+}
+
+/// Whether a client of `mode` breaks deadlocks (its hash's `detects` field).
+fn detects(mode: DeadlockDetection) -> bool {
+    mode.threshold().is_some()
 }
 
 /// Reads into `graph`, from `locks` on: their holders, the waits of those holders (from their
@@ -491,6 +503,7 @@ fn parse_edges(id: &str, reply: Value) -> Vec<Edge> {
             .map(|b| String::from_utf8_lossy(b).into_owned())
     };
     let mut ttl: Option<i64> = None;
+    let mut detects = false;
     let mut edges = Vec::new();
     for pair in fields.chunks_exact(2) {
         let (Some(field), Some(value)) = (text(&pair[0]), text(&pair[1])) else {
@@ -498,6 +511,8 @@ fn parse_edges(id: &str, reply: Value) -> Vec<Edge> {
         };
         if field == "ttl" {
             ttl = value.parse().ok();
+        } else if field == "detects" {
+            detects = value == "1";
         } else if let Some(edge) = wait_for::parse_edge(id, &field, &value) {
             edges.push(edge);
         }
@@ -507,6 +522,9 @@ fn parse_edges(id: &str, reply: Value) -> Vec<Edge> {
         _ => false,
     };
     if live {
+        for edge in &mut edges {
+            edge.detects = detects;
+        }
         edges
     } else {
         Vec::new()
@@ -576,7 +594,7 @@ impl Client {
         let mut edges = Vec::new();
         let mut own_clients = Vec::new();
         if let Some(table) = &inner.waits {
-            edges.extend(table.waits().iter().map(|wait| local_edge(&inner.id, wait)));
+            edges.extend(table.waits().iter().map(|wait| local_edge(inner, wait)));
             own_clients.push(inner.id.clone());
         }
         let clients: Vec<String> = self

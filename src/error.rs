@@ -158,7 +158,7 @@ pub enum Error {
     /// Deadlock detection ([`DeadlockDetection::Detect`](crate::DeadlockDetection::Detect))
     /// found this acquire's wait for `name` on a cycle of waits that cannot end by itself
     /// (each owner waits for a lock the next one holds), and picked it to give way: it was the
-    /// cycle's youngest wait. The acquire took nothing; the other waits of the cycle go on.
+    /// cycle's youngest wait of a detecting client ([`Deadlock::victim`](crate::Deadlock::victim)). The acquire took nothing; the other waits of the cycle go on.
     /// Release what the owner holds and retry, as after a database's deadlock error.
     #[error("deadlock: the wait for lock `{name}` gives way to break the cycle: {cycle}")]
     Deadlock {

@@ -38,6 +38,11 @@ pub struct WaitStep {
     /// The wait's id within its client (the wait's identity: a later wait of the same owner
     /// for the same lock has another).
     pub wait_id: u64,
+    /// Whether the waiting client breaks deadlocks
+    /// ([`DeadlockDetection::Detect`](crate::DeadlockDetection::Detect)); a client that only
+    /// records its waits (`Record`) never gives way, so its waits are victims only of a cycle
+    /// without any detecting client.
+    pub detects: bool,
 }
 
 /// A cycle of waits that cannot end by itself: each owner waits for a lock that the next one
@@ -59,9 +64,11 @@ pub struct Deadlock {
 
 impl Deadlock {
     /// The wait that gives way: the youngest (the latest start; ties broken by owner and wait
-    /// id), which every client of the cycle picks alike. With
-    /// [`DeadlockDetection::Detect`](crate::DeadlockDetection::Detect) its acquire fails with
-    /// [`Error::Deadlock`](crate::Error::Deadlock).
+    /// id) of the waits whose client detects deadlocks
+    /// ([`DeadlockDetection::Detect`](crate::DeadlockDetection::Detect)), which every client of
+    /// the cycle picks alike; its acquire fails with [`Error::Deadlock`](crate::Error::Deadlock).
+    /// In a cycle of clients that only record their waits, the youngest wait, which nobody
+    /// fails.
     ///
     /// ```
     /// # fn demo(deadlock: &ferrisson::Deadlock) {
@@ -87,12 +94,21 @@ impl fmt::Display for Deadlock {
     }
 }
 
-/// The index of the wait that gives way: the youngest, ties broken by owner, then wait id.
-/// Never called on an empty cycle (a [`Deadlock`] has at least one step).
+/// The index of the wait that gives way: the youngest of the waits whose client detects (all
+/// waits when none does), ties broken by owner, then wait id. A youngest wait of a client
+/// that only records would leave the cycle unbroken. Never called on an empty cycle (a
+/// [`Deadlock`] has at least one step).
 pub(crate) fn victim_index(steps: &[WaitStep]) -> usize {
     (0..steps.len())
         .max_by(|&a, &b| {
-            let key = |step: &WaitStep| (step.since_ms, step.owner.clone(), step.wait_id);
+            let key = |step: &WaitStep| {
+                (
+                    step.detects,
+                    step.since_ms,
+                    step.owner.clone(),
+                    step.wait_id,
+                )
+            };
             key(&steps[a]).cmp(&key(&steps[b]))
         })
         .unwrap_or(0)
@@ -109,6 +125,8 @@ pub(crate) struct Edge {
     /// side): an edge whose lock holds this very field has been granted, not waited for.
     pub(crate) field: String,
     pub(crate) lock: String,
+    /// Whether the waiting client detects deadlocks (and so may be the victim).
+    pub(crate) detects: bool,
 }
 
 impl Edge {
@@ -120,6 +138,7 @@ impl Edge {
             waited: Duration::from_millis(now_ms.saturating_sub(self.since_ms)),
             since_ms: self.since_ms,
             wait_id: self.wait_id,
+            detects: self.detects,
         }
     }
 }
@@ -136,6 +155,7 @@ pub(crate) fn edge_value(since_ms: u64, field: &str, lock: &str) -> String {
 }
 
 /// An edge read from client `client_id`'s hash; `None` for a field or value it never writes.
+/// Its `detects` is false: the hash's own field says (`deadlock.rs`).
 pub(crate) fn parse_edge(client_id: &str, field: &str, value: &str) -> Option<Edge> {
     let (owner_id, wait_id) = field.split_once(':')?;
     let owner_id: u64 = owner_id.parse().ok()?;
@@ -156,6 +176,7 @@ pub(crate) fn parse_edge(client_id: &str, field: &str, value: &str) -> Option<Ed
         since_ms,
         field: asked.to_owned(),
         lock: lock.to_owned(),
+        detects: false,
     })
 }
 
@@ -311,6 +332,7 @@ mod tests {
             since_ms,
             field: owner.to_owned(),
             lock: lock.to_owned(),
+            detects: true,
         }
     }
 
@@ -352,6 +374,27 @@ mod tests {
         let steps: Vec<_> = cycle.iter().map(|e| e.step(300)).collect();
         assert_eq!(victim_index(&steps), 1);
         assert_eq!(g.cycles().len(), 1);
+    }
+
+    #[test]
+    fn the_victim_is_the_youngest_wait_of_a_detecting_client() {
+        let recording = |mut edge: Edge| {
+            edge.detects = false;
+            edge
+        };
+        let steps =
+            |edges: &[Edge]| -> Vec<WaitStep> { edges.iter().map(|e| e.step(500)).collect() };
+        let old = edge("c1:1", 1, 100, "b");
+        let young = edge("c2:1", 1, 200, "c");
+        let youngest = recording(edge("c3:1", 1, 300, "a"));
+        // The youngest wait only records: the youngest of the detecting ones gives way.
+        assert_eq!(
+            victim_index(&steps(&[old.clone(), young, youngest.clone()])),
+            1
+        );
+        // No wait of the cycle detects: the youngest is named, for the record.
+        let all_recording = [recording(old), youngest];
+        assert_eq!(victim_index(&steps(&all_recording)), 1);
     }
 
     #[test]

@@ -239,8 +239,8 @@ async fn wait_recorded(raw: &fred::clients::Client, client: &Client, n: i64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let fields: i64 = raw.hlen(&key).await.expect("HLEN");
-        // The `ttl` field comes along with the first wait.
-        let waits = (fields - 1).max(0);
+        // The `ttl` and `detects` fields come along with the first wait.
+        let waits = (fields - 2).max(0);
         if waits == n {
             return;
         }
@@ -288,7 +288,7 @@ async fn the_edges_hash_holds_one_field_per_lasting_wait_with_its_ttl_and_is_gon
     assert!(pttl > 0 && pttl as u64 <= ttl, "PTTL {pttl}");
     let (field, value) = all
         .iter()
-        .find(|(field, _)| *field != "ttl")
+        .find(|(field, _)| *field != "ttl" && *field != "detects")
         .expect("the wait's field");
     let (owner_id, wait_id) = field.split_once(':').expect("<owner id>:<wait id>");
     assert_eq!(owner_id, owner.id().to_string());
@@ -301,7 +301,10 @@ async fn the_edges_hash_holds_one_field_per_lasting_wait_with_its_ttl_and_is_gon
     assert_eq!(parts.next(), Some("layout"));
     // Renewed while the wait lasts: still there after several TTLs.
     tokio::time::sleep(Duration::from_millis(1_000)).await;
-    assert_eq!(raw.hlen::<i64, _>(&key).await.expect("HLEN"), 2);
+    // The wait, `ttl`, and `detects` (1: this client breaks deadlocks).
+    assert_eq!(raw.hlen::<i64, _>(&key).await.expect("HLEN"), 3);
+    let detects: String = raw.hget(&key, "detects").await.expect("HGET");
+    assert_eq!(detects, "1");
     guard.unlock().await.expect("unlock");
     waiting.await.expect("join").expect("acquired");
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -337,6 +340,28 @@ async fn with_detection_off_nothing_is_written_and_a_deadlock_waits() {
     b.unlock().await.expect("unlock");
 }
 
+/// A new owner of `one` takes `<prefix>:a`, a new owner of `two` takes `<prefix>:b`: each
+/// owner with its guard.
+async fn cross_holds(
+    one: &Client,
+    two: &Client,
+    prefix: &str,
+) -> ((ferrisson::Owner, LockGuard), (ferrisson::Owner, LockGuard)) {
+    let mut held = Vec::new();
+    for (client, name) in [(one, format!("{prefix}:a")), (two, format!("{prefix}:b"))] {
+        let owner = ferrisson::Owner::new();
+        let guard = client
+            .lock(&name)
+            .with_owner(owner)
+            .lock()
+            .await
+            .expect("held");
+        held.push((owner, guard));
+    }
+    let second = held.pop().expect("two holds");
+    (held.pop().expect("two holds"), second)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_mode_fails_nobody_and_find_deadlocks_names_the_cycle_and_its_youngest_wait() {
     let server = RedisServer::start();
@@ -352,19 +377,7 @@ async fn record_mode_fails_nobody_and_find_deadlocks_names_the_cycle_and_its_you
     let two = connect_with(record(&server)).await;
     let observer = connect_with(Config::new(server.url())).await;
     // Explicit owners: each holds one lock and waits for the other from another task.
-    let (owner_one, owner_two) = (ferrisson::Owner::new(), ferrisson::Owner::new());
-    let a = one
-        .lock("rec:a")
-        .with_owner(owner_one)
-        .lock()
-        .await
-        .expect("a");
-    let b = two
-        .lock("rec:b")
-        .with_owner(owner_two)
-        .lock()
-        .await
-        .expect("b");
+    let ((owner_one, a), (owner_two, b)) = cross_holds(&one, &two, "rec").await;
     let wait = Duration::from_millis(2_500);
     let first = tokio::spawn({
         let lock = one.lock("rec:b").with_owner(owner_one);
@@ -393,6 +406,64 @@ async fn record_mode_fails_nobody_and_find_deadlocks_names_the_cycle_and_its_you
     assert!(second.await.expect("join").expect("no deadlock error"));
     a.unlock().await.expect("unlock");
     b.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_mixed_modes_the_detecting_clients_wait_gives_way_though_it_is_older() {
+    // `one` detects, `two` only records its waits. `two`'s wait is the younger, but a client
+    // that only records never fails a wait: so `one`'s wait gives way, and `two` gets its lock.
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let one = connect_with(detecting(&server)).await;
+    let mut record = Config::new(server.url());
+    record.deadlock_detection = DeadlockDetection::Record {
+        after: Duration::from_millis(50),
+    };
+    let two = connect_with(record).await;
+    let ((owner_one, a), (owner_two, b)) = cross_holds(&one, &two, "mix").await;
+    let first = tokio::spawn({
+        let lock = one.lock("mix:b").with_owner(owner_one);
+        async move { lock.try_lock_within(Duration::from_secs(20)).await }
+    });
+    wait_recorded(&raw, &one, 1).await;
+    // Started after `one`'s wait was written: the younger by far more than a clock's tick.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = tokio::spawn({
+        let lock = two.lock("mix:a").with_owner(owner_two);
+        async move { lock.try_lock_within(Duration::from_secs(20)).await }
+    });
+    match timeout(Duration::from_secs(20), first)
+        .await
+        .expect("the deadlock is broken")
+        .expect("join")
+    {
+        Err(Error::Deadlock { name, cycle }) => {
+            assert_eq!(name, "mix:b");
+            assert_eq!(cycle.steps.len(), 2, "{cycle}");
+            assert!(cycle.victim().owner.starts_with(one.id()), "{cycle:?}");
+            assert!(cycle.victim().detects);
+            let other = cycle
+                .steps
+                .iter()
+                .find(|step| step.owner.starts_with(two.id()))
+                .expect("two's wait in the cycle");
+            assert!(!other.detects);
+            assert!(other.since_ms > cycle.victim().since_ms, "{cycle:?}");
+        }
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+    // `one` lets go of `mix:a`, which `two` was waiting for.
+    a.unlock().await.expect("unlock a");
+    let acquired = timeout(Duration::from_secs(20), second)
+        .await
+        .expect("two gets mix:a")
+        .expect("join")
+        .expect("no error")
+        .acquired()
+        .expect("acquired");
+    acquired.unlock().await.expect("unlock");
+    b.unlock().await.expect("unlock b");
+    assert_nothing_left(&server, "mix").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -166,13 +166,14 @@ record in Redis (one hash ferrisson_waits:{<client uuid>} per client, found with
 master), and the holders of the locks they wait for, and prints every cycle: owners that each
 wait for a lock the next one holds, which no lease ends while their watchdogs renew. Each cycle
 is printed once, with each owner (<client uuid>:<owner id>), the lock it waits for, how long it
-has waited, who holds that lock, and the victim: the youngest wait, which a client in detect
-mode fails with Error::Deadlock. Waiters that record nothing (Java Redisson, clients with
+has waited, who holds that lock, and the victim: the youngest wait of a client in detect mode,
+which that client fails with Error::Deadlock (in a cycle of clients that only record, the
+youngest wait, which nobody fails). Waiters that record nothing (Java Redisson, clients with
 detection off) are not seen, so no cycle through them is found.
 
 With --json, prints one JSON array with an object per cycle:
   {"steps":[{"owner":..., "lock":..., "held_by":..., "waited_ms":int, "since_ms":int,
-             "wait_id":int, "victim":bool}]}
+             "wait_id":int, "detects":bool, "victim":bool}]}
 
 Exit status: 0 when no deadlock is found; 1 when at least one is, and for errors other than
 these (with --json the error object tells them apart); 69 when Redis cannot be reached; 77

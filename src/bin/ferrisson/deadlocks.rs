@@ -29,7 +29,10 @@ struct StepJson {
     waited_ms: u64,
     since_ms: u64,
     wait_id: u64,
-    /// The cycle's youngest wait, which gives way.
+    /// Whether the waiting client breaks deadlocks (detect mode).
+    detects: bool,
+    /// The wait that gives way: the youngest of a client in detect mode (the youngest of all
+    /// when no client of the cycle detects).
     victim: bool,
 }
 
@@ -48,6 +51,7 @@ impl CycleJson {
                 waited_ms: millis(step.waited),
                 since_ms: step.since_ms,
                 wait_id: step.wait_id,
+                detects: step.detects,
                 victim: std::ptr::eq(step, victim),
             })
             .collect();
@@ -84,10 +88,10 @@ pub async fn deadlocks(conn: &Connection, json: bool, _args: DeadlocksArgs) -> O
                 .steps
                 .iter()
                 .map(|step| {
-                    let victim = if step.victim {
-                        "victim (youngest wait)"
-                    } else {
-                        ""
+                    let victim = match (step.victim, step.detects) {
+                        (true, true) => "victim (youngest wait in detect mode)",
+                        (true, false) => "victim (youngest wait)",
+                        (false, _) => "",
                     };
                     vec![
                         step.owner.clone(),
