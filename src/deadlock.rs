@@ -99,6 +99,11 @@ pub(crate) fn start(inner: &Arc<ClientInner>) -> Option<tokio::task::JoinHandle<
         table,
         timing,
         written: HashMap::new(),
+        detects: if detects(inner.config.deadlock_detection) {
+            "1"
+        } else {
+            "0"
+        },
         removals: Vec::new(),
         removals_since: None,
         renewed: None,
@@ -118,6 +123,8 @@ struct Keeper {
     timing: Timing,
     /// Waits whose edge is written (`true`) or still to be sent (`false`), by wait id.
     written: HashMap<u64, (Arc<Wait>, bool)>,
+    /// This client's `detects` field: `1` in Detect mode (as its waits' [`local_edge`]s say).
+    detects: &'static str,
     /// Fields of ended waits still to be removed.
     removals: Vec<String>,
     /// When the oldest of `removals` was queued: they are written [`COALESCE_REMOVALS`] later.
@@ -218,11 +225,10 @@ impl Keeper {
         }
         let ttl_ms = self.timing.ttl().as_millis().to_string();
         let mode = if self.replace { "replace" } else { "update" };
-        let detects = u8::from(self.timing.threshold.is_some()).to_string();
         let mut args = vec![
             ttl_ms,
             mode.to_owned(),
-            detects,
+            self.detects.to_owned(),
             self.removals.len().to_string(),
         ];
         args.extend(self.removals.iter().cloned());
