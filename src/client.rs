@@ -13,17 +13,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, PublishMode, WhenUnavailable};
 use crate::error::{Error, Result};
+use crate::kit::exit::{Connect, ExitReleaser};
 use crate::kit::handoff::Handoffs;
 use crate::kit::janitor::{Janitor, Releaser};
 use crate::kit::waits::WaitTable;
 use crate::kit::{Client, ClientInner};
 use crate::lease::doubt::Doubts;
 use crate::lease::watchdog;
-use crate::transport::dispatch::Dispatcher;
 use crate::transport::pubsub::PubSub;
 use crate::transport::replica_sync::ReplicaSync;
 use crate::transport::sentinel::Sentinels;
-use crate::transport::Redis;
+use crate::transport::{Redis, Settings};
 
 /// How many cluster redirections fred follows for the subscriber's (S)SUBSCRIBE commands:
 /// fred's default.
@@ -289,19 +289,19 @@ impl Client {
             fail_fast: config.when_unavailable == WhenUnavailable::FailFast,
             ..read_options.clone()
         };
-        let sync = sync_wait.map(|wait| Arc::new(ReplicaSync::new(wait)));
-        let (dispatcher, dispatcher_task) =
-            Dispatcher::start(pool.clone(), write_options.clone(), sync.clone(), clustered);
-        let redis = Arc::new(Redis {
-            pool,
-            dispatcher,
+        let settings = Settings {
             write_options,
             read_options,
             clustered,
             publish_arg: publish_mode.script_arg(),
             response_timeout: config.response_timeout,
-            sync,
-        });
+            sync: sync_wait.map(|wait| Arc::new(ReplicaSync::new(wait))),
+        };
+        // Releases that the runtime's shutdown leaves unfinished go out on a connection of
+        // their own, opened then from this builder (`kit/exit.rs`).
+        let exit_connect = exit_connection(builder.clone(), settings.clone());
+        let (redis, dispatcher_task) = Redis::open(pool, settings);
+        let redis = Arc::new(redis);
         let stop = CancellationToken::new();
         let (watched, watched_messages) = tokio::sync::mpsc::unbounded_channel();
         let (pubsub, mut tasks) = PubSub::start(
@@ -337,6 +337,13 @@ impl Client {
             conditional,
             pubsub.clone(),
         ));
+        let exit = ExitReleaser::new(
+            exit_connect,
+            config.response_timeout,
+            Arc::downgrade(&leases),
+            Arc::clone(&doubts),
+            &crate::lock::upkeep::SETTLE,
+        );
         let (janitor, janitor_task) = Janitor::start(
             Releaser {
                 redis: Arc::clone(&redis),
@@ -344,6 +351,7 @@ impl Client {
                 doubts,
             },
             subscriber.clone(),
+            exit,
         );
         // The local lines' TTL timers (src/kit/handoff.rs, `Place::wake_at`).
         let timers_task = tokio::spawn(crate::kit::handoff::run_timers(
@@ -455,6 +463,25 @@ impl std::fmt::Debug for Client {
 
 /// The server `config` connects to, in fred's URL syntax and without credentials, for messages
 /// (see [`Client::from_fred_builder`]).
+/// Opens, on whatever runtime runs it, one connection over `builder` (the command connections'
+/// settings) for the releases that outlive the client's runtime, without synced writes: at
+/// exit, a `WAIT` for replicas would only add to what the process is held up.
+fn exit_connection(builder: Builder, settings: Settings) -> Connect {
+    Box::new(move || {
+        let builder = builder.clone();
+        let settings = Settings {
+            sync: None,
+            ..settings.clone()
+        };
+        Box::pin(async move {
+            let pool = builder.build_pool(1)?;
+            pool.init().await?;
+            let (redis, _dispatcher) = Redis::open(pool, settings);
+            Ok(Arc::new(redis))
+        })
+    })
+}
+
 fn describe(config: &FredConfig) -> String {
     let tls = if config.uses_tls() { "s" } else { "" };
     let database = config

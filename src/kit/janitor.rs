@@ -3,7 +3,8 @@
 //! script was in flight. Dropping a guard therefore never blocks the runtime.
 //!
 //! The task ends when the client is gone and every queued job is done, then closes the client's
-//! connections.
+//! connections. What it cannot finish because its runtime shut down (or is handed after it
+//! ended) goes to the client's [`ExitReleaser`], which runs it on a connection of its own.
 
 use arcstr::ArcStr;
 use std::sync::Arc;
@@ -14,10 +15,11 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::kit::exit::{ExitReleaser, Leftover, Write};
 use crate::kit::handoff::Handoffs;
 use crate::kit::in_flight::Undo;
 use crate::lease::doubt::{Call, Doubts, DroppedRelease};
-use crate::transport::Redis;
+use crate::transport::{Gone, Redis};
 
 pub(crate) use crate::transport::script::Release;
 
@@ -36,6 +38,11 @@ pub(crate) enum Job {
         /// The script's registration, kept until its reply (and the undo) are handled.
         call: Option<Call>,
     },
+    /// A write that has not been sent yet (a dropped semaphore guard's give-back), run on the
+    /// client's connections; `twice`: whether running it again after it may have been sent is
+    /// harmless (a release by id), so that it is sent again when the runtime's shutdown cut it
+    /// off.
+    Write { write: Write, twice: bool },
     /// Give back `permits` of semaphore `name` that nobody holds (handed to a waiter that left)
     /// with `by`.
     GiveBack {
@@ -74,6 +81,8 @@ impl Release {
 #[derive(Clone)]
 pub(crate) struct Janitor {
     jobs: mpsc::UnboundedSender<Job>,
+    /// Where jobs go that the task can no longer take (`None` in the model checks).
+    exit: Option<Arc<ExitReleaser>>,
 }
 
 /// What the janitor's releases need: the connections, the local hand-off queues and the fields
@@ -89,24 +98,42 @@ impl Janitor {
     pub(crate) fn start(
         releaser: Releaser,
         subscriber: fred::clients::SubscriberClient,
+        exit: Arc<ExitReleaser>,
     ) -> (Janitor, tokio::task::JoinHandle<()>) {
         let (jobs, receiver) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(releaser, subscriber, receiver));
-        (Janitor { jobs }, task)
+        let shift = Shift {
+            jobs: receiver,
+            running: FuturesUnordered::new(),
+            unfinished: Arc::default(),
+            exit: Arc::clone(&exit),
+            ended: false,
+        };
+        let task = tokio::spawn(run(releaser, subscriber, shift));
+        let janitor = Janitor {
+            jobs,
+            exit: Some(exit),
+        };
+        (janitor, task)
     }
 
     /// A janitor whose jobs the model checks (`crate::model`) run themselves.
     #[cfg(test)]
     pub(crate) fn detached() -> (Janitor, mpsc::UnboundedReceiver<Job>) {
         let (jobs, receiver) = mpsc::unbounded_channel();
-        (Janitor { jobs }, receiver)
+        (Janitor { jobs, exit: None }, receiver)
     }
 
-    /// Queues a job; never blocks. If the task is gone (runtime shut down) the lock simply
-    /// expires with its lease.
+    /// Queues a job; never blocks while the task runs. Once the task is gone (the runtime shut
+    /// down, or the client did), the job runs on the exit connection, and this call waits for
+    /// it, for at most the client's response timeout (`kit/exit.rs`).
     pub(crate) fn submit(&self, job: Job) {
-        if self.jobs.send(job).is_err() {
-            tracing::debug!("background task is gone; the lock will expire with its lease");
+        if let Err(mpsc::error::SendError(job)) = self.jobs.send(job) {
+            match &self.exit {
+                Some(exit) => exit.hand_over(leftovers(job).into_iter().collect(), false),
+                None => {
+                    tracing::debug!("background task is gone; the lock will expire with its lease")
+                }
+            }
         }
     }
 
@@ -118,35 +145,154 @@ impl Janitor {
     }
 }
 
-async fn run(
-    releaser: Releaser,
-    subscriber: fred::clients::SubscriberClient,
-    mut jobs: mpsc::UnboundedReceiver<Job>,
-) {
-    let mut running: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
+/// The janitor task's state: its queue and the jobs it runs. Dropped unfinished (the runtime
+/// shut down under it), it hands what is left to the exit releaser.
+struct Shift {
+    jobs: mpsc::UnboundedReceiver<Job>,
+    running: FuturesUnordered<BoxFuture<'static, ()>>,
+    /// What the running jobs leave undone (see [`Unfinished`]).
+    unfinished: Arc<parking_lot::Mutex<Vec<Leftover>>>,
+    exit: Arc<ExitReleaser>,
+    /// Set when the task ends by itself: the client is gone and every job done.
+    ended: bool,
+}
+
+impl Shift {
+    /// Tracks a running job that leaves `leftover` undone unless it ends normally; `if_cut_off`:
+    /// also when it may have been sent (dropped mid-call, or its reply lost with its task),
+    /// for work that is harmless twice.
+    fn track(&self, leftover: Leftover, if_cut_off: bool) -> Unfinished {
+        Unfinished {
+            leftover: Some(leftover),
+            if_cut_off,
+            into: Arc::clone(&self.unfinished),
+        }
+    }
+}
+
+impl Drop for Shift {
+    fn drop(&mut self) {
+        // The running jobs first: their `Unfinished` record what they leave.
+        drop(std::mem::take(&mut self.running));
+        // Closed before it is drained: a job sent from now on goes to the exit releaser itself.
+        self.jobs.close();
+        let mut left = std::mem::take(&mut *self.unfinished.lock());
+        while let Ok(job) = self.jobs.try_recv() {
+            left.extend(leftovers(job));
+        }
+        if !left.is_empty() || !self.ended {
+            tracing::debug!(
+                jobs = left.len(),
+                "the janitor cannot finish: its releases go out on a connection of their own"
+            );
+            // Cut off by its runtime's shutdown, the reconciler will not settle its fields.
+            self.exit.hand_over(left, !self.ended);
+        }
+    }
+}
+
+/// What a running job leaves undone if its future is dropped, or if it finds the task that
+/// carries its calls gone.
+struct Unfinished {
+    leftover: Option<Leftover>,
+    if_cut_off: bool,
+    into: Arc<parking_lot::Mutex<Vec<Leftover>>>,
+}
+
+impl Unfinished {
+    /// The job ended; if the task that carried its call was `gone`, what it leaves runs at exit
+    /// (if it may have been sent, only work that is harmless twice).
+    fn ended(mut self, gone: Option<Gone>) {
+        match gone {
+            None => self.leftover = None,
+            Some(Gone::Unsent) => self.if_cut_off = true,
+            Some(Gone::CutOff) => {}
+        }
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let (Some(leftover), true) = (self.leftover.take(), self.if_cut_off) {
+            self.into.lock().push(leftover);
+        }
+    }
+}
+
+/// What `job`, never received by the task, leaves to do.
+fn leftovers(job: Job) -> Option<Leftover> {
+    match job {
+        Job::Release(release, _, _) => Some(Leftover::Hold(release.key())),
+        // The acquire's reply is lost with its connection: it may have taken the hold.
+        Job::Settle {
+            undo: Some(Undo::Release { release, .. }),
+            ..
+        } => Some(Leftover::Hold(release.key())),
+        Job::Settle { .. } => None,
+        Job::Write { write, .. } => Some(Leftover::Write(write)),
+        Job::GiveBack { name, permits, by } => {
+            Some(Leftover::Write(give_back_write(name, permits, by)))
+        }
+        Job::Flush(_) => None,
+    }
+}
+
+/// Gives back `permits` of semaphore `name` that nobody holds, with `by`, on any connection.
+fn give_back_write(
+    name: ArcStr,
+    permits: u64,
+    by: &'static crate::transport::script::GiveBackScript,
+) -> Write {
+    Arc::new(move |redis| {
+        let name = ArcStr::clone(&name);
+        Box::pin(async move {
+            let encoded = (by.encode)(&name, permits, redis.publish_arg);
+            match redis.run_write(&name, by.script, &encoded).await {
+                Ok(_) => {
+                    tracing::debug!(semaphore = %name, permits, "gave back permits whose waiter left")
+                }
+                Err(err) if Gone::of(&err).is_some() => return Gone::of(&err),
+                Err(err) => {
+                    tracing::warn!(semaphore = %name, permits, error = %err, "could not give back permits whose waiter left; they stay taken until someone releases them")
+                }
+            }
+            None
+        })
+    })
+}
+
+async fn run(releaser: Releaser, subscriber: fred::clients::SubscriberClient, mut shift: Shift) {
     let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
     let mut open = true;
-    while open || !running.is_empty() {
+    while open || !shift.running.is_empty() {
         tokio::select! {
-            job = jobs.recv(), if open => match job {
+            job = shift.jobs.recv(), if open => match job {
                 Some(Job::Release(release, call, dropped)) => {
                     let releaser = releaser.clone();
-                    running.push(Box::pin(async move {
-                        release_hold(releaser, release).await;
+                    let unfinished = shift.track(Leftover::Hold(release.key()), true);
+                    shift.running.push(Box::pin(async move {
+                        let gone = release_hold(releaser, release).await;
+                        unfinished.ended(gone);
                         drop(call);
                         drop(dropped);
                     }));
                 }
                 Some(Job::Settle { reply, undo, call }) => {
                     let releaser = releaser.clone();
-                    running.push(Box::pin(async move {
+                    let unfinished = match &undo {
+                        Some(Undo::Release { release, .. }) => Some(shift.track(Leftover::Hold(release.key()), true)),
+                        _ => None,
+                    };
+                    shift.running.push(Box::pin(async move {
                         // A reply lost to the connection puts the field in doubt (the reply
                         // future does that itself); the reconciler then settles it.
                         let reply = reply.await;
+                        // An acquire that took nothing needs no undo.
+                        let mut gone = None;
                         match (&reply, undo) {
                             (Ok(reply), Some(Undo::Release { release, acquired })) if acquired(reply) => {
                                 tracing::debug!(lock = %release.name, "releasing a lock whose acquire was cancelled");
-                                release_hold(releaser, release).await;
+                                gone = release_hold(releaser, release).await;
                             }
                             (Ok(reply), Some(Undo::Run(undo))) => {
                                 if let Some(give_back) = undo(reply) {
@@ -155,36 +301,53 @@ async fn run(
                             }
                             _ => {}
                         }
+                        if let Some(unfinished) = unfinished {
+                            // A reply cut off with its task: the acquire may have taken the
+                            // hold (one never sent took nothing).
+                            let cut_off = reply.as_ref().err().and_then(Gone::of).filter(|gone| *gone == Gone::CutOff);
+                            unfinished.ended(gone.or(cut_off));
+                        }
                         drop(call);
+                    }));
+                }
+                Some(Job::Write { write, twice }) => {
+                    let redis = Arc::clone(&releaser.redis);
+                    let unfinished = shift.track(Leftover::Write(Arc::clone(&write)), twice);
+                    shift.running.push(Box::pin(async move {
+                        let gone = write(redis).await;
+                        unfinished.ended(gone);
                     }));
                 }
                 Some(Job::GiveBack { name, permits, by }) => {
                     let redis = Arc::clone(&releaser.redis);
-                    running.push(Box::pin(async move {
-                        let encoded = (by.encode)(&name, permits, redis.publish_arg);
-                        match redis.run_write(&name, by.script, &encoded).await {
-                            Ok(_) => tracing::debug!(semaphore = %name, permits, "gave back permits whose waiter left"),
-                            Err(err) => tracing::warn!(semaphore = %name, permits, error = %err, "could not give back permits whose waiter left; they stay taken until someone releases them"),
-                        }
+                    let write = give_back_write(name, permits, by);
+                    let unfinished = shift.track(Leftover::Write(Arc::clone(&write)), false);
+                    shift.running.push(Box::pin(async move {
+                        let gone = write(redis).await;
+                        unfinished.ended(gone);
                     }));
                 }
                 Some(Job::Flush(done)) => flushes.push(done),
                 None => open = false,
             },
-            Some(()) = running.next(), if !running.is_empty() => {}
+            Some(()) = shift.running.next(), if !shift.running.is_empty() => {}
         }
-        if running.is_empty() {
+        if shift.running.is_empty() {
             for done in flushes.drain(..) {
                 let _ = done.send(());
             }
         }
     }
+    // The reconciler stopped with the client: what it had not settled is settled here.
+    shift.exit.settle_doubts(&releaser.redis).await;
+    shift.ended = true;
     // The client is gone: close its connections.
     let _ = releaser.redis.pool.quit().await;
     let _ = subscriber.quit().await;
 }
 
-async fn release_hold(releaser: Releaser, release: Release) {
+/// Tells whether the task that carried the release was gone (then it logs nothing).
+async fn release_hold(releaser: Releaser, release: Release) -> Option<Gone> {
     use crate::kit::release::{release_or_hand_off, Released};
     let name = ArcStr::clone(&release.name);
     match release_or_hand_off(releaser, release, None).await {
@@ -195,6 +358,7 @@ async fn release_hold(releaser: Releaser, release: Release) {
         Ok(Released::Settling) => {
             tracing::debug!(lock = %name, "dropped guard's release left to the settling of its holder field")
         }
+        Err(err) if Gone::of(&err).is_some() => return Gone::of(&err),
         Err(err) if crate::lease::doubt::outcome_unknown(&err) => {
             tracing::warn!(lock = %name, error = %err, "background release of unknown outcome; the holder field is settled once redis answers")
         }
@@ -202,4 +366,5 @@ async fn release_hold(releaser: Releaser, release: Release) {
             tracing::warn!(lock = %name, error = %err, "background release failed; the lock expires with its lease")
         }
     }
+    None
 }

@@ -11,13 +11,15 @@
 //! * the hold that every guard of a hash-based lock wraps ([`hold`]: release now or on drop,
 //!   lost-lease signals, detach);
 //! * the release path with local hand-off ([`release`], [`handoff`], [`give_way`]) and the
-//!   janitor that finishes releases in the background ([`janitor`]);
+//!   janitor that finishes releases in the background ([`janitor`]), and what finishes them
+//!   when the runtime under the janitor shuts down ([`exit`]);
 //! * what the client knows of a lock locally, for hang reports ([`local_state`]), and an
 //!   acquire's tracing span at 8 bytes of its future ([`in_span`]);
 //! * this client's waits, for deadlock detection, and the verdict that ends one ([`waits`]).
 
 pub(crate) mod acquire;
 pub(crate) mod attempt;
+pub(crate) mod exit;
 pub(crate) mod give_way;
 pub(crate) mod guard;
 pub(crate) mod handle;

@@ -276,6 +276,14 @@ impl Doubts {
     }
 
     /// Whether any field is in doubt.
+    /// The fields in doubt now.
+    pub(crate) fn keys(&self) -> Vec<HoldKey> {
+        if !self.any() {
+            return Vec::new();
+        }
+        self.fields.lock().keys().cloned().collect()
+    }
+
     pub(crate) fn any(&self) -> bool {
         self.count.load(Ordering::SeqCst) > 0
     }
@@ -453,24 +461,13 @@ enum Settled {
 /// Brings `key` on the server down to the holds the client knows of, retrying (with back-off)
 /// until Redis answers.
 async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, how: &Settle, key: &HoldKey) -> Settled {
-    let keys = (how.keys)(&key.name);
-    let layout_args = (how.layout_args)(&key.name);
     let mut backoff = Duration::from_millis(50);
     loop {
         let Some(table) = leases.upgrade() else {
             return Settled::Gone;
         };
         let known = table.live_holds(key);
-        let keep = known.to_string();
-        // Some layouts keep deadlines in the clients' clocks (the fair queue's).
-        let now = epoch_ms().to_string();
-        let mut args = vec![&*key.field, &keep, redis.publish_arg, &now];
-        args.extend(layout_args.iter().map(String::as_str));
-        let reply = how
-            .script
-            .run(&redis.pool, &redis.write_options, &keys, &args)
-            .await;
-        match reply {
+        match settle_once(redis, how, key, known).await {
             Ok(reply) => {
                 let held = reply.as_i64().unwrap_or(0);
                 if held > 0 && held as u64 > known || held < 0 {
@@ -495,6 +492,26 @@ async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, how: &Settle, key: &Ho
             }
         }
     }
+}
+
+/// One run of `how`'s script: brings `key` on the server down to `keep` holds (idempotent; see
+/// lua/reconcile.lua). Replies the count the field had.
+pub(crate) async fn settle_once(
+    redis: &Redis,
+    how: &Settle,
+    key: &HoldKey,
+    keep: u64,
+) -> Result<fred::prelude::Value, fred::error::Error> {
+    let keys = (how.keys)(&key.name);
+    let layout_args = (how.layout_args)(&key.name);
+    let keep = keep.to_string();
+    // Some layouts keep deadlines in the clients' clocks (the fair queue's).
+    let now = epoch_ms().to_string();
+    let mut args = vec![&*key.field, &keep, redis.publish_arg, &now];
+    args.extend(layout_args.iter().map(String::as_str));
+    how.script
+        .run(&redis.pool, &redis.write_options, &keys, &args)
+        .await
 }
 
 #[cfg(test)]

@@ -365,7 +365,7 @@ async fn run_janitor(
     while let Some(job) = jobs.recv().await {
         match job {
             Job::Release(release, _, _) => release_or_hand_off(&server, &handoffs, release).await,
-            Job::Settle { .. } | Job::GiveBack { .. } | Job::Flush(_) => {
+            Job::Settle { .. } | Job::Write { .. } | Job::GiveBack { .. } | Job::Flush(_) => {
                 unreachable!("the model sends only releases")
             }
         }

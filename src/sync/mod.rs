@@ -34,7 +34,7 @@ use crate::kit::wait::{acquire_with_wait, Holder, Lapse, TryOutcome, WaitChannel
 use crate::kit::{Acquisition, ClientInner, InFlight};
 use crate::transport::pubsub::Wakes;
 use crate::transport::script::{encode, Encoded, Script};
-use crate::transport::{Redis, Rollback};
+use crate::transport::{Gone, Redis, Rollback};
 
 /// What a semaphore's acquire took and its release gives back (permits; one permit by id), sent
 /// alone and synced as every release: for a release, a dropped guard, a cancelled acquire's
@@ -50,6 +50,9 @@ trait GiveBack: std::fmt::Display + Send + Sync + Sized + 'static {
     }
     /// What a background give-back that failed leaves behind, for its log line.
     const IF_LOST: &'static str;
+    /// Whether giving it back twice gives back no more than once (a permit released by its
+    /// id), so that a give-back the runtime's shutdown cut off may be sent again at exit.
+    const IDEMPOTENT: bool;
     fn name(&self) -> &ArcStr;
     /// The release script's keys and arguments, with the publish mode's script argument.
     fn encoded(&self, publish: &'static str) -> Encoded;
@@ -75,16 +78,25 @@ async fn give_back<G: GiveBack>(
 
 /// Gives `release` back for nobody who waits for it (`why`: a dropped guard, a cancelled
 /// acquire); the outcome is logged, since nobody is left to report it to.
-async fn give_back_logged<G: GiveBack>(redis: Arc<Redis>, release: G, why: &'static str) {
-    match give_back(&redis, &release).await {
+/// Tells whether the task that carried it was gone (then it logs nothing).
+async fn give_back_logged<G: GiveBack>(
+    redis: Arc<Redis>,
+    release: &G,
+    why: &'static str,
+) -> Option<Gone> {
+    match give_back(&redis, release).await {
         Ok(Value::Null) => tracing::debug!("{release} ({why}) was no longer taken"),
         Ok(_) => tracing::debug!("gave back {release} ({why})"),
-        Err(err) => tracing::warn!(
-            error = %err,
-            "could not give back {release} ({why}); {}",
-            G::IF_LOST
-        ),
+        Err(err) => match Gone::of(&err) {
+            Some(gone) => return Some(gone),
+            None => tracing::warn!(
+                error = %err,
+                "could not give back {release} ({why}); {}",
+                G::IF_LOST
+            ),
+        },
     }
+    None
 }
 
 /// What a guard took, given back in the background (the client's janitor, so that a drop never
@@ -104,14 +116,13 @@ impl<G: GiveBack> Drop for Taken<G> {
         let Some(release) = release.hand_over(&self.client) else {
             return;
         };
-        let redis = Arc::clone(&self.client.redis);
-        self.client.janitor.submit(Job::Settle {
-            reply: Box::pin(async move {
-                give_back_logged(redis, release, "a dropped guard").await;
-                Ok(Value::Null)
+        let release = Arc::new(release);
+        self.client.janitor.submit(Job::Write {
+            write: Arc::new(move |redis| {
+                let release = Arc::clone(&release);
+                Box::pin(async move { give_back_logged(redis, &*release, "a dropped guard").await })
             }),
-            undo: None,
-            call: None,
+            twice: G::IDEMPOTENT,
         });
     }
 }
@@ -134,7 +145,9 @@ async fn take<G: GiveBack>(
     let undo_redis = Arc::clone(&redis);
     let undo = Undo::Run(Box::new(move |reply: &Value| {
         took(reply).then(|| -> BoxFuture<'static, ()> {
-            Box::pin(give_back_logged(undo_redis, release, "a cancelled acquire"))
+            Box::pin(async move {
+                give_back_logged(undo_redis, &release, "a cancelled acquire").await;
+            })
         })
     }));
     // Boxed: fred's command future is several KB.

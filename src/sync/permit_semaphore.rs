@@ -50,6 +50,8 @@ struct PermitRelease {
 impl super::GiveBack for PermitRelease {
     const SCRIPT: &'static Script = &RELEASE;
     const IF_LOST: &'static str = "it comes back when its lease ends";
+    // A release by id gives the permit back only while the id is out.
+    const IDEMPOTENT: bool = true;
 
     fn name(&self) -> &ArcStr {
         &self.name

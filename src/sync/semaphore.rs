@@ -40,6 +40,8 @@ struct Permits {
 impl super::GiveBack for Permits {
     const SCRIPT: &'static Script = &RELEASE_SCRIPT;
     const IF_LOST: &'static str = "they stay taken until someone releases them";
+    // A second give-back adds permits that nobody took.
+    const IDEMPOTENT: bool = false;
 
     /// Gives permits to this client's waiters in line first (no call to Redis).
     fn hand_over(mut self, client: &ClientInner) -> Option<Self> {

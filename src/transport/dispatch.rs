@@ -158,8 +158,12 @@ impl Sender {
     }
 }
 
+/// The error of a call whose dispatcher is gone (its task was dropped with its runtime, or
+/// ended with the client): see [`super::Gone`].
+pub(crate) const CLOSED: &str = "the client's connections are closed";
+
 fn closed() -> RedisError {
-    RedisError::new(ErrorKind::Canceled, "the client's connections are closed")
+    RedisError::new(ErrorKind::Canceled, CLOSED)
 }
 
 async fn dispatch(

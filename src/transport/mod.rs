@@ -54,6 +54,36 @@ fn not_replicated(name: &str) -> RedisError {
     )
 }
 
+/// A call that failed because the task that carried it is gone: the runtime that ran the
+/// connection's tasks shut down (or the client was closed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Gone {
+    /// Never sent: fred's router task was gone (or never started) when the call came.
+    Unsent,
+    /// Cut off: the task that had the call was dropped before it answered, so the call may or
+    /// may not have reached the server.
+    CutOff,
+}
+
+impl Gone {
+    /// What `err` says of the task that carried the call, if it says it is gone.
+    pub(crate) fn of(err: &RedisError) -> Option<Gone> {
+        use fred::error::ErrorKind;
+        match (err.kind(), err.details()) {
+            // fred's, when its router task is gone or was never started.
+            (
+                ErrorKind::Unknown,
+                "Failed to send command to router." | "Client is not initialized.",
+            ) => Some(Gone::Unsent),
+            // A reply channel whose sender was dropped with its task (tokio's `RecvError`).
+            (ErrorKind::Unknown, "channel closed") => Some(Gone::CutOff),
+            // The dispatcher's, for calls it had when its task was dropped.
+            (ErrorKind::Canceled, dispatch::CLOSED) => Some(Gone::CutOff),
+            _ => None,
+        }
+    }
+}
+
 /// Takes back one counted in a counter when dropped (also when the future that holds it is): a
 /// direct call in `Dispatcher::busy`, a parked waiter of a channel.
 pub(crate) struct Counted<'a>(pub(crate) &'a AtomicUsize);
@@ -81,7 +111,44 @@ pub(crate) struct Redis {
     pub(crate) sync: Option<Arc<ReplicaSync>>,
 }
 
+/// What a [`Redis`] is made of besides its pool: the client's settings for lock commands.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) write_options: Options,
+    pub(crate) read_options: Options,
+    pub(crate) clustered: bool,
+    pub(crate) publish_arg: &'static str,
+    pub(crate) response_timeout: Duration,
+    pub(crate) sync: Option<Arc<ReplicaSync>>,
+}
+
 impl Redis {
+    /// The command connections over `pool` (connected or not), with their dispatcher, whose
+    /// task runs on the current runtime and ends with the returned `Redis`.
+    pub(crate) fn open(pool: Pool, settings: Settings) -> (Redis, tokio::task::JoinHandle<()>) {
+        let Settings {
+            write_options,
+            read_options,
+            clustered,
+            publish_arg,
+            response_timeout,
+            sync,
+        } = settings;
+        let (dispatcher, task) =
+            Dispatcher::start(pool.clone(), write_options.clone(), sync.clone(), clustered);
+        let redis = Redis {
+            pool,
+            dispatcher,
+            write_options,
+            read_options,
+            clustered,
+            publish_arg,
+            response_timeout,
+            sync,
+        };
+        (redis, task)
+    }
+
     /// Runs an acquire or release script call with `write_options` through the dispatcher
     /// (it batches concurrent calls). Cancel safety as [`Script::run_encoded`].
     ///
@@ -280,11 +347,7 @@ mod tests {
             op: &script::REENTRANT_ACQUIRE,
         };
         for clustered in [false, true] {
-            let (dispatcher, task) =
-                Dispatcher::start(pool.clone(), Options::default(), None, clustered);
-            let redis = Redis {
-                pool: pool.clone(),
-                dispatcher,
+            let settings = Settings {
                 write_options: Options::default(),
                 read_options: Options::default(),
                 clustered,
@@ -292,6 +355,7 @@ mod tests {
                 response_timeout: Duration::from_secs(1),
                 sync: None,
             };
+            let (redis, task) = Redis::open(pool.clone(), settings);
             let future = redis.run_lock_call(call());
             assert!(size(&future) <= 256, "{} bytes", size(&future));
             drop(future);

@@ -36,6 +36,7 @@ mod count_down_latch;
 mod deadlock;
 mod doubt_family;
 mod examples;
+mod exit_release;
 mod fair_lock;
 mod faults;
 mod fenced_lock;
