@@ -3,20 +3,28 @@
 -- KEYS[1] name N, KEYS[2] fair queue redisson_lock_queue:T(N), KEYS[3] fair deadlines
 -- redisson_lock_timeout:T(N), KEYS[4] fenced token redisson_lock_token:T(N), KEYS[5] permits out
 -- T(N):timeout, KEYS[6] T(N) (the read-hold timeout keys are T(N):F:rwlock_timeout:k, built
--- here as Redisson's read release builds them); ARGV[1] the most entries listed per list.
+-- here as Redisson's read release builds them); ARGV[1] the most entries listed per list,
+-- ARGV[2] the longest string value read (a longer one is no token or counter: only its length
+-- is returned, so that a large cached value is never read whole).
 -- Returns { type of N, PTTL of N, HGETALL of N (if a hash), LLEN of the queue (if a list),
 --   { field, deadline or '' } per listed queue entry, the token or '', GET N (if a string) or '',
 --   ZCARD of the permits (if a zset, else 0), { id, expiry } per listed permit,
---   { { field, PTTL per hold k = 1.. } } per read holder of a read-write lock }.
+--   { { field, PTTL per hold k = 1.. } } per read holder of a read-write lock, STRLEN of N (if a
+--   string, else 0) }.
 local limit = tonumber(ARGV[1])
+local longest = tonumber(ARGV[2])
 local kind = redis.call('type', KEYS[1]).ok
 
 local fields = {}
 local value = ''
+local length = 0
 if kind == 'hash' then
   fields = redis.call('hgetall', KEYS[1])
 elseif kind == 'string' then
-  value = redis.call('get', KEYS[1])
+  length = redis.call('strlen', KEYS[1])
+  if length <= longest then
+    value = redis.call('get', KEYS[1])
+  end
 end
 
 local queued = 0
@@ -65,4 +73,4 @@ if is_read_write then
 end
 
 return { kind, redis.call('pttl', KEYS[1]), fields, queued, waiters, token, value,
-  permits_out, permits, reads }
+  permits_out, permits, reads, length }

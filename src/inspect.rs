@@ -40,6 +40,9 @@ use crate::transport::script;
 /// The most entries listed per list (queue, permits out, holds of one reader); the totals are
 /// still counted ([`LockInfo::queued`], [`LockInfo::permits_out`]).
 const LISTED: u64 = 100;
+/// The longest string value the inspect script reads: longer than any token (ferrisson's, 36 +
+/// 1 + up to 20 digits, is the longest) or counter. A longer string's length alone is read.
+const LONGEST_READ: u64 = 256;
 
 /// Redisson's score for a permit that never expires (§11).
 const NEVER: i64 = 922_337_203_685_477;
@@ -126,8 +129,8 @@ pub enum LockKind {
         /// The `mode` field.
         mode: ReadWriteMode,
     },
-    /// Any other value: not a primitive of the family (a list, a string that is not an integer,
-    /// ...).
+    /// Any other value: not a primitive of the family (a list, a string that is neither an
+    /// integer nor a token, ...); a string's length is [`LockInfo::string_len`].
     Other {
         /// The Redis type name (`string`, `list`, ...).
         redis_type: String,
@@ -150,11 +153,15 @@ pub enum LockKind {
     /// docs/compatibility.md). A semaphore or latch of that many permits is read as one when
     /// named with [`Client::inspect_as`].
     TimestampLock,
-    /// A string that is not an integer: the single-key lock of redis-py, redsync, node
-    /// `redlock` and rslock, and ferrisson's [`TokenLock`](crate::TokenLock). Its one holder
-    /// ([`LockInfo::holders`]) is the token it holds, shown as text where it is printable
-    /// UTF-8, else as `\xNN` escapes (rslock's tokens are 20 raw bytes). A peer's lock taken
-    /// without a TTL (redis-py's default) has [`RemainingTtl::NoExpiry`].
+    /// A string holding a lock token: the single-key lock of redis-py, redsync, pottery,
+    /// python-redis-lock, node `redlock` and rslock, and ferrisson's
+    /// [`TokenLock`](crate::TokenLock). A string is read as one only when it is positively
+    /// one, since any cached value is a string too: it has a TTL and its value has the shape
+    /// one of these clients writes ([`token_shape`]), or the caller named it a token lock
+    /// ([`Client::inspect_as`] with [`Primitive::TokenLock`]; a peer's lock taken without a
+    /// TTL, redis-py's default, is read so only). Its one holder ([`LockInfo::holders`]) is the
+    /// token it holds, shown as text where it is printable UTF-8, else as `\xNN` escapes
+    /// (rslock's tokens are 20 raw bytes).
     TokenLock,
 }
 
@@ -352,6 +359,9 @@ pub struct LockInfo {
     pub permits_out: u64,
     /// The first 100 permits out, soonest expiry first.
     pub permits: Vec<ExpirablePermit>,
+    /// The length in bytes of a string value (a token lock's, a counter's, or any other
+    /// string's); `None` for other types.
+    pub string_len: Option<u64>,
 }
 
 impl LockInfo {
@@ -459,7 +469,7 @@ impl Client {
                 &inner.redis.pool,
                 &inner.redis.read_options,
                 &keys,
-                &[LISTED.to_string()],
+                &[LISTED.to_string(), LONGEST_READ.to_string()],
             )
             .await
             .map_err(|err| inner.redis_error(name, err))?;
@@ -474,8 +484,12 @@ enum Stored {
         mode: Option<String>,
     },
     Integer,
-    /// A string that is not an integer: a token lock (its token is its one holder).
-    Text,
+    /// A string that is not an integer: its value (empty when longer than [`LONGEST_READ`]),
+    /// and whether it is positively a token lock (a TTL and a token's shape).
+    Text {
+        value: Vec<u8>,
+        token: bool,
+    },
     /// Not a family member: its Redis type.
     Other(String),
 }
@@ -544,8 +558,8 @@ fn parse(name: &str, reply: Value, now: i64) -> Result<Facts> {
     let Value::Array(parts) = reply else {
         return Err(unexpected("not an array"));
     };
-    let [redis_type, pttl, fields, queued, waiters, token, value, permits_out, permits, reads] =
-        <[Value; 10]>::try_from(parts).map_err(|_| unexpected("length"))?;
+    let [redis_type, pttl, fields, queued, waiters, token, value, permits_out, permits, reads, length] =
+        <[Value; 11]>::try_from(parts).map_err(|_| unexpected("length"))?;
     let redis_type = redis_type.as_string().ok_or_else(|| unexpected("type"))?;
     let pttl = pttl.as_i64().ok_or_else(|| unexpected("pttl"))?;
 
@@ -612,21 +626,19 @@ fn parse(name: &str, reply: Value, now: i64) -> Result<Facts> {
 
     let integer = |value: &Value| text(value).and_then(|text| text.trim().parse::<i64>().ok());
     let count = (redis_type == "string").then(|| integer(&value)).flatten();
+    let string_len = (redis_type == "string").then(|| length.as_u64().unwrap_or(0));
     let stored = match (redis_type.as_str(), count) {
         ("none", _) => Stored::Missing,
         ("hash", _) => Stored::Hash { mode },
         ("string", Some(_)) => Stored::Integer,
         ("string", None) => {
-            let token = token_shown(value.as_bytes().unwrap_or_default());
-            holders.push(Holder {
-                field: token,
-                count: 1,
-                read_holds: Vec::new(),
-            });
-            Stored::Text
+            let value = value.as_bytes().unwrap_or_default().to_vec();
+            let token = pttl > 0 && token_shape(&value).is_some();
+            Stored::Text { value, token }
         }
         _ => Stored::Other(redis_type),
     };
+
     Ok(Facts {
         info: LockInfo {
             name: name.to_owned(),
@@ -639,6 +651,7 @@ fn parse(name: &str, reply: Value, now: i64) -> Result<Facts> {
             count,
             permits_out: permits_out.as_u64().unwrap_or(0),
             permits,
+            string_len,
         },
         stored,
     })
@@ -657,7 +670,8 @@ fn stored_described(stored: &Stored) -> &'static str {
         Stored::Hash { mode: Some(_) } => "a read-write lock (a hash with a `mode` field)",
         Stored::Hash { mode: None } => "a lock (a hash of holder fields, without a `mode` field)",
         Stored::Integer => "a semaphore or count-down latch (a string integer)",
-        Stored::Text => "a token lock (a string holding its holder's token)",
+        Stored::Text { token: true, .. } => "a token lock (a string holding its holder's token)",
+        Stored::Text { token: false, .. } => "a string that is neither an integer nor a token",
         Stored::Missing | Stored::Other(_) => "no primitive of the family",
     }
 }
@@ -682,13 +696,27 @@ fn resolve(facts: Facts, expected: Option<Primitive>) -> Result<LockInfo> {
         Stored::Integer if has_permits => LockKind::PermitSemaphore,
         Stored::Integer if info.count.is_some_and(is_epoch_ms) => LockKind::TimestampLock,
         Stored::Integer => LockKind::SemaphoreOrLatch,
-        Stored::Text => LockKind::TokenLock,
+        Stored::Text { token: true, .. } => LockKind::TokenLock,
+        Stored::Text { token: false, .. } => LockKind::Other {
+            redis_type: "string".to_owned(),
+        },
         Stored::Other(redis_type) => LockKind::Other {
             redis_type: redis_type.clone(),
         },
     };
     info.kind = match (expected, &stored) {
         (None, _) | (_, Stored::Other(_)) => inferred,
+        // Named a token lock, a string is one if it could hold a token at all.
+        (Some(Primitive::TokenLock), Stored::Text { value, .. })
+            if value.is_empty() || info.string_len.unwrap_or(0) > LONGEST_READ =>
+        {
+            return Err(Error::InvalidArgument(format!(
+                "`{}` is a string of {} bytes, not a token lock (no client writes a token that \
+                 long)",
+                info.name,
+                info.string_len.unwrap_or(0)
+            )));
+        }
         (Some(primitive), stored) => {
             as_primitive(primitive, stored, inferred).ok_or_else(|| {
                 Error::InvalidArgument(format!(
@@ -700,7 +728,62 @@ fn resolve(facts: Facts, expected: Option<Primitive>) -> Result<LockInfo> {
             })?
         }
     };
+    if let (LockKind::TokenLock, Stored::Text { value, .. }) = (&info.kind, &stored) {
+        info.holders.push(Holder {
+            field: token_shown(value),
+            count: 1,
+            read_holds: Vec::new(),
+        });
+    }
     Ok(info)
+}
+
+/// The client whose lock tokens `value` is shaped like, if any: what makes a string with a TTL
+/// positively a token lock for [`Client::inspect`] (a string of another shape is
+/// [`LockKind::Other`], since a cached value is a string too).
+///
+/// | client | token |
+/// |---|---|
+/// | ferrisson | `<client uuid>:<owner id>` |
+/// | redis-py, node `redlock` | 32 lowercase hex digits (a uuid's hex, 16 random bytes) |
+/// | pottery | a uuid, 36 characters with dashes |
+/// | redsync | 16 random bytes in base64 (24 characters ending `==`) |
+/// | python-redis-lock | 18 random bytes in URL-safe base64 (24 characters) |
+/// | rslock | 20 random bytes, raw (at least one of them not printable ASCII) |
+///
+/// ```
+/// use ferrisson::inspect::token_shape;
+///
+/// assert_eq!(token_shape(b"6fd1c9a26ba24c1f8ba1f6ad3bfb11a0"), Some("redis-py or node redlock"));
+/// assert_eq!(token_shape(b"{\"name\":\"bob\"}"), None);
+/// ```
+pub fn token_shape(value: &[u8]) -> Option<&'static str> {
+    let hex = |bytes: &[u8]| bytes.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let uuid = |bytes: &[u8]| {
+        bytes.len() == 36
+            && bytes.iter().enumerate().all(|(i, b)| match i {
+                8 | 13 | 18 | 23 => *b == b'-',
+                _ => b.is_ascii_hexdigit(),
+            })
+    };
+    let base64 = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/');
+    let url_safe = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_');
+    match value.len() {
+        32 if hex(value) => Some("redis-py or node redlock"),
+        36 if uuid(value) => Some("pottery"),
+        24 if value.ends_with(b"==") && value[..22].iter().all(base64) => Some("redsync"),
+        24 if value.iter().all(url_safe) => Some("python-redis-lock"),
+        20 if value.iter().any(|b| !(0x20..0x7f).contains(b)) => Some("rslock"),
+        38..=57 => {
+            let (client, owner) = value.split_at(36);
+            (uuid(client)
+                && owner.len() > 1
+                && owner[0] == b':'
+                && owner[1..].iter().all(u8::is_ascii_digit))
+            .then_some("ferrisson")
+        }
+        _ => None,
+    }
 }
 
 /// The kind of `stored` read as `primitive`, or `None` when the value contradicts it. A
@@ -732,7 +815,7 @@ fn as_primitive(primitive: Primitive, stored: &Stored, inferred: LockKind) -> Op
         Primitive::PermitExpirableSemaphore => counter.then_some(LockKind::PermitSemaphore),
         Primitive::CountDownLatch => counter.then_some(LockKind::CountDownLatch),
         Primitive::TokenLock => match stored {
-            Stored::Text => Some(LockKind::TokenLock),
+            Stored::Text { .. } => Some(LockKind::TokenLock),
             Stored::Missing => Some(LockKind::Free),
             _ => None,
         },
@@ -787,6 +870,7 @@ mod tests {
                     Value::Integer(0),
                     Value::Array(Vec::new()),
                     Value::Array(Vec::new()),
+                    Value::Integer(0),
                 ],
             }
         }
@@ -858,40 +942,10 @@ mod tests {
     }
 
     #[test]
-    fn a_string_integer_is_a_semaphore_or_latch_and_any_other_string_a_token_lock() {
+    fn a_string_integer_is_a_semaphore_or_latch() {
         let counter = infer(Reply::new("string", -1, &[]).set(6, "3".into()).value());
         assert_eq!(counter.kind, LockKind::SemaphoreOrLatch);
         assert_eq!(counter.count, Some(3));
-        let text = infer(Reply::new("string", -1, &[]).set(6, "abc".into()).value());
-        assert_eq!(text.kind, LockKind::TokenLock);
-        assert_eq!(text.holders.len(), 1);
-        assert_eq!(
-            (text.holders[0].field.as_str(), text.holders[0].count),
-            ("abc", 1)
-        );
-        assert_eq!(
-            text.ttl,
-            RemainingTtl::NoExpiry,
-            "a peer's lock without a TTL"
-        );
-        let binary = Value::Bytes(vec![0x00, b'a', 0xff, b'\\'].into());
-        let binary = infer(Reply::new("string", 900, &[]).set(6, binary).value());
-        assert_eq!(binary.kind, LockKind::TokenLock);
-        assert_eq!(binary.holders[0].field, "\\x00a\\xff\\\\");
-        assert!(
-            inspect(
-                Reply::new("string", -1, &[]).set(6, "abc".into()).value(),
-                Some(Primitive::Lock)
-            )
-            .is_err(),
-            "a token lock is not a hash lock"
-        );
-        let named = inspect(
-            Reply::new("string", -1, &[]).set(6, "abc".into()).value(),
-            Some(Primitive::TokenLock),
-        )
-        .expect("a token lock");
-        assert_eq!(named.kind, LockKind::TokenLock);
         let permits = Reply::new("string", 5000, &[])
             .set(6, "1".into())
             .set(7, Value::Integer(2));
@@ -906,6 +960,101 @@ mod tests {
         // Seconds are not: a semaphore of i32::MAX permits would read as 2038.
         let seconds = Reply::new("string", -1, &[]).set(6, "2147483647".into());
         assert_eq!(infer(seconds.value()).kind, LockKind::SemaphoreOrLatch);
+    }
+
+    /// A string `value` with `pttl` and its length, as the script replies.
+    fn string(value: Value, pttl: i64) -> Value {
+        let length = value.as_bytes().map_or(0, <[u8]>::len) as i64;
+        Reply::new("string", pttl, &[])
+            .set(6, value)
+            .set(10, Value::Integer(length))
+            .value()
+    }
+
+    #[test]
+    fn a_string_is_a_token_lock_only_with_a_ttl_and_a_tokens_shape() {
+        let redis_py = infer(string("6fd1c9a26ba24c1f8ba1f6ad3bfb11a0".into(), 9000));
+        assert_eq!(redis_py.kind, LockKind::TokenLock);
+        assert_eq!(
+            (
+                redis_py.holders[0].field.as_str(),
+                redis_py.holders[0].count
+            ),
+            ("6fd1c9a26ba24c1f8ba1f6ad3bfb11a0", 1)
+        );
+        assert_eq!(redis_py.string_len, Some(32));
+        let rslock = Value::Bytes(
+            vec![
+                0x00, b'a', 0xff, b'\\', 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                22,
+            ]
+            .into(),
+        );
+        let rslock = infer(string(rslock, 900));
+        assert_eq!(rslock.kind, LockKind::TokenLock);
+        assert!(rslock.holders[0].field.starts_with("\\x00a\\xff\\\\"));
+        // The same shape without a TTL, and cache-like values with one: strings, not locks.
+        for (value, pttl) in [
+            ("6fd1c9a26ba24c1f8ba1f6ad3bfb11a0", -1),
+            ("{\"name\":\"bob\"}", 60_000),
+            ("hello world", 60_000),
+            ("", 60_000),
+        ] {
+            let info = infer(string(value.into(), pttl));
+            assert_eq!(info.kind, other("string"), "{value:?} with PTTL {pttl}");
+            assert!(info.holders.is_empty());
+        }
+        assert!(
+            inspect(string("abc".into(), -1), Some(Primitive::Lock)).is_err(),
+            "a string is not a hash lock"
+        );
+        // Named a token lock, any short string is one (a peer's lock without a TTL)...
+        let named = inspect(string("abc".into(), -1), Some(Primitive::TokenLock)).expect("named");
+        assert_eq!(named.kind, LockKind::TokenLock);
+        assert_eq!(named.ttl, RemainingTtl::NoExpiry);
+        // ... but not one too long to be read (the script sends only its length).
+        let long = Reply::new("string", 9000, &[])
+            .set(10, Value::Integer(1 << 20))
+            .value();
+        assert_eq!(infer(long.clone()).kind, other("string"));
+        assert!(inspect(long, Some(Primitive::TokenLock)).is_err());
+    }
+
+    #[test]
+    fn token_shapes_are_those_the_peers_write() {
+        for (token, client) in [
+            (
+                &b"0f3c1d1e-6b7a-4f5e-9a3b-2c1d0e9f8a7b:4611686018427387905"[..],
+                "ferrisson",
+            ),
+            (
+                b"6fd1c9a26ba24c1f8ba1f6ad3bfb11a0",
+                "redis-py or node redlock",
+            ),
+            (b"0f3c1d1e-6b7a-4f5e-9a3b-2c1d0e9f8a7b", "pottery"),
+            (b"q83vEjRWeJASNFZ4kBI0Vg==", "redsync"),
+            (b"q83vEjRWeJASNFZ4kBI0Vg-_", "python-redis-lock"),
+            (
+                &[
+                    0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                ][..],
+                "rslock",
+            ),
+        ] {
+            assert_eq!(token_shape(token), Some(client), "{token:?}");
+        }
+        for value in [
+            &b"6FD1C9A26BA24C1F8BA1F6AD3BFB11A0"[..],
+            b"6fd1c9a26ba24c1f8ba1f6ad3bfb11a",
+            b"0f3c1d1e-6b7a-4f5e-9a3b-2c1d0e9f8a7b:",
+            b"0f3c1d1e-6b7a-4f5e-9a3b-2c1d0e9f8a7b:x1",
+            b"twenty printable chr",
+            b"q83vEjRWeJASNFZ4kBI0Vg=",
+            b"{\"a\":1}",
+            b"",
+        ] {
+            assert_eq!(token_shape(value), None, "{value:?}");
+        }
     }
 
     #[test]

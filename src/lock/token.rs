@@ -241,6 +241,34 @@ impl TokenLock {
     }
 }
 
+impl TokenLock {
+    /// Deletes the lock if, and only if, it holds `token`, whoever wrote it: a peer's lock
+    /// (redis-py, redsync, node `redlock`, rslock's raw bytes) released by the token that peer
+    /// holds, or a ferrisson holder's ([`TokenLock::token`]). `Ok(true)` when it was deleted,
+    /// `Ok(false)` when the key held another token or did not exist; a key of another type is
+    /// refused with [`Error::WrongType`](crate::Error::WrongType) and left alone. Publishes nothing, as the
+    /// peers' releases: ferrisson's waiters hear the deletion by keyspace event, or poll.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// let lock = client.token_lock("reports:daily");
+    /// let released = lock.release_token("6fd1c9a26ba24c1f8ba1f6ad3bfb11a0").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// One script call: dropped, it either ran or did not.
+    pub async fn release_token(&self, token: impl AsRef<[u8]>) -> Result<bool> {
+        let hex: String = token
+            .as_ref()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        self.run_flag(&TOKEN_FORCE_RELEASE, true, &[self.name()], &[&hex])
+            .await
+    }
+}
+
 impl sealed::Sealed for Token {}
 
 impl Protocol for Token {

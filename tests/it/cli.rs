@@ -2034,9 +2034,16 @@ async fn watch_follows_a_token_lock() {
     watch
         .line(Stream::Stdout, |l| l.contains("released by"))
         .await;
-    // A peer's lock with a binary token.
+    // A peer's lock with a binary token (rslock's: 20 raw bytes, with a TTL).
+    let binary: Vec<u8> = [0xffu8, b'x'].into_iter().chain(1..=18).collect();
     let _: () = raw
-        .set(name, &[0xffu8, b'x'][..], None, None, false)
+        .set(
+            name,
+            binary.as_slice(),
+            Some(Expiration::PX(60_000)),
+            None,
+            false,
+        )
         .await
         .expect("SET");
     watch
@@ -2048,6 +2055,9 @@ async fn watch_follows_a_token_lock() {
         .await;
     watch.signal(nix::sys::signal::Signal::SIGINT);
     assert_eq!(watch.exit().await.code(), Some(0));
+    let binary_shown: String = std::iter::once("\\xffx".to_owned())
+        .chain((1..=18).map(|byte| format!("\\x{byte:02x}")))
+        .collect();
     let said: Vec<&str> = watch
         .stdout_seen
         .iter()
@@ -2063,8 +2073,8 @@ async fn watch_follows_a_token_lock() {
         [
             format!("acquired by {token} (hold count 1)"),
             format!("released by {token}"),
-            "acquired by \\xffx (hold count 1)".to_owned(),
-            "released by \\xffx".to_owned(),
+            format!("acquired by {binary_shown} (hold count 1)"),
+            format!("released by {binary_shown}"),
         ],
         "{said:?}"
     );
@@ -2554,15 +2564,23 @@ async fn status_says_a_key_of_another_type_is_not_a_lock() {
 async fn status_reads_a_peers_token_lock_and_unlock_force_deletes_it() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
-    // A node-redlock style token with a TTL, and an rslock style binary one without.
+    // A node-redlock style token and an rslock style binary one (20 raw bytes), with TTLs.
     let hex = "5f4dcc3b5aa765d61d8327deb882cf99";
     let _: () = raw
         .set("k:token", hex, Some(Expiration::PX(60_000)), None, false)
         .await
         .expect("SET");
-    let binary: &[u8] = &[0x00, b'a', 0xff, b'\\', 0x7f];
+    let binary: &[u8] = &[
+        0x00, b'a', 0xff, b'\\', 0x7f, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    ];
     let _: () = raw
-        .set("k:binary", binary, None, None, false)
+        .set(
+            "k:binary",
+            binary,
+            Some(Expiration::PX(60_000)),
+            None,
+            false,
+        )
         .await
         .expect("SET");
 
@@ -2572,7 +2590,9 @@ async fn status_reads_a_peers_token_lock_and_unlock_force_deletes_it() {
         .expect("run status --json");
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let json = stdout_json(&output);
-    for (i, field) in [(0, hex), (1, "\\x00a\\xff\\\\\\x7f")] {
+    let binary_shown =
+        "\\x00a\\xff\\\\\\x7f\\x01\\x02\\x03\\x04\\x05\\x06\\x07\\x08\\x09\\x0a\\x0b\\x0c\\x0d\\x0e\\x0f";
+    for (i, field) in [(0, hex), (1, binary_shown)] {
         assert_eq!(
             (&json[i]["kind"], &json[i]["state"], &json[i]["locked"]),
             (
@@ -2585,11 +2605,12 @@ async fn status_reads_a_peers_token_lock_and_unlock_force_deletes_it() {
         assert_eq!(json[i]["holders"][0]["field"], field, "{json}");
         assert_eq!(json[i]["holders"][0]["count"], 1, "{json}");
     }
-    assert!(
-        json[0]["ttl_ms"].as_i64().is_some_and(|ttl| ttl > 50_000),
-        "{json}"
-    );
-    assert_eq!(json[1]["ttl_ms"], Json::Null, "no expiry: {json}");
+    for i in 0..2 {
+        assert!(
+            json[i]["ttl_ms"].as_i64().is_some_and(|ttl| ttl > 50_000),
+            "{json}"
+        );
+    }
 
     // `run` takes Redisson's lock unless told --token.
     let output = cli(&server)
@@ -2632,6 +2653,81 @@ async fn status_reads_a_peers_token_lock_and_unlock_force_deletes_it() {
         exists(&raw, "k:token").await + exists(&raw, "k:binary").await,
         0
     );
+}
+
+/// A string is a token lock only when it is positively one (a TTL and a peer's token shape), or
+/// the caller says so: redis-py's lock without a timeout is read as a string until named with
+/// `--kind token`, and `unlock --force --token` deletes only while the key holds that token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_lock_without_a_ttl_is_one_only_when_named() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let hex = "6fd1c9a26ba24c1f8ba1f6ad3bfb11a0";
+    let _: () = raw
+        .set("k:no-ttl", hex, None, None, false)
+        .await
+        .expect("SET");
+
+    let output = cli(&server)
+        .args(["--json", "status", "k:no-ttl"])
+        .output()
+        .expect("status");
+    let json = stdout_json(&output);
+    assert_eq!(
+        (
+            &json[0]["kind"],
+            &json[0]["redis_type"],
+            &json[0]["string_len"]
+        ),
+        (
+            &Json::from("not_a_lock"),
+            &Json::from("string"),
+            &Json::from(32)
+        ),
+        "{json}"
+    );
+    let output = cli(&server)
+        .args(["status", "k:no-ttl"])
+        .output()
+        .expect("status");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("string, 32 bytes"), "{text}");
+    let output = cli(&server)
+        .args(["unlock", "--force", "k:no-ttl"])
+        .output()
+        .expect("unlock");
+    assert_eq!(output.status.code(), Some(65), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--kind token"), "{stderr}");
+    assert_eq!(exists(&raw, "k:no-ttl").await, 1, "left alone");
+
+    let output = cli(&server)
+        .args(["--json", "status", "--kind", "token", "k:no-ttl"])
+        .output()
+        .expect("status --kind token");
+    assert_eq!(stdout_json(&output)[0]["kind"], "token_lock");
+    // Another token: left alone.
+    let output = cli(&server)
+        .args(["unlock", "--force", "--token", "0000", "k:no-ttl"])
+        .output()
+        .expect("unlock --token");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("was not locked with that token"));
+    assert_eq!(exists(&raw, "k:no-ttl").await, 1, "left alone");
+    cli(&server)
+        .args(["unlock", "--force", "--token", hex, "k:no-ttl"])
+        .assert()
+        .code(0);
+    assert_eq!(exists(&raw, "k:no-ttl").await, 0, "released by its token");
+    let _: () = raw
+        .set("k:no-ttl", hex, None, None, false)
+        .await
+        .expect("SET");
+    cli(&server)
+        .args(["unlock", "--force", "--kind", "token", "k:no-ttl"])
+        .assert()
+        .code(0);
+    assert_eq!(exists(&raw, "k:no-ttl").await, 0, "released as named");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -3128,4 +3224,173 @@ async fn without_scan_deadlocks_is_refused_and_status_says_the_waiters_are_unrea
     let json = stdout_json(&output);
     assert_eq!(json[0]["state"], "free", "{json}");
     assert_eq!(json[0]["recorded_waiters"], Json::Null, "{json}");
+}
+
+/// Values a cache holds, beside real token locks of the peers: no command of the tool changes a
+/// value that is not a lock, and every lock is still found (issue 47). The locks are taken by
+/// the peers themselves where the suite runs them (ferrisson, redis-py, node `redlock`, rslock)
+/// and written in the peers' formats for the others (redsync, pottery, python-redis-lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_command_changes_a_value_that_is_not_a_lock_and_every_peers_lock_is_found(
+) -> Result<(), support::token_peers::Unavailable> {
+    use support::token_peers::{NodeRedlockPeer, PyAcquire, PyLockPeer, RedlockSettings};
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let minute = Some(Expiration::PX(60_000));
+
+    let big = vec![b'x'; 1 << 20];
+    let values: Vec<(&str, Vec<u8>, bool)> = vec![
+        ("cache:json", br#"{"name":"bob"}"#.to_vec(), true),
+        ("cache:word", b"hello".to_vec(), false),
+        ("cache:words", b"the quick brown fox".to_vec(), true),
+        ("cache:number", b"42".to_vec(), true),
+        ("cache:float", b"3.14".to_vec(), true),
+        ("cache:binary", vec![0, 159, 146, 150, 1, 2, 3], true),
+        (
+            "cache:session",
+            b"9b1deb4d3b7d4bad9bdd2b0d7b3dcb6d9b1deb4d".to_vec(),
+            true,
+        ),
+        ("cache:empty", Vec::new(), true),
+        ("cache:big", big, true),
+    ];
+    for (key, value, ttl) in &values {
+        let _: () = raw
+            .set(
+                *key,
+                value.as_slice(),
+                ttl.then_some(Expiration::PX(600_000)),
+                None,
+                false,
+            )
+            .await
+            .expect("SET");
+    }
+
+    // The peers' locks.
+    let client = connect(&server).await;
+    let ferrisson = client
+        .token_lock("lock:ferrisson")
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("ferrisson token lock");
+    let py = PyLockPeer::start(&server.url()).await?;
+    let py_held = py
+        .acquire(
+            "lock:redis-py",
+            &PyAcquire::try_once(Some(Duration::from_secs(60))),
+        )
+        .await
+        .expect("redis-py acquire");
+    assert!(py_held.acquired);
+    let node = NodeRedlockPeer::start(&[server.url()]).await?;
+    node.lock(
+        "lock:node-redlock",
+        Duration::from_secs(60),
+        &RedlockSettings::once(),
+    )
+    .await
+    .expect("node redlock");
+    let rslock = rslock::LockManager::new(vec![server.url()]);
+    let rslocked = rslock
+        .lock("lock:rslock", Duration::from_secs(60))
+        .await
+        .expect("rslock");
+    // Formats of their sources: redsync's genValue (16 random bytes, base64), pottery's
+    // Redlock (a uuid4 string), python-redis-lock's (18 random bytes, URL-safe base64).
+    for (key, token) in [
+        ("lock:redsync", "q83vEjRWeJASNFZ4kBI0Vg=="),
+        ("lock:pottery", "0f3c1d1e-6b7a-4f5e-9a3b-2c1d0e9f8a7b"),
+        ("lock:python-redis-lock", "q83vEjRWeJASNFZ4kBI0Vg-_"),
+    ] {
+        let _: () = raw
+            .set(key, token, minute.clone(), None, false)
+            .await
+            .expect("SET");
+    }
+    let locks = [
+        "lock:ferrisson",
+        "lock:redis-py",
+        "lock:node-redlock",
+        "lock:rslock",
+        "lock:redsync",
+        "lock:pottery",
+        "lock:python-redis-lock",
+    ];
+    let cache_keys: Vec<&str> = values.iter().map(|(key, _, _)| *key).collect();
+
+    // status: every lock a token lock, every cache value what it is.
+    let mut all: Vec<&str> = cache_keys.clone();
+    all.extend(locks);
+    let output = cli(&server)
+        .args(["--json", "status"])
+        .args(&all)
+        .output()
+        .expect("status");
+    assert_eq!(output.status.code(), Some(65), "{output:?}");
+    let json = stdout_json(&output);
+    for (i, key) in all.iter().enumerate() {
+        let kind = json[i]["kind"].as_str().unwrap_or_default();
+        if key.starts_with("lock:") {
+            assert_eq!(kind, "token_lock", "{key}: {}", json[i]);
+            assert_eq!(
+                json[i]["holders"].as_array().map(Vec::len),
+                Some(1),
+                "{key}"
+            );
+        } else if *key == "cache:number" {
+            assert_eq!(kind, "semaphore_or_latch", "{key}");
+        } else {
+            assert_eq!(kind, "not_a_lock", "{key}: {}", json[i]);
+        }
+    }
+    let output = cli(&server)
+        .arg("status")
+        .args(&all)
+        .output()
+        .expect("status");
+    assert_eq!(output.status.code(), Some(65), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("string, 1048576 bytes"), "{text}");
+
+    // Every other command, on every cache value: refused (unlock, run) or read-only (watch,
+    // deadlocks), as the values read back below show.
+    for key in &cache_keys {
+        for (args, refused) in [
+            (vec!["unlock", "--force", key], true),
+            (vec!["run", "--wait", "0", key, "--", "true"], true),
+            (
+                vec!["run", "--token", "--wait", "0", key, "--", "true"],
+                true,
+            ),
+            (vec!["watch", "--for", "200ms", key], false),
+            (vec!["deadlocks"], false),
+        ] {
+            let output = cli(&server).args(&args).output().expect("the tool runs");
+            if refused {
+                assert_ne!(output.status.code(), Some(0), "{args:?}: {output:?}");
+            }
+        }
+    }
+    for (key, value, ttl) in &values {
+        let stored: Option<Vec<u8>> = raw.get(*key).await.expect("GET");
+        assert_eq!(stored.as_deref(), Some(value.as_slice()), "{key} changed");
+        let left: i64 = raw.pttl(*key).await.expect("PTTL");
+        assert_eq!(left > 0, *ttl, "{key}'s TTL changed: {left}");
+    }
+
+    // Every lock is found, and force-unlocked.
+    let output = cli(&server)
+        .args(["unlock", "--force"])
+        .args(locks)
+        .output()
+        .expect("unlock");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    for key in locks {
+        assert_eq!(exists(&raw, key).await, 0, "{key} still held");
+    }
+    drop((ferrisson, py_held, rslocked));
+    py.quit().await;
+    Ok(())
 }

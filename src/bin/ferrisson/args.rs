@@ -196,9 +196,10 @@ permit-semaphore with permits available and out, latch with its count, token loc
 Redis type of a key that is not a lock); TTL (time left); HOLDERS (field=hold count, where a
 field is <client uuid>:<thread or owner id>; a token lock's one holder is its token, bytes that
 are not printable shown as \xNN). Spin and non-reentrant locks are shown as reentrant: on
-Redis they are the same hash. A string that is not an integer is the token lock (SET NX PX) of
-redis-py, redsync, node redlock, rslock and ferrisson's TokenLock; one without a TTL is held
-until its holder deletes it.
+Redis they are the same hash. A string is the token lock (SET NX PX) of redis-py, redsync,
+pottery, python-redis-lock, node redlock, rslock or ferrisson's TokenLock only when it has a TTL
+and the shape of their tokens (docs/compatibility.md), or with --kind token (a peer's lock taken
+without a TTL); any other string is shown as not a lock, with its length.
 
 Below the table, the lists behind a row: a fair lock's queue in order with each waiter's
 deadline (stale: passed, removed by the next fair-lock call); a read-write lock's readers with
@@ -486,6 +487,17 @@ pub struct UnlockArgs {
     /// Required: release the lock even though another process holds it
     #[arg(long, required = true)]
     pub force: bool,
+
+    /// Read each NAME as this primitive, as `status --kind`. A string is released as a token
+    /// lock only when it is positively one: a TTL and a peer's token shape (docs/cli.md), or
+    /// `--kind token` (a peer's lock without a TTL, or a token of another shape)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<Kind>,
+
+    /// Release a token lock only while it holds TOKEN (as `status` shows it: `\xNN` for a
+    /// byte that is not printable, `\\` for a backslash); implies --kind token
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
 
     /// Lock names (Redis keys)
     #[arg(required = true, value_name = "NAME", value_parser = lock_name)]

@@ -183,7 +183,15 @@ pub const TIMESTAMP_LOCK: &str = "timestamp lock of the SETNX/GETSET recipe (a s
 /// type, or the counter primitive it is.
 pub fn not_lockable(info: &LockInfo) -> Option<String> {
     if let Some(redis_type) = not_a_lock_type(info) {
-        return Some(redis_type.to_owned());
+        // A string that is no counter and not positively a token lock (a cached value, say).
+        return Some(match info.string_len {
+            Some(len) => format!(
+                "string of {len} {} without a lock token's shape and TTL (if it is a token lock, \
+                 say so with --kind token)",
+                plural(len as i64, "byte")
+            ),
+            None => redis_type.to_owned(),
+        });
     }
     match info.kind {
         LockKind::SemaphoreOrLatch => Some("semaphore or count-down latch".to_owned()),
@@ -337,6 +345,9 @@ pub struct LockJson {
     pub permits_out: u64,
     /// The first permits out, soonest expiry first.
     pub permits: Vec<PermitJson>,
+    /// The length in bytes of a string value; left out for other types.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub string_len: Option<u64>,
     /// `status`: the waiters that ferrisson clients with deadlock detection on recorded for
     /// this name, oldest first; null when they could not be read (an ACL user without `SCAN`).
     #[serde(skip_serializing_if = "Recorded::is_absent")]
@@ -450,6 +461,7 @@ impl LockJson {
                     expired: permit.expired,
                 })
                 .collect(),
+            string_len: info.string_len,
             recorded_waiters: Recorded::Absent,
         }
     }

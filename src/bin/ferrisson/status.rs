@@ -96,9 +96,10 @@ pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome 
                     Some(_) => "not-a-lock".to_owned(),
                     None => output::state(info).to_owned(),
                 },
-                match output::not_a_lock_type(info) {
-                    Some(redis_type) => redis_type.to_owned(),
-                    None => output::kind_column(info),
+                match (output::not_a_lock_type(info), info.string_len) {
+                    (Some(_), Some(len)) => format!("string, {len} bytes"),
+                    (Some(redis_type), None) => redis_type.to_owned(),
+                    (None, _) => output::kind_column(info),
                 },
                 output::ttl_text(&info.ttl),
                 output::holders_text(info),
