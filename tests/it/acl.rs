@@ -946,3 +946,43 @@ async fn a_command_refused_inside_a_script_is_permission_denied() {
     assert_eq!(exists(&raw, "acl:fenced").await, 0, "nothing written");
     client.shutdown().await;
 }
+
+/// A user given the rule as documented before `inspect` read a string's length (without
+/// `+strlen`) still reads strings: the script falls back to reading the value, and a long one
+/// is still no token lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_reads_strings_without_strlen_as_the_rule_before_it() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let rule: Vec<String> = documented_rule("older")
+        .into_iter()
+        .filter(|word| word != "+strlen")
+        .collect();
+    set_user(&raw, rule).await;
+    let _: () = raw
+        .set("older:big", "x".repeat(4096), None, None, false)
+        .await
+        .expect("SET");
+    let token = "6fd1c9a26ba24c1f8ba1f6ad3bfb11a0";
+    let _: () = raw
+        .set("older:token", token, Some(Expiration::PX(60_000)), None, false)
+        .await
+        .expect("SET");
+    let client = ferrisson::Client::new(config_for(&server, "older"))
+        .await
+        .expect("connect");
+    let big = client.inspect("older:big").await.expect("inspect");
+    assert_eq!(
+        (big.kind, big.string_len),
+        (
+            LockKind::Other {
+                redis_type: "string".into()
+            },
+            Some(4096)
+        )
+    );
+    let lock = client.inspect("older:token").await.expect("inspect");
+    assert_eq!(lock.kind, LockKind::TokenLock);
+    assert_eq!(lock.holders[0].field, token);
+    client.shutdown().await;
+}
