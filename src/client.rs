@@ -147,7 +147,10 @@ impl Client {
     ) -> Result<Client> {
         crate::transport::tls::configure(&config, &mut fred_config)?;
         // `when_unavailable` decides per call whether to wait for a connection.
-        fred_config.fail_fast = true;
+        // fred's `fail_fast` is about the first connection alone (calls get theirs from their
+        // options): a failed first connect ends the connection task, unless the client connects
+        // lazily, when the reconnect policy retries it.
+        fred_config.fail_fast = !config.lazy_initialization;
         // What Redisson speaks, and the replies the scripts and the pub/sub handling expect.
         fred_config.version = fred::types::RespVersion::RESP2;
         let clustered = fred_config.server.is_clustered();
@@ -229,6 +232,16 @@ impl Client {
         // every call in flight (see `script::Redirected`). Per command, fred reads 0 as "inherit".
         builder.with_connection_config(|connection| connection.max_redirections = 0);
         let pool = builder.build_pool(config.pool_size).map_err(map_connect)?;
+        if config.lazy_initialization {
+            // fred's connection tasks connect, and reconnect, in the background; what needs an
+            // answer from the server (the publish mode's check, the scripts' preload, enabling
+            // keyspace events) is left to the calls that need it.
+            drop(pool.connect());
+            drop(subscriber.connect());
+            return Ok(Client::open(
+                pool, subscriber, sentinels, builder, clustered, database, config,
+            ));
+        }
         let connect = async {
             pool.init().await?;
             subscriber.init().await?;
@@ -273,6 +286,29 @@ impl Client {
         if config.keyspace_events == crate::config::KeyspaceEvents::Enable && !clustered {
             crate::transport::keyspace::enable(&pool).await;
         }
+        Ok(Client::open(
+            pool, subscriber, sentinels, builder, clustered, database, config,
+        ))
+    }
+
+    /// The client over connections `pool` and `subscriber` (connected, or connecting in the
+    /// background), with its background tasks started on the current runtime.
+    fn open(
+        pool: Pool,
+        subscriber: SubscriberClient,
+        sentinels: Option<Sentinels>,
+        builder: Builder,
+        clustered: bool,
+        database: Option<u8>,
+        config: Config,
+    ) -> Client {
+        let publish_mode = config.publish_mode.resolve(clustered);
+        let failover_capable =
+            clustered || builder.get_config().is_some_and(|c| c.server.is_sentinel());
+        let sync_wait = config.synced_writes.enabled(failover_capable).then(|| {
+            let wait = config.replica_sync_timeout.min(config.response_timeout / 2);
+            wait.max(Duration::from_millis(1))
+        });
         let keyspace = crate::transport::keyspace::Keyspace::new(
             config.keyspace_events,
             database.unwrap_or_default(),
@@ -391,7 +427,7 @@ impl Client {
         if let Some(keeper) = crate::deadlock::start(&client.inner) {
             client.inner.tasks.lock().push(keeper);
         }
-        Ok(client)
+        client
     }
 
     /// The client's id: the uuid that starts every holder field this client writes.

@@ -317,6 +317,16 @@ pub struct Config {
     pub response_timeout: Duration,
     /// How long to wait for the connection to be established. Default 5 s.
     pub connect_timeout: Duration,
+    /// Redisson's `lazyInitialization`: [`Client::new`](crate::Client::new) returns at once and
+    /// connects in the background (reconnecting by [`reconnect_policy`](Config::reconnect_policy))
+    /// instead of failing when the server cannot be reached. Until it is connected, calls fail
+    /// with [`Error::Unavailable`] (or wait, with [`WhenUnavailable::KeepWaiting`]). For the
+    /// clients of a [`RedLock`](crate::RedLock), [`TokenRedLock`](crate::TokenRedLock) or
+    /// [`MultiLock`](crate::MultiLock) started while some of their servers are down: their
+    /// rules then decide (a majority acquires). What a connect checks is skipped: a URL the
+    /// server refuses (credentials, database) fails every call instead of the connect, and the
+    /// scripts are loaded at their first call. Default `false`.
+    pub lazy_initialization: bool,
     /// Number of multiplexed command connections. Default 1.
     pub pool_size: usize,
     /// Local hand-off: when this client releases a lock that other tasks of this client wait
@@ -388,6 +398,7 @@ impl Config {
             when_unavailable: WhenUnavailable::FailFast,
             response_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
+            lazy_initialization: false,
             pool_size: 1,
             max_local_handoffs: 16,
             tls: None,
@@ -544,6 +555,7 @@ impl std::fmt::Debug for Config {
             .field("when_unavailable", &self.when_unavailable)
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("lazy_initialization", &self.lazy_initialization)
             .field("pool_size", &self.pool_size)
             .field("max_local_handoffs", &self.max_local_handoffs)
             .field("tls", &self.tls)

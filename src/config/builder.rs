@@ -110,6 +110,8 @@ impl ConfigBuilder {
         response_timeout: Duration = Duration::from_secs(2);
         /// Sets [`Config::connect_timeout`] (positive).
         connect_timeout: Duration = Duration::from_secs(1);
+        /// Sets [`Config::lazy_initialization`].
+        lazy_initialization: bool = true;
         /// Sets [`Config::pool_size`] (at least 1).
         pool_size: usize = 8;
         /// Sets [`Config::max_local_handoffs`] (0 turns local hand-offs off).

@@ -63,6 +63,11 @@ const SETTINGS: &[(&str, Apply)] = settings![
         deadlock_detection,
         deadlock_detection
     ),
+    (
+        "FERRISSON_LAZY_INITIALIZATION",
+        |v| choice(v, BOOLEANS),
+        lazy_initialization
+    ),
 ];
 
 const PUBLISH_MODES: &[(&str, PublishMode)] = &[
@@ -80,6 +85,7 @@ const KEYSPACE_EVENTS: &[(&str, KeyspaceEvents)] = &[
     ("enable", KeyspaceEvents::Enable),
     ("ignore", KeyspaceEvents::Ignore),
 ];
+const BOOLEANS: &[(&str, bool)] = &[("true", true), ("false", false)];
 const SYNCED_WRITES: &[(&str, SyncedWrites)] = &[
     ("auto", SyncedWrites::Auto),
     ("off", SyncedWrites::Off),
@@ -113,6 +119,7 @@ impl Config {
     /// | `FERRISSON_REPLICA_SYNC_TIMEOUT` | [`replica_sync_timeout`](Config::replica_sync_timeout) | `500ms` |
     /// | `FERRISSON_KEYSPACE_EVENTS` | [`keyspace_events`](Config::keyspace_events) | `detect`, `enable`, `ignore` |
     /// | `FERRISSON_DEADLOCK_DETECTION` | [`deadlock_detection`](Config::deadlock_detection) | `off`, `record:500ms`, `detect:1s` |
+    /// | `FERRISSON_LAZY_INITIALIZATION` | [`lazy_initialization`](Config::lazy_initialization) | `true`, `false` |
     ///
     /// Durations are humane (`500ms`, `30s`, `2m`, `1h 30m`); choices ignore case, and `_`
     /// may stand for `-`. An empty variable counts as unset. A value that does not parse, or

@@ -965,7 +965,13 @@ async fn inspect_reads_strings_without_strlen_as_the_rule_before_it() {
         .expect("SET");
     let token = "6fd1c9a26ba24c1f8ba1f6ad3bfb11a0";
     let _: () = raw
-        .set("older:token", token, Some(Expiration::PX(60_000)), None, false)
+        .set(
+            "older:token",
+            token,
+            Some(Expiration::PX(60_000)),
+            None,
+            false,
+        )
         .await
         .expect("SET");
     let client = ferrisson::Client::new(config_for(&server, "older"))

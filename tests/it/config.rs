@@ -194,6 +194,7 @@ fn from_env_vars_reads_every_variable() {
         ("FERRISSON_SYNCED_WRITES", "always"),
         ("FERRISSON_REPLICA_SYNC_TIMEOUT", "250ms"),
         ("FERRISSON_DEADLOCK_DETECTION", "Detect: 1s"),
+        ("FERRISSON_LAZY_INITIALIZATION", "True"),
         ("PATH", "/usr/bin"),
     ])
     .expect("valid variables");
@@ -208,6 +209,7 @@ fn from_env_vars_reads_every_variable() {
     assert_eq!(config.when_unavailable, WhenUnavailable::KeepWaiting);
     assert_eq!(config.synced_writes, SyncedWrites::Always);
     assert_eq!(config.replica_sync_timeout, Duration::from_millis(250));
+    assert!(config.lazy_initialization);
     assert_eq!(
         config.deadlock_detection,
         DeadlockDetection::Detect {

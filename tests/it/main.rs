@@ -52,6 +52,7 @@ mod msrv;
 mod multi_lock;
 mod non_reentrant_fair_lock;
 mod non_reentrant_lock;
+mod outage;
 mod permit_expirable_semaphore;
 mod read_write_lock;
 mod red_lock;
