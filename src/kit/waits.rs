@@ -182,6 +182,15 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
+        // Before the wait's poll, too: an acquire that queues behind its client's waiters
+        // without trying (`wait.rs`, step 0) is in the line, and seen there, from inside that
+        // poll on. Recorded only after it, its wait would begin later than it did (as late as
+        // the thread is preempted between the two), and a wait that another owner began after
+        // it, seeing it queued, could be recorded first: the queued wait would then be the
+        // cycle's youngest and give way, while the wait that closed the cycle goes on.
+        if this.acquire.slot().get().is_none() {
+            this.acquire.record_if_queued();
+        }
         if let Poll::Ready(outcome) = this.wait.poll(cx) {
             return Poll::Ready(outcome);
         }

@@ -1321,7 +1321,19 @@ async fn renew(
     let mut args: Vec<&str> = Vec::with_capacity(batch.len() + 1);
     args.push(&timeout);
     args.extend(batch.iter().map(|due| &*due.key.field));
-    let call = script.run(&redis.pool, &redis.write_options, &keys, &args);
+    let run = script.run(&redis.pool, &redis.write_options, &keys, &args);
+    // While the command connections are down (a restart, fred's reconnect backing off), a
+    // renewal fails at once (fail fast) and its retry comes half an interval later, however
+    // soon they are back: with a short lease, the retry that finally goes out may be the last
+    // one before the lease end, with a fraction of a second left for its reply. Wait for them
+    // instead, within the lease end below, so that the renewal goes out as they reconnect.
+    let call = async {
+        use fred::interfaces::ClientLike;
+        if lease_end.is_some() && !redis.pool.clients().iter().all(|c| c.is_connected()) {
+            let _ = redis.pool.wait_for_connect().await;
+        }
+        run.await
+    };
     let reply = match lease_end {
         Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
         None => Some(call.await),

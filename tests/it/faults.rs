@@ -158,6 +158,56 @@ async fn with_aof_a_held_lock_survives_a_restart_and_its_renewals_go_on() {
     assert_eq!(support::redis_state::exists(&raw, name).await, 0);
 }
 
+/// A renewal that falls due while the server is down waits for the reconnection (within the
+/// lease) and goes out as soon as the client is back, instead of failing at once and retrying
+/// half an interval later: after an outage that covers one renewal, the lease is renewed as
+/// the client reconnects. Before (issue 47's flake of the test above), the retry came 5 s
+/// after the failure here, and with a shorter lease that left the last renewal a fraction of a
+/// second before the lease end: under load it ran on the server but was counted as failed, and
+/// the hold was given up though Redis kept it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_due_during_an_outage_goes_out_as_the_client_reconnects() {
+    let mut server =
+        RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let watchdog = Duration::from_secs(30);
+    let client = connect_with(timed_config(server.url(), watchdog, Duration::from_secs(2))).await;
+    let name = "faults:renewal:outage";
+    let guard = client
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .expect("holder acquires");
+    // Down across the first renewal, due a third of the watchdog after the acquire.
+    server.kill();
+    sleep(watchdog / 3 + Duration::from_millis(300)).await;
+    tokio::task::block_in_place(|| server.restart());
+    let back = Instant::now();
+    let deadline = back + Duration::from_secs(10);
+    while client.lock("faults:probe").is_locked().await.is_err() {
+        assert!(Instant::now() < deadline, "the client did not reconnect");
+        sleep(Duration::from_millis(20)).await;
+    }
+    let raw = raw_client(&server.url()).await;
+    // Renewed as the client came back: its TTL is the watchdog's again. Without waiting for
+    // the connection, the renewal's retry came half an interval (5 s) after the failure.
+    let renewed_by = Instant::now() + Duration::from_secs(2);
+    loop {
+        let ttl = pttl(&raw, name).await;
+        if ttl > (watchdog - Duration::from_secs(3)).as_millis() as i64 {
+            break;
+        }
+        assert!(
+            Instant::now() < renewed_by,
+            "not renewed as the client reconnected: PTTL {ttl} ms, {:?} after the restart",
+            back.elapsed()
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!guard.is_lost());
+    guard.unlock().await.expect("holder releases");
+}
+
 // Connections killed by the server ------------------------------------------------------------
 
 /// The pub/sub connection is killed while waiters are parked, again and again, and the lock is
