@@ -231,6 +231,64 @@ mod tests {
         println!("a recorded wait: entry {entry} B + slot {slot} B");
     }
 
+    /// An acquire queued behind waiters of its own client (`record_if_queued` records).
+    struct Queued {
+        table: Arc<WaitTable>,
+        owner_id: u64,
+        slot: WaitSlot,
+    }
+
+    impl RecordsWait for Queued {
+        fn slot(&self) -> &WaitSlot {
+            &self.slot
+        }
+
+        fn record_if_queued(&self) {
+            let (field, lock) = (ArcStr::from("c:1"), ArcStr::from("x"));
+            let _ = self
+                .slot
+                .set(self.table.record(self.owner_id, &field, &lock));
+        }
+    }
+
+    /// The cause of a flake of `deadlock::a_waiter_queued_behind_its_own_clients_waiters_is_
+    /// recorded_too`: a queued acquire enters the line inside its wait's first poll, where
+    /// another owner can see it queued and begin a wait of its own. The queued wait must be
+    /// recorded before that poll, so that it is the older of the two whatever the scheduler
+    /// does between them; recorded after it, it was the younger and gave way in the cycle's
+    /// stead.
+    #[test]
+    fn a_queued_wait_is_recorded_before_its_first_poll_puts_it_in_the_line() {
+        let table = Arc::new(WaitTable::default());
+        let queued = Queued {
+            table: Arc::clone(&table),
+            owner_id: 1,
+            slot: WaitSlot::new(),
+        };
+        let seen_in_line = Mutex::new(None);
+        // The first poll of the wait: the acquire is in the line from here on, and another
+        // owner of the client, seeing it there, begins its wait.
+        let wait = std::future::poll_fn(|_| {
+            let recorded_then = queued.slot().get().map(|r| r.wait.id);
+            let later = table.record(2, &ArcStr::from("c:2"), &ArcStr::from("y"));
+            *seen_in_line.lock() = Some((recorded_then, later));
+            Poll::<Result<Option<()>>>::Pending
+        });
+        let mut future = std::pin::pin!(or_give_way(&queued, wait));
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        assert!(future.as_mut().poll(&mut cx).is_pending());
+        let (recorded_then, later) = seen_in_line.lock().take().expect("the wait was polled");
+        let queued_id = recorded_then.expect("the queued wait was recorded before its poll");
+        assert!(
+            queued_id < later.wait.id,
+            "the queued wait ({queued_id}) is older than the one begun after it ({})",
+            later.wait.id
+        );
+        let first = queued.slot().get().expect("recorded");
+        assert_eq!(first.wait.id, queued_id, "recorded once");
+        assert!(first.wait.since <= later.wait.since && first.wait.since_ms <= later.wait.since_ms);
+    }
+
     #[test]
     fn a_wait_is_recorded_until_its_record_drops_and_only_a_written_one_is_handed_back() {
         let table = Arc::new(WaitTable::default());
