@@ -212,7 +212,7 @@ async fn a_bounded_wait_times_out_and_a_missing_latch_is_open() {
 }
 
 #[tokio::test]
-async fn the_redis_layout_is_java_redissons() {
+async fn the_redis_layout_is_redissons() {
     let server = RedisServer::start();
     let client = connect(&server).await;
     let raw = raw_client(&server.url()).await;

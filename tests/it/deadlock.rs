@@ -630,7 +630,7 @@ async fn java_hold(raw: &fred::clients::Client, name: &str, holder: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_java_holder_that_does_not_wait_is_no_cycle() {
+async fn a_redisson_written_holder_that_does_not_wait_is_no_cycle() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let client = connect_with(detecting(&server)).await;

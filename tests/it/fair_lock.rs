@@ -210,7 +210,7 @@ async fn the_watchdog_renews_a_fair_hold_until_it_is_released() {
 }
 
 #[tokio::test]
-async fn the_redis_layout_is_java_redissons() {
+async fn the_redis_layout_is_redissons() {
     let (_server, raw, client) = start().await;
     let name = "fair:layout";
     let (h, w1, w2) = (Owner::new(), Owner::new(), Owner::new());

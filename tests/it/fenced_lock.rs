@@ -418,7 +418,7 @@ async fn a_token_key_spoiled_while_waiting_fails_the_heir_with_wrong_type_and_le
 }
 
 #[tokio::test]
-async fn the_redis_layout_is_java_redissons() {
+async fn the_redis_layout_is_redissons() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let client = connect(&server).await;

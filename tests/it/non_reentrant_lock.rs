@@ -123,7 +123,7 @@ async fn a_local_waiter_is_handed_the_lock_with_one_hold() {
 }
 
 #[tokio::test]
-async fn the_redis_layout_is_java_redissons_and_the_reentrant_lock_sees_it() {
+async fn the_redis_layout_is_redissons_and_the_reentrant_lock_sees_it() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let client = connect(&server).await;

@@ -374,7 +374,7 @@ async fn java_read_release(raw: &fred::clients::Client, name: &str, request: &st
 }
 
 #[tokio::test]
-async fn a_java_readers_release_keeps_our_read_hold_because_of_its_timeout_key() {
+async fn a_redisson_readers_release_keeps_our_read_hold_because_of_its_timeout_key() {
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
     let client = connect(&server).await;

@@ -640,7 +640,7 @@ async fn a_dropped_guard_gives_permits_back_and_a_forgotten_one_keeps_them() {
 }
 
 #[tokio::test]
-async fn the_redis_layout_is_java_redissons() {
+async fn the_redis_layout_is_redissons() {
     let server = RedisServer::start();
     let client = connect(&server).await;
     let raw = raw_client(&server.url()).await;
