@@ -44,6 +44,7 @@ mod fixture;
 mod handoff;
 mod hostile_input;
 mod inspect_family;
+mod interop_java;
 mod interop_node;
 mod lease_loss;
 #[cfg(feature = "metrics")]

@@ -30,6 +30,8 @@
 //! [`redis_state`] reads server-side state (lock hashes, TTLs, subscriber counts, command
 //! statistics) through a raw client and waits for it to change.
 //!
+//! [`java`] runs the Java Redisson peer of each version of the matrix (`tests/peers/java`).
+//!
 //! [`token_peers`] runs third-party token-lock peers (redis-py's `Lock`, node `redlock`) over
 //! the JSON-lines plumbing of [`json_lines`].
 #![allow(dead_code)]
@@ -38,6 +40,7 @@ pub mod built;
 pub mod cluster;
 pub mod contenders;
 pub mod fault;
+pub mod java;
 pub mod json_lines;
 pub mod liveness;
 pub mod node;
