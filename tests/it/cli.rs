@@ -3228,11 +3228,13 @@ async fn without_scan_deadlocks_is_refused_and_status_says_the_waiters_are_unrea
 
 /// Values a cache holds, beside real token locks of the peers: no command of the tool changes a
 /// value that is not a lock, and every lock is still found (issue 47). The locks are taken by
-/// the peers themselves where the suite runs them (ferrisson, redis-py, node `redlock`, rslock)
-/// and written in the peers' formats for the others (redsync, pottery, python-redis-lock).
+/// the peers themselves where the suite runs them (ferrisson, redis-py, node `redlock`, rslock,
+/// redsync) and written in the peers' formats for the two it does not run (pottery,
+/// python-redis-lock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_command_changes_a_value_that_is_not_a_lock_and_every_peers_lock_is_found(
 ) -> Result<(), support::token_peers::Unavailable> {
+    use support::redsync::RedsyncPeer;
     use support::token_peers::{NodeRedlockPeer, PyAcquire, PyLockPeer, RedlockSettings};
     let server = RedisServer::start();
     let raw = raw_client(&server.url()).await;
@@ -3297,10 +3299,14 @@ async fn no_command_changes_a_value_that_is_not_a_lock_and_every_peers_lock_is_f
         .lock("lock:rslock", Duration::from_secs(60))
         .await
         .expect("rslock");
-    // Formats of their sources: redsync's genValue (16 random bytes, base64), pottery's
-    // Redlock (a uuid4 string), python-redis-lock's (18 random bytes, URL-safe base64).
+    let redsync = RedsyncPeer::start(&[server.url()]).await?;
+    redsync
+        .try_lock("lock:redsync", Duration::from_secs(60))
+        .await
+        .expect("redsync");
+    // Formats of their sources, as these two are not in the suite: pottery's Redlock (a uuid4
+    // string), python-redis-lock's (18 random bytes, URL-safe base64).
     for (key, token) in [
-        ("lock:redsync", "q83vEjRWeJASNFZ4kBI0Vg=="),
         ("lock:pottery", "0f3c1d1e-6b7a-4f5e-9a3b-2c1d0e9f8a7b"),
         ("lock:python-redis-lock", "q83vEjRWeJASNFZ4kBI0Vg-_"),
     ] {

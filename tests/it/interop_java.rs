@@ -17,11 +17,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson::{Client, Error, Owner, WokenBy};
+use ferrisson::{Client, Error, Guard, Handle, Owner, PermitIdFormat, Protocol, WokenBy};
 use fred::clients::Client as RawClient;
+use fred::prelude::*;
 use serde_json::json;
 use support::java::{error_class, lock_args, JavaPeer, Options, Unavailable, Version};
-use support::redis_state::{channel_of, exists, hgetall, pttl, wait_numsub};
+use support::redis_state::{channel_of, exists, hgetall, poll_until, pttl, wait_numsub};
 use support::{connect_with, raw_client, timed_config, wait_parked, RedisServer};
 use tokio::time::{sleep, timeout, Instant};
 
@@ -57,12 +58,19 @@ macro_rules! for_every_version {
     };
 }
 
-for_every_version!(rlock);
+for_every_version!(
+    rlock,
+    fair_lock,
+    non_reentrant_fair_lock,
+    read_write_lock,
+    fenced_lock,
+    semaphores_and_latch,
+);
 
 /// What every group starts with: a server, a raw client, a JVM with the watchdog lease
 /// [`WATCHDOG`], and a ferrisson client with the same.
 struct Room {
-    _server: RedisServer,
+    server: RedisServer,
     raw: RawClient,
     java: JavaPeer,
     client: Client,
@@ -82,7 +90,7 @@ impl Room {
         .await?;
         let client = connect_with(timed_config(url, WATCHDOG, Duration::from_secs(5))).await;
         Ok(Room {
-            _server: server,
+            server,
             raw,
             java,
             client,
@@ -466,6 +474,874 @@ async fn rlock_local_hand_offs_leave_a_java_waiter_its_turn(room: &Room) {
         "Java {} starved by local hand-offs: {:?}",
         room.version, reply.fields
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fair lock and non-reentrant fair lock
+// ---------------------------------------------------------------------------------------------
+
+async fn fair_lock(version: Version) -> Result<(), Unavailable> {
+    let room = Room::new(version).await?;
+    let client = room.client.clone();
+    fair_scenarios(&room, "fair", move |name| client.fair_lock(name)).await?;
+    room.java.quit().await;
+    Ok(())
+}
+
+async fn non_reentrant_fair_lock(version: Version) -> Result<(), Unavailable> {
+    if support::skip(
+        version.has_non_reentrant_locks(),
+        &format!("Redisson {version} has no non-reentrant fair lock (4.4.0 and later)"),
+    ) {
+        return Ok(());
+    }
+    let room = Room::new(version).await?;
+    let client = room.client.clone();
+    fair_scenarios(&room, "nonreentrant_fair", move |name| {
+        client.non_reentrant_fair_lock(name)
+    })
+    .await?;
+    room.java.quit().await;
+    Ok(())
+}
+
+async fn fair_scenarios<P: Protocol>(
+    room: &Room,
+    kind: &str,
+    lock: impl Fn(&str) -> Handle<P> + Send + Sync + Clone + 'static,
+) -> Result<(), Unavailable> {
+    fair_waiters_of_both_sides_are_served_in_arrival_order(room, kind, &lock).await;
+    fair_a_waiter_that_gives_up_does_not_delay_the_next(room, kind, &lock).await;
+    fair_a_killed_java_waiter_delays_the_next_by_its_wait_not_forever(room, kind, &lock).await
+}
+
+fn queue_of(name: &str) -> String {
+    format!("redisson_lock_queue:{{{name}}}")
+}
+
+fn timeouts_of(name: &str) -> String {
+    format!("redisson_lock_timeout:{{{name}}}")
+}
+
+/// The fair lock's queue once it holds `n` waiters (panics after [`STEP`]).
+async fn queued(raw: &RawClient, name: &str, n: usize) -> Vec<String> {
+    let queue = queue_of(name);
+    let probe = || async {
+        raw.lrange::<Vec<String>, _>(&queue, 0, -1)
+            .await
+            .expect("LRANGE")
+    };
+    poll_until(STEP, Duration::from_millis(5), probe, |q: &Vec<String>| {
+        q.len() == n
+    })
+    .await
+    .unwrap_or_else(|q| panic!("{name}: {n} waiters not queued within {STEP:?}: {q:?}"))
+}
+
+/// A ferrisson waiter of `lock` that acquires with [`LEASE`], says when, and releases when
+/// told.
+struct FerrissonWaiter {
+    acquired: tokio::sync::oneshot::Receiver<(String, Instant)>,
+    release: tokio::sync::oneshot::Sender<()>,
+}
+
+fn spawn_waiter<P: Protocol>(lock: Handle<P>) -> FerrissonWaiter {
+    let (acquired_tx, acquired) = tokio::sync::oneshot::channel();
+    let (release, release_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let guard: Guard<P> = lock
+            .lock_with_lease(LEASE)
+            .await
+            .expect("ferrisson acquires");
+        let _ = acquired_tx.send((guard.holder_field().to_owned(), Instant::now()));
+        let _ = release_rx.await;
+        guard.unlock().await.expect("ferrisson release");
+    });
+    FerrissonWaiter { acquired, release }
+}
+
+impl FerrissonWaiter {
+    /// Its holder field and when it acquired, within `within` of now.
+    async fn acquired(&mut self, within: Duration, what: &str) -> (String, Instant) {
+        timeout(within, &mut self.acquired)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{what}: the ferrisson waiter did not acquire in {within:?}")
+            })
+            .expect("waiter task")
+    }
+
+    fn has_acquired(&mut self) -> bool {
+        !matches!(
+            self.acquired.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty)
+        )
+    }
+
+    async fn release(self) {
+        let _ = self.release.send(());
+    }
+}
+
+/// Java, ferrisson, Java, ferrisson queue up behind a ferrisson holder, in that order: each
+/// release hands the lock to the next of them, whichever side it is on, within a second.
+async fn fair_waiters_of_both_sides_are_served_in_arrival_order<P: Protocol>(
+    room: &Room,
+    kind: &str,
+    lock: &(impl Fn(&str) -> Handle<P> + Send + Sync + Clone + 'static),
+) {
+    let name = room.name(&format!("{kind}:order"));
+    let java = &room.java;
+    let holder = lock(&name).with_owner(Owner::new());
+    let held = holder
+        .lock_with_lease(LEASE)
+        .await
+        .expect("ferrisson holds");
+    // An owner's thread id is asked before it blocks in its wait (it answers on that thread).
+    let (j1_field, j2_field) = (java.field("j1").await, java.field("j2").await);
+    let waits = json!({ "wait_ms": 30_000, "lease_ms": LEASE.as_millis() as u64 });
+    let j1 = java
+        .send("try_lock", lock_args(kind, &name, "j1", waits.clone()))
+        .await;
+    queued(&room.raw, &name, 1).await;
+    let mut f1 = spawn_waiter(lock(&name).with_owner(Owner::new()));
+    queued(&room.raw, &name, 2).await;
+    let mut j2 = java
+        .send("try_lock", lock_args(kind, &name, "j2", waits))
+        .await;
+    queued(&room.raw, &name, 3).await;
+    let mut f2 = spawn_waiter(lock(&name).with_owner(Owner::new()));
+    let queue = queued(&room.raw, &name, 4).await;
+    assert_eq!((&queue[0], &queue[2]), (&j1_field, &j2_field), "{queue:?}");
+    let ours = format!("{}:", room.client.id());
+    assert!(
+        queue[1].starts_with(&ours) && queue[3].starts_with(&ours),
+        "{queue:?}"
+    );
+
+    let released = Instant::now();
+    held.unlock().await.expect("ferrisson release");
+    let reply = j1.wait(STEP).await;
+    assert!(reply.ok() && reply.bool("acquired"), "{:?}", reply.fields);
+    assert!(
+        reply.received.duration_since(released) < WAKE_BOUND,
+        "Java's turn came late"
+    );
+    assert!(j2.poll().is_none() && !f1.has_acquired() && !f2.has_acquired());
+    assert_eq!(room.holders(&name).await, one(&j1_field, "1"));
+
+    let released = Instant::now();
+    room.java_unlock(kind, &name, "j1").await;
+    let (field, acquired) = f1.acquired(STEP, "second in line").await;
+    assert_eq!(field, queue[1]);
+    assert!(acquired.duration_since(released) < WAKE_BOUND);
+    assert!(j2.poll().is_none() && !f2.has_acquired());
+
+    let released = Instant::now();
+    f1.release().await;
+    let reply = j2.wait(STEP).await;
+    assert!(reply.ok() && reply.bool("acquired"), "{:?}", reply.fields);
+    assert!(reply.received.duration_since(released) < WAKE_BOUND + Duration::from_millis(100));
+    assert!(!f2.has_acquired());
+
+    let released = Instant::now();
+    room.java_unlock(kind, &name, "j2").await;
+    let (field, acquired) = f2.acquired(STEP, "fourth in line").await;
+    assert_eq!(field, queue[3]);
+    assert!(acquired.duration_since(released) < WAKE_BOUND);
+    f2.release().await;
+    let gone =
+        || async { exists(&room.raw, &name).await + exists(&room.raw, &queue_of(&name)).await };
+    poll_until(STEP, Duration::from_millis(5), gone, |n| *n == 0)
+        .await
+        .expect("lock and queue gone after the last release");
+}
+
+/// A waiter whose wait runs out leaves the line at once (its give-up), so the waiter behind it
+/// is next: a Java `tryLock(1 s)` ahead of a ferrisson waiter, and the reverse.
+async fn fair_a_waiter_that_gives_up_does_not_delay_the_next<P: Protocol>(
+    room: &Room,
+    kind: &str,
+    lock: &(impl Fn(&str) -> Handle<P> + Send + Sync + Clone + 'static),
+) {
+    let name = room.name(&format!("{kind}:java-gives-up"));
+    let held = (lock(&name).with_owner(Owner::new()))
+        .lock_with_lease(LEASE)
+        .await
+        .expect("ferrisson holds");
+    let short = json!({ "wait_ms": 1_000, "lease_ms": LEASE.as_millis() as u64 });
+    let quitter = room
+        .java
+        .send("try_lock", lock_args(kind, &name, "q", short))
+        .await;
+    queued(&room.raw, &name, 1).await;
+    let mut next = spawn_waiter(lock(&name).with_owner(Owner::new()));
+    queued(&room.raw, &name, 2).await;
+    let reply = quitter.wait(STEP).await;
+    assert!(reply.ok() && !reply.bool("acquired"), "{:?}", reply.fields);
+    let queue = queued(&room.raw, &name, 1).await;
+    assert!(queue[0].starts_with(room.client.id()), "{queue:?}");
+    let released = Instant::now();
+    held.unlock().await.expect("ferrisson release");
+    let (_, acquired) = next
+        .acquired(STEP, "behind a Java waiter that gave up")
+        .await;
+    assert!(acquired.duration_since(released) < WAKE_BOUND);
+    next.release().await;
+
+    let name = room.name(&format!("{kind}:ferrisson-gives-up"));
+    let leased = json!({ "lease_ms": LEASE.as_millis() as u64 });
+    room.java
+        .ok("lock", lock_args(kind, &name, "h", leased))
+        .await;
+    let quitter = lock(&name).with_owner(Owner::new());
+    let quitting = tokio::spawn(async move {
+        quitter
+            .try_lock_within_with_lease(Duration::from_secs(1), LEASE)
+            .await
+            .map(|attempt| attempt.acquired().is_some())
+    });
+    queued(&room.raw, &name, 1).await;
+    let next_field = room.java.field("n").await;
+    let waits = json!({ "wait_ms": 30_000, "lease_ms": LEASE.as_millis() as u64 });
+    let next = room
+        .java
+        .send("try_lock", lock_args(kind, &name, "n", waits))
+        .await;
+    queued(&room.raw, &name, 2).await;
+    let gave_up = timeout(STEP, quitting)
+        .await
+        .expect("the ferrisson wait ends");
+    assert!(
+        !gave_up.expect("task").expect("try_lock"),
+        "it could not acquire"
+    );
+    let queue = queued(&room.raw, &name, 1).await;
+    assert_eq!(queue[0], next_field);
+    let released = Instant::now();
+    room.java_unlock(kind, &name, "h").await;
+    let reply = next.wait(STEP).await;
+    assert!(reply.ok() && reply.bool("acquired"), "{:?}", reply.fields);
+    assert!(reply.received.duration_since(released) < WAKE_BOUND);
+    room.java_unlock(kind, &name, "n").await;
+}
+
+/// A Java waiter at the head of the line is killed (`kill -9`): it never gives up, so the
+/// waiter behind it gets the lock when the dead one's deadline passes (its wait of 2 s after
+/// the lock's TTL), and not before, nor much after.
+async fn fair_a_killed_java_waiter_delays_the_next_by_its_wait_not_forever<P: Protocol>(
+    room: &Room,
+    kind: &str,
+    lock: &(impl Fn(&str) -> Handle<P> + Send + Sync + Clone + 'static),
+) -> Result<(), Unavailable> {
+    let name = room.name(&format!("{kind}:killed"));
+    let url = room.server.url();
+    let doomed = JavaPeer::start_with(room.version, &[url], Options::default()).await?;
+    let held = (lock(&name).with_owner(Owner::new()))
+        .lock_with_lease(Duration::from_secs(3))
+        .await
+        .expect("ferrisson holds");
+    let waits = json!({ "wait_ms": 2_000, "lease_ms": LEASE.as_millis() as u64 });
+    let _never = doomed
+        .send("try_lock", lock_args(kind, &name, "d", waits))
+        .await;
+    let queue = queued(&room.raw, &name, 1).await;
+    let deadline: f64 = room
+        .raw
+        .zscore(timeouts_of(&name), &queue[0])
+        .await
+        .expect("ZSCORE");
+    support::fault::signal_pid(doomed.pid(), nix::sys::signal::Signal::SIGKILL);
+    let mut next = spawn_waiter(lock(&name).with_owner(Owner::new()));
+    queued(&room.raw, &name, 2).await;
+    held.unlock().await.expect("ferrisson release");
+    let (_, _) = next
+        .acquired(Duration::from_secs(15), "behind a killed Java waiter")
+        .await;
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as f64;
+    eprintln!(
+        "Java {}: the next waiter got in {:.0} ms after the killed head's deadline",
+        room.version,
+        at - deadline
+    );
+    assert!(
+        at >= deadline - 50.0 && at <= deadline + 2_000.0,
+        "acquired at {at}, the dead head's deadline was {deadline}"
+    );
+    next.release().await;
+    drop(doomed);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read-write lock
+// ---------------------------------------------------------------------------------------------
+
+async fn read_write_lock(version: Version) -> Result<(), Unavailable> {
+    let room = Room::new(version).await?;
+    rw_a_ferrisson_write_release_wakes_every_java_reader_at_once(&room).await;
+    rw_a_java_read_release_spares_a_ferrisson_read_hold(&room).await;
+    rw_each_side_renews_its_own_reads(&room).await;
+    rw_downgrades_are_seen_across(&room).await;
+    room.java.quit().await;
+    Ok(())
+}
+
+/// The timeout key of read hold `k` of `field`: T(N) + `:` + F + `:rwlock_timeout:` + k.
+fn read_timeout_key(name: &str, field: &str, k: u32) -> String {
+    format!("{{{name}}}:{field}:rwlock_timeout:{k}")
+}
+
+/// Three Java readers wait (one subscription) behind a ferrisson writer with a 20 s lease: its
+/// release publishes `1`, which wakes all three at once.
+async fn rw_a_ferrisson_write_release_wakes_every_java_reader_at_once(room: &Room) {
+    let name = room.name("rw:wake-readers");
+    let writer = (room.client.read_write_lock(&name).with_owner(Owner::new()))
+        .write_lock()
+        .lock_with_lease(LEASE)
+        .await
+        .expect("ferrisson writes");
+    let waits = json!({ "wait_ms": 25_000, "lease_ms": LEASE.as_millis() as u64 });
+    let mut readers = Vec::new();
+    for owner in ["r1", "r2", "r3"] {
+        let reader = room
+            .java
+            .send("try_lock", lock_args("read", &name, owner, waits.clone()));
+        readers.push(reader.await);
+    }
+    wait_numsub(&room.raw, &format!("redisson_rwlock:{{{name}}}"), 1, STEP).await;
+    sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    writer.unlock().await.expect("ferrisson write release");
+    for reader in readers {
+        let reply = reader.wait(STEP).await;
+        assert!(reply.ok() && reply.bool("acquired"), "{:?}", reply.fields);
+        let woke_after = reply.received.duration_since(released);
+        assert!(
+            woke_after < WAKE_BOUND,
+            "a Java {} reader acquired {woke_after:?} after the write release",
+            room.version
+        );
+    }
+    let holders = room.holders(&name).await;
+    assert_eq!(holders.get("mode").map(String::as_str), Some("read"));
+    for owner in ["r1", "r2", "r3"] {
+        let field = room.java.field(owner).await;
+        assert_eq!(
+            holders.get(&field).map(String::as_str),
+            Some("1"),
+            "{holders:?}"
+        );
+        room.java_unlock("read", &name, owner).await;
+    }
+    assert_eq!(exists(&room.raw, &name).await, 0);
+}
+
+/// Java and ferrisson both read; Java's release leaves ferrisson's hold (and its timeout key)
+/// in place, a Java writer still cannot get in, and ferrisson's release then frees the lock.
+async fn rw_a_java_read_release_spares_a_ferrisson_read_hold(room: &Room) {
+    let name = room.name("rw:java-read-release");
+    let leased = json!({ "lease_ms": LEASE.as_millis() as u64 });
+    room.java
+        .ok("lock", lock_args("read", &name, "r", leased))
+        .await;
+    let ours = (room.client.read_write_lock(&name).with_owner(Owner::new()))
+        .read_lock()
+        .lock_with_lease(LEASE)
+        .await
+        .expect("ferrisson reads beside Java");
+    room.java_unlock("read", &name, "r").await;
+    let holders = room.holders(&name).await;
+    assert_eq!(
+        holders,
+        HashMap::from([
+            ("mode".to_owned(), "read".to_owned()),
+            (ours.holder_field().to_owned(), "1".to_owned()),
+        ])
+    );
+    let timeout_key = read_timeout_key(&name, ours.holder_field(), 1);
+    assert!(
+        pttl(&room.raw, &timeout_key).await > 15_000,
+        "{timeout_key}"
+    );
+    assert!(pttl(&room.raw, &name).await > 15_000);
+    assert!(
+        !room.java_try_lock("write", &name, "w").await,
+        "a reader is left"
+    );
+    ours.unlock().await.expect("ferrisson read release");
+    assert_eq!(exists(&room.raw, &name).await, 0);
+    assert!(room.java_try_lock("write", &name, "w").await);
+    room.java_unlock("write", &name, "w").await;
+}
+
+/// Java and ferrisson read with the watchdog (3 s leases): both holds outlive the lease, and
+/// after either side releases, the other's hold goes on being renewed by its own side.
+async fn rw_each_side_renews_its_own_reads(room: &Room) {
+    for java_leaves_first in [true, false] {
+        let name = room.name(&format!("rw:renewals:{java_leaves_first}"));
+        room.java
+            .ok("lock", lock_args("read", &name, "r", json!({})))
+            .await;
+        let ours = (room.client.read_write_lock(&name).with_owner(Owner::new()))
+            .read_lock()
+            .lock()
+            .await
+            .expect("ferrisson reads beside Java");
+        let (java_field, our_field) = (room.java.field("r").await, ours.holder_field().to_owned());
+        sleep(PAST_THE_LEASE).await;
+        for field in [&java_field, &our_field] {
+            let key = read_timeout_key(&name, field, 1);
+            assert!(pttl(&room.raw, &key).await > 0, "{key} renewed");
+        }
+        assert!(!room.java_try_lock("write", &name, "w").await);
+        let mut ours = Some(ours);
+        let left_alone = if java_leaves_first {
+            room.java_unlock("read", &name, "r").await;
+            &our_field
+        } else {
+            let guard = ours.take().expect("ferrisson's hold");
+            guard.unlock().await.expect("ferrisson read release");
+            &java_field
+        };
+        sleep(PAST_THE_LEASE).await;
+        let key = read_timeout_key(&name, left_alone, 1);
+        assert!(
+            pttl(&room.raw, &key).await > 0 && pttl(&room.raw, &name).await > 0,
+            "the hold left alone ({key}) is renewed by its own side"
+        );
+        assert!(!room.ferrisson_gets_in_to_write(&name).await);
+        match ours {
+            Some(guard) => guard.unlock().await.expect("ferrisson read release"),
+            None => room.java_unlock("read", &name, "r").await,
+        }
+        assert_eq!(exists(&room.raw, &name).await, 0);
+    }
+}
+
+/// A writer that takes a read hold and releases its write keeps reading: the other side's
+/// readers get in at once, its writers do not. Each side downgrades in turn.
+async fn rw_downgrades_are_seen_across(room: &Room) {
+    let name = room.name("rw:downgrade-ferrisson");
+    let rw = room.client.read_write_lock(&name).with_owner(Owner::new());
+    let write = rw.write_lock().lock_with_lease(LEASE).await.expect("write");
+    let read = rw
+        .read_lock()
+        .lock_with_lease(LEASE)
+        .await
+        .expect("read under the write");
+    assert!(
+        !room.java_try_lock("read", &name, "r").await,
+        "a writer holds"
+    );
+    write.unlock().await.expect("write release");
+    let holders = room.holders(&name).await;
+    assert_eq!(
+        holders.get("mode").map(String::as_str),
+        Some("read"),
+        "{holders:?}"
+    );
+    assert!(
+        room.java_try_lock("read", &name, "r").await,
+        "Java reads beside the downgraded"
+    );
+    assert!(!room.java_try_lock("write", &name, "w").await);
+    room.java_unlock("read", &name, "r").await;
+    read.unlock().await.expect("read release");
+    assert_eq!(exists(&room.raw, &name).await, 0);
+
+    let name = room.name("rw:downgrade-java");
+    let leased = json!({ "lease_ms": LEASE.as_millis() as u64 });
+    room.java
+        .ok("lock", lock_args("write", &name, "d", leased.clone()))
+        .await;
+    room.java
+        .ok("lock", lock_args("read", &name, "d", leased))
+        .await;
+    assert!(
+        !room.ferrisson_gets_in_to_read(&name).await,
+        "a Java writer holds"
+    );
+    room.java_unlock("write", &name, "d").await;
+    let holders = room.holders(&name).await;
+    assert_eq!(
+        holders.get("mode").map(String::as_str),
+        Some("read"),
+        "{holders:?}"
+    );
+    assert!(
+        room.ferrisson_gets_in_to_read(&name).await,
+        "ferrisson reads beside it"
+    );
+    assert!(!room.ferrisson_gets_in_to_write(&name).await);
+    room.java_unlock("read", &name, "d").await;
+    assert_eq!(exists(&room.raw, &name).await, 0);
+}
+
+impl Room {
+    /// A ferrisson read `try_lock` by a new owner: whether it acquired (released at once).
+    async fn ferrisson_gets_in_to_read(&self, name: &str) -> bool {
+        let lock = self
+            .client
+            .read_write_lock(name)
+            .with_owner(Owner::new())
+            .read_lock();
+        match lock
+            .try_lock()
+            .await
+            .expect("ferrisson try_lock")
+            .acquired()
+        {
+            Some(guard) => {
+                guard.unlock().await.expect("ferrisson release");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A ferrisson write `try_lock` by a new owner: whether it acquired (released at once).
+    async fn ferrisson_gets_in_to_write(&self, name: &str) -> bool {
+        let lock = self
+            .client
+            .read_write_lock(name)
+            .with_owner(Owner::new())
+            .write_lock();
+        match lock
+            .try_lock()
+            .await
+            .expect("ferrisson try_lock")
+            .acquired()
+        {
+            Some(guard) => {
+                guard.unlock().await.expect("ferrisson release");
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fenced lock
+// ---------------------------------------------------------------------------------------------
+
+async fn fenced_lock(version: Version) -> Result<(), Unavailable> {
+    if support::skip(
+        version.has_fenced_lock(),
+        &format!("Redisson {version} has no fenced lock (3.19.0 and later)"),
+    ) {
+        return Ok(());
+    }
+    let room = Room::new(version).await?;
+    let name = room.name("fenced:tokens");
+    let lock = room.client.fenced_lock(&name);
+    let leased = json!({ "lease_ms": LEASE.as_millis() as u64 });
+    let mut last = 0;
+    for round in 0..3 {
+        let java = room
+            .java
+            .ok(
+                "lock_token",
+                lock_args("fenced", &name, "j", leased.clone()),
+            )
+            .await
+            .u64("token");
+        assert!(
+            java > last,
+            "round {round}: Java's token {java} after {last}"
+        );
+        assert!(
+            !room.ferrisson_gets_in(&name).await,
+            "a fenced hold excludes a plain one"
+        );
+        room.java_unlock("fenced", &name, "j").await;
+        let ours = lock
+            .lock_with_lease(LEASE)
+            .await
+            .expect("ferrisson fenced lock");
+        assert!(
+            ours.token() > java,
+            "ferrisson's {} after Java's {java}",
+            ours.token()
+        );
+        let again = lock
+            .lock_with_lease(LEASE)
+            .await
+            .expect("a re-entry takes a token too");
+        assert!(again.token() > ours.token());
+        let busy = room
+            .java
+            .ok(
+                "try_lock_token",
+                lock_args("fenced", &name, "j", json!({ "wait_ms": 0 })),
+            )
+            .await;
+        assert!(
+            busy.fields.get("token").is_some_and(|t| t.is_null()),
+            "{:?}",
+            busy.fields
+        );
+        let seen = room
+            .java
+            .ok("get_token", lock_args("fenced", &name, "j", json!({})))
+            .await;
+        assert_eq!(
+            seen.u64("token"),
+            again.token(),
+            "Java reads ferrisson's last token"
+        );
+        last = again.token();
+        again.unlock().await.expect("release");
+        ours.unlock().await.expect("release");
+    }
+    assert_eq!(lock.token().await.expect("token"), Some(last));
+
+    // A ferrisson waiter is woken by the Java release, and its token follows Java's.
+    let java = room
+        .java
+        .ok("lock_token", lock_args("fenced", &name, "j", leased))
+        .await
+        .u64("token");
+    let waiting = room.client.fenced_lock(&name).with_owner(Owner::new());
+    let waiter = tokio::spawn(async move { waiting.lock_with_lease(LEASE).await });
+    wait_parked(&room.client, &name, 1).await;
+    let released = Instant::now();
+    room.java_unlock("fenced", &name, "j").await;
+    let guard = timeout(STEP, waiter)
+        .await
+        .expect("acquires")
+        .expect("task")
+        .expect("lock");
+    assert!(released.elapsed() < WAKE_BOUND + STEP);
+    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
+    assert!(guard.token() > java);
+    guard.unlock().await.expect("release");
+    room.java.quit().await;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Semaphore, permit-expirable semaphore, count-down latch
+// ---------------------------------------------------------------------------------------------
+
+async fn semaphores_and_latch(version: Version) -> Result<(), Unavailable> {
+    let room = Room::new(version).await?;
+    semaphore_permits_cross_and_wake_an_untimed_java_acquire(&room).await;
+    permit_semaphore_ids_cross_and_releases_and_lapses_wake_java(&room).await;
+    latch_count_downs_wake_an_untimed_java_await_and_the_reverse(&room).await;
+    room.java.quit().await;
+    Ok(())
+}
+
+/// The reply of `pending` within [`STEP`]: an untimed Java call fails the test on this bound
+/// instead of hanging it.
+async fn within_step(
+    pending: support::json_lines::Pending,
+    what: &str,
+) -> support::json_lines::Reply {
+    let reply = pending.wait(STEP).await;
+    assert!(reply.ok(), "{what}: {:?}", reply.fields);
+    reply
+}
+
+async fn semaphore_permits_cross_and_wake_an_untimed_java_acquire(room: &Room) {
+    let name = room.name("semaphore");
+    let semaphore = room.client.semaphore(&name);
+    assert!(semaphore.try_set_permits(3).await.expect("try_set_permits"));
+    let set = room
+        .java
+        .ok("sem_set", json!({ "name": name, "permits": 9 }))
+        .await;
+    assert!(!set.bool("result"), "Java sees the permits ferrisson set");
+    room.java
+        .ok(
+            "sem_acquire",
+            json!({ "name": name, "owner": "a", "permits": 2 }),
+        )
+        .await;
+    assert_eq!(semaphore.available_permits().await.expect("available"), 1);
+    semaphore
+        .release(2)
+        .await
+        .expect("ferrisson gives back Java's permits");
+    let available = room.java.ok("sem_available", json!({ "name": name })).await;
+    assert_eq!(available.u64("permits"), 3);
+    semaphore
+        .acquire(3)
+        .await
+        .expect("ferrisson takes all")
+        .forget();
+    room.java
+        .ok("sem_release", json!({ "name": name, "permits": 3 }))
+        .await;
+    assert_eq!(semaphore.available_permits().await.expect("available"), 3);
+
+    // Java's untimed acquire(), woken by ferrisson's release.
+    semaphore
+        .acquire(3)
+        .await
+        .expect("ferrisson takes all")
+        .forget();
+    let waiter = room
+        .java
+        .send(
+            "sem_acquire",
+            json!({ "name": name, "owner": "w", "permits": 1 }),
+        )
+        .await;
+    wait_numsub(&room.raw, &format!("redisson_sc:{{{name}}}"), 1, STEP).await;
+    sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    semaphore.release(1).await.expect("release");
+    let reply = within_step(waiter, "Java's untimed acquire").await;
+    assert!(reply.received.duration_since(released) < WAKE_BOUND);
+    assert_eq!(semaphore.available_permits().await.expect("available"), 0);
+
+    // And a ferrisson waiter woken by Java's release.
+    let waiting = room.client.semaphore(&name);
+    let waiter = tokio::spawn(async move { waiting.acquire(1).await.map(|p| p.forget()) });
+    sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    room.java
+        .ok("sem_release", json!({ "name": name, "permits": 1 }))
+        .await;
+    timeout(STEP, waiter)
+        .await
+        .expect("acquires")
+        .expect("task")
+        .expect("acquire");
+    assert!(released.elapsed() < WAKE_BOUND);
+}
+
+async fn permit_semaphore_ids_cross_and_releases_and_lapses_wake_java(room: &Room) {
+    let name = room.name("permit-semaphore");
+    let format = if room.version.hex_permit_ids() {
+        PermitIdFormat::Hex
+    } else {
+        PermitIdFormat::Raw
+    };
+    let semaphore = room
+        .client
+        .permit_expirable_semaphore(&name)
+        .with_id_format(format);
+    assert!(semaphore.try_set_permits(2).await.expect("try_set_permits"));
+    let java_id = room
+        .java
+        .ok("pes_acquire", json!({ "name": name, "owner": "a" }))
+        .await
+        .str("permit_id")
+        .expect("a permit id")
+        .to_owned();
+    semaphore
+        .release(&java_id)
+        .await
+        .expect("ferrisson releases Java's permit by its id");
+    let ours = semaphore
+        .acquire(None)
+        .await
+        .expect("ferrisson acquires")
+        .forget();
+    let released = room
+        .java
+        .ok("pes_release", json!({ "name": name, "permit_id": ours }))
+        .await;
+    assert!(
+        released.bool("result"),
+        "Java releases ferrisson's permit by its id"
+    );
+    let available = room.java.ok("pes_available", json!({ "name": name })).await;
+    assert_eq!(available.u64("permits"), 2);
+
+    // Java's untimed acquire(), woken by ferrisson's release of a permit.
+    let first = semaphore.acquire(None).await.expect("acquire");
+    let second = semaphore.acquire(None).await.expect("acquire");
+    let waiter = room
+        .java
+        .send("pes_acquire", json!({ "name": name, "owner": "w" }))
+        .await;
+    wait_numsub(&room.raw, &format!("redisson_sc:{{{name}}}"), 1, STEP).await;
+    sleep(Duration::from_millis(300)).await;
+    let at = Instant::now();
+    first.release().await.expect("release");
+    let reply = within_step(waiter, "Java's untimed acquire after a release").await;
+    assert!(reply.received.duration_since(at) < WAKE_BOUND);
+    let woken = reply.str("permit_id").expect("an id").to_owned();
+
+    // A permit whose lease lapses wakes Java's untimed acquire when it lapses.
+    second.release().await.expect("release");
+    let lease = Duration::from_secs(1);
+    let _lapsing = semaphore
+        .acquire(Some(lease))
+        .await
+        .expect("acquire with a lease");
+    let taken = Instant::now();
+    let waiter = room
+        .java
+        .send("pes_acquire", json!({ "name": name, "owner": "w" }))
+        .await;
+    let reply = within_step(waiter, "Java's untimed acquire after a lapse").await;
+    let waited = reply.received.duration_since(taken);
+    assert!(
+        waited >= lease - Duration::from_millis(50) && waited < lease + WAKE_BOUND,
+        "Java {} acquired {waited:?} after a {lease:?} permit was taken",
+        room.version
+    );
+    for id in [woken, reply.str("permit_id").expect("an id").to_owned()] {
+        semaphore.release(&id).await.expect("release Java's permit");
+    }
+}
+
+async fn latch_count_downs_wake_an_untimed_java_await_and_the_reverse(room: &Room) {
+    let name = room.name("latch");
+    let latch = room.client.count_down_latch(&name);
+    assert!(latch.try_set_count(2).await.expect("try_set_count"));
+    let set = room
+        .java
+        .ok("latch_set", json!({ "name": name, "count": 5 }))
+        .await;
+    assert!(!set.bool("result"), "Java sees ferrisson's latch");
+    let mut waiter = room
+        .java
+        .send("latch_await", json!({ "name": name, "owner": "w" }))
+        .await;
+    let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+    wait_numsub(&room.raw, &channel, 1, STEP).await;
+    sleep(Duration::from_millis(300)).await;
+    latch.count_down().await.expect("count down");
+    sleep(Duration::from_millis(300)).await;
+    assert!(waiter.poll().is_none(), "Java's await returned at count 1");
+    let counted = Instant::now();
+    latch.count_down().await.expect("count down");
+    let reply = within_step(waiter, "Java's untimed await").await;
+    assert!(reply.bool("done") && reply.received.duration_since(counted) < WAKE_BOUND);
+    assert_eq!(
+        exists(&room.raw, &name).await,
+        0,
+        "the latch is gone at zero"
+    );
+
+    room.java
+        .ok("latch_set", json!({ "name": name, "count": 1 }))
+        .await;
+    assert_eq!(latch.count().await.expect("count"), 1);
+    let waiting = room.client.count_down_latch(&name);
+    let waiter = tokio::spawn(async move { waiting.wait().await });
+    wait_numsub(&room.raw, &channel, 1, STEP).await;
+    sleep(Duration::from_millis(300)).await;
+    let counted = Instant::now();
+    room.java
+        .ok("latch_count_down", json!({ "name": name }))
+        .await;
+    timeout(STEP, waiter)
+        .await
+        .expect("ferrisson's wait ends")
+        .expect("task")
+        .expect("wait");
+    assert!(counted.elapsed() < WAKE_BOUND);
 }
 
 /// `./dev test` resolves the versions of `tests/peers/java/versions` before the tests run: the

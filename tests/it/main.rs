@@ -46,6 +46,7 @@ mod hostile_input;
 mod inspect_family;
 mod interop_java;
 mod interop_node;
+mod interop_redsync;
 mod lease_loss;
 #[cfg(feature = "metrics")]
 mod metrics;

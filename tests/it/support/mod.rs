@@ -32,6 +32,8 @@
 //!
 //! [`java`] runs the Java Redisson peer of each version of the matrix (`tests/peers/java`).
 //!
+//! [`redsync`] runs Go's redsync (`tests/peers/go`), a token-lock and Redlock peer.
+//!
 //! [`token_peers`] runs third-party token-lock peers (redis-py's `Lock`, node `redlock`) over
 //! the JSON-lines plumbing of [`json_lines`].
 #![allow(dead_code)]
@@ -46,6 +48,7 @@ pub mod liveness;
 pub mod node;
 pub mod processes;
 pub mod redis_state;
+pub mod redsync;
 pub mod sentinel;
 pub mod servers;
 pub mod sync;
