@@ -123,19 +123,23 @@ impl Room {
 
     /// A ferrisson `try_lock` by a new owner: whether it acquired (released at once if so).
     async fn ferrisson_gets_in(&self, name: &str) -> bool {
-        let lock = self.client.lock(name).with_owner(Owner::new());
-        match lock
-            .try_lock()
-            .await
-            .expect("ferrisson try_lock")
-            .acquired()
-        {
-            Some(guard) => {
-                guard.unlock().await.expect("ferrisson release");
-                true
-            }
-            None => false,
+        gets_in(self.client.lock(name).with_owner(Owner::new())).await
+    }
+}
+
+/// One `try_lock` of `lock`: whether it acquired (released at once if so).
+async fn gets_in<P: Protocol>(lock: Handle<P>) -> bool {
+    match lock
+        .try_lock()
+        .await
+        .expect("ferrisson try_lock")
+        .acquired()
+    {
+        Some(guard) => {
+            guard.unlock().await.expect("ferrisson release");
+            true
         }
+        None => false,
     }
 }
 
@@ -984,44 +988,14 @@ async fn rw_downgrades_are_seen_across(room: &Room) {
 impl Room {
     /// A ferrisson read `try_lock` by a new owner: whether it acquired (released at once).
     async fn ferrisson_gets_in_to_read(&self, name: &str) -> bool {
-        let lock = self
-            .client
-            .read_write_lock(name)
-            .with_owner(Owner::new())
-            .read_lock();
-        match lock
-            .try_lock()
-            .await
-            .expect("ferrisson try_lock")
-            .acquired()
-        {
-            Some(guard) => {
-                guard.unlock().await.expect("ferrisson release");
-                true
-            }
-            None => false,
-        }
+        let rw = self.client.read_write_lock(name).with_owner(Owner::new());
+        gets_in(rw.read_lock()).await
     }
 
     /// A ferrisson write `try_lock` by a new owner: whether it acquired (released at once).
     async fn ferrisson_gets_in_to_write(&self, name: &str) -> bool {
-        let lock = self
-            .client
-            .read_write_lock(name)
-            .with_owner(Owner::new())
-            .write_lock();
-        match lock
-            .try_lock()
-            .await
-            .expect("ferrisson try_lock")
-            .acquired()
-        {
-            Some(guard) => {
-                guard.unlock().await.expect("ferrisson release");
-                true
-            }
-            None => false,
-        }
+        let rw = self.client.read_write_lock(name).with_owner(Owner::new());
+        gets_in(rw.write_lock()).await
     }
 }
 
