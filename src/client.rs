@@ -471,7 +471,7 @@ impl Client {
         if self.inner.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.inner.janitor.flush().await;
+        self.inner.janitor.close(&self.inner.redis).await;
         self.inner.stop.cancel();
         let tasks = std::mem::take(&mut *self.inner.tasks.lock());
         close(&self.inner.redis.pool, &self.inner.subscriber).await;

@@ -239,7 +239,12 @@ impl Keeper {
         }
         let redis = &client.inner.redis;
         match WAIT_EDGES
-            .run(&redis.pool, &redis.write_options, &[&self.key], &args)
+            .run(
+                &redis.pool,
+                &redis.settings.write_options,
+                &[&self.key],
+                &args,
+            )
             .await
         {
             Ok(reply) => {
@@ -490,7 +495,12 @@ async fn read_client_edges(client: &Client, id: &str) -> Result<Vec<Edge>> {
     let inner = &client.inner;
     let key = name::wait_edges_key(id);
     let reply = READ_WAIT_EDGES
-        .run::<_, &str>(&inner.redis.pool, &inner.redis.read_options, &[&key], &[])
+        .run::<_, &str>(
+            &inner.redis.pool,
+            &inner.redis.settings.read_options,
+            &[&key],
+            &[],
+        )
         .await
         .map_err(|err| inner.redis_error(&key, err))?;
     Ok(parse_edges(id, reply))
@@ -640,7 +650,7 @@ impl Client {
         let pattern = format!("{}:*", name::WAIT_EDGES_PREFIX);
         let error = |err| self.inner.redis_error(name::WAIT_EDGES_PREFIX, err);
         let mut keys = Vec::new();
-        if redis.clustered {
+        if redis.settings.clustered {
             let masters = client
                 .cached_cluster_state()
                 .map(|state| state.unique_primary_nodes())

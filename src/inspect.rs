@@ -467,7 +467,7 @@ impl Client {
         let reply = script::INSPECT
             .run(
                 &inner.redis.pool,
-                &inner.redis.read_options,
+                &inner.redis.settings.read_options,
                 &keys,
                 &[LISTED.to_string(), LONGEST_READ.to_string()],
             )

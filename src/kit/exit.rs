@@ -11,6 +11,11 @@
 //! client's response timeout from the first hand-over of a round, however many follow in it.
 //! So a process that leaves `main` holding guards ends with their locks free, and one whose
 //! server does not answer is held up by at most that bound.
+//! The connection is opened for the first write; when it cannot be within its round's bound
+//! (the server is down or does not answer), the round's writes are kept and the next round
+//! connects again and runs them too. A hand-over within a bound of the end of a round that gave
+//! up does not wait (its writes are kept for the next round), so that the burst of drops at the
+//! end of `main` is held up by one bound in all, not one per drop.
 //!
 //! A release that was in flight when its task was dropped may or may not have run, and one
 //! left to the reconciler (its field in doubt) never will be now. So a lock's release is not
@@ -59,8 +64,8 @@ pub(crate) struct ExitReleaser {
     doubts: Arc<Doubts>,
     /// How a field is settled (the reconciler's script).
     how: &'static Settle,
-    /// The exit thread's queue, once it runs.
-    queue: Mutex<Option<mpsc::UnboundedSender<Write>>>,
+    /// The exit thread's queue (each write with the end of its round), once it runs.
+    queue: Mutex<Option<mpsc::UnboundedSender<(Write, Instant)>>>,
     progress: Arc<Progress>,
 }
 
@@ -76,13 +81,38 @@ struct Round {
     /// Writes handed over and not yet finished.
     pending: usize,
     /// When those who hand writes over stop waiting for them: set by the first hand-over while
-    /// nothing is pending, joined by those that follow.
+    /// no round is open (nothing pending, or the last round's end passed), joined by those that
+    /// follow. Also the round's name: a write of a round that ended (timed out) no longer counts.
     waits_until: Option<Instant>,
+    /// Whether the round ended with writes it could not finish.
+    gave_up: bool,
 }
 
 impl Progress {
-    fn finished(&self, writes: usize) {
+    /// Counts `writes` in round `of` (open: one of its writes is pending).
+    fn adopt(&self, of: Instant, writes: usize) {
         let mut round = self.state.lock();
+        if round.waits_until == Some(of) {
+            round.pending += writes;
+        }
+    }
+
+    /// `writes` of round `of` cannot be done in it (no connection): kept for a later round.
+    fn kept(&self, of: Instant, writes: usize) {
+        let mut round = self.state.lock();
+        if round.waits_until == Some(of) {
+            round.gave_up = true;
+        }
+        drop(round);
+        self.finished(of, writes);
+    }
+
+    /// `writes` of round `of` are done (or cannot be done in it).
+    fn finished(&self, of: Instant, writes: usize) {
+        let mut round = self.state.lock();
+        if round.waits_until != Some(of) {
+            return;
+        }
         round.pending = round.pending.saturating_sub(writes);
         if round.pending == 0 {
             self.finished.notify_all();
@@ -137,8 +167,17 @@ impl ExitReleaser {
             let mut round = self.progress.state.lock();
             let now = Instant::now();
             let waits_until = match round.waits_until {
-                Some(until) if round.pending > 0 => until,
-                _ => now + self.bound,
+                Some(until) if round.pending > 0 && until > now => until,
+                // Within a bound of a round that gave up (no connection, or no answer): queued
+                // for the next round that connects, without holding this thread up, so that
+                // the drops that end a process are held up by one bound in all.
+                Some(until) if round.gave_up && now < until + self.bound => until,
+                _ => {
+                    // A new round: what the last one left pending no longer holds anyone up.
+                    round.pending = 0;
+                    round.gave_up = false;
+                    now + self.bound
+                }
             };
             round.waits_until = Some(waits_until);
             round.pending += count;
@@ -146,16 +185,17 @@ impl ExitReleaser {
         };
         let sent = self.send(writes, waits_until);
         if sent < count {
-            self.progress.finished(count - sent);
+            self.progress.finished(waits_until, count - sent);
         }
         let mut round = self.progress.state.lock();
-        while round.pending > 0 {
+        while round.pending > 0 && round.waits_until == Some(waits_until) && !round.gave_up {
             if self
                 .progress
                 .finished
                 .wait_until(&mut round, waits_until)
                 .timed_out()
             {
+                round.gave_up = true;
                 tracing::warn!(
                     pending = round.pending,
                     bound = ?self.bound,
@@ -205,8 +245,8 @@ impl ExitReleaser {
         }
     }
 
-    /// Queues `writes` on the exit thread (started on first use, connecting by `waits_until`);
-    /// returns how many were queued.
+    /// Queues `writes` on the exit thread (started on first use), for a round that ends at
+    /// `waits_until`; returns how many were queued.
     fn send(&self, writes: Vec<Write>, waits_until: Instant) -> usize {
         let mut queue = self.queue.lock();
         if queue.is_none() {
@@ -215,7 +255,7 @@ impl ExitReleaser {
             let progress = Arc::clone(&self.progress);
             let started = std::thread::Builder::new()
                 .name("ferrisson-exit".into())
-                .spawn(move || run(connect, progress, receiver, waits_until));
+                .spawn(move || run(connect, progress, receiver));
             match started {
                 Ok(_) => *queue = Some(sender),
                 Err(err) => {
@@ -229,18 +269,20 @@ impl ExitReleaser {
         };
         writes
             .into_iter()
-            .filter(|write| sender.send(Arc::clone(write)).is_ok())
+            .filter(|write| sender.send((Arc::clone(write), waits_until)).is_ok())
             .count()
     }
 }
 
-/// The exit thread: connects (by `connect_by`), then runs every write it is handed until the
-/// client's [`ExitReleaser`] is dropped.
+/// The exit thread: runs every write it is handed until the client's [`ExitReleaser`] is
+/// dropped, on a connection it opens for the first (by that write's round's end). A write that
+/// finds no connection (it could not be opened in time: the server was down or did not answer)
+/// is kept, and the next round tries to connect again and runs it then: a settle is idempotent,
+/// and a kept give-back was never sent.
 fn run(
     connect: Arc<Connect>,
     progress: Arc<Progress>,
-    mut writes: mpsc::UnboundedReceiver<Write>,
-    connect_by: Instant,
+    mut writes: mpsc::UnboundedReceiver<(Write, Instant)>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -249,38 +291,85 @@ fn run(
         Ok(runtime) => runtime,
         Err(err) => {
             tracing::warn!(error = %err, "cannot start the runtime for releases at exit; their locks expire with their lease");
-            progress.finished(usize::MAX);
+            let mut round = progress.state.lock();
+            round.pending = 0;
+            progress.finished.notify_all();
             return;
         }
     };
     runtime.block_on(async move {
-        let by = tokio::time::Instant::from_std(connect_by);
-        let redis = match tokio::time::timeout_at(by, connect()).await {
-            Ok(Ok(redis)) => Some(redis),
-            Ok(Err(err)) => {
-                tracing::warn!(error = %err, "cannot connect for releases at exit; their locks expire with their lease");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("cannot connect for releases at exit within the bound; their locks expire with their lease");
-                None
+        let mut redis: Option<Arc<Redis>> = None;
+        // The end of the last round whose connect failed: its later writes do not try again.
+        let mut failed_round: Option<Instant> = None;
+        let mut kept: Vec<Write> = Vec::new();
+        let mut running = FuturesUnordered::new();
+        // Each write in flight answers with its round.
+        let run_on = |write: Write, redis: &Arc<Redis>, round: Instant| {
+            let call = write(Arc::clone(redis));
+            async move {
+                call.await;
+                round
             }
         };
-        let mut running = FuturesUnordered::new();
         let mut open = true;
         while open || !running.is_empty() {
             tokio::select! {
-                write = writes.recv(), if open => match (write, &redis) {
-                    (Some(write), Some(redis)) => running.push(write(Arc::clone(redis))),
-                    (Some(_), None) => progress.finished(1),
-                    (None, _) => open = false,
+                write = writes.recv(), if open => {
+                    let Some((write, round_ends)) = write else {
+                        open = false;
+                        continue;
+                    };
+                    if redis.is_none() && failed_round.is_none_or(|failed| round_ends > failed) {
+                        redis = connect_by(&connect, round_ends).await;
+                        match &redis {
+                            Some(redis) => {
+                                // The kept writes join this round (still open: this write is
+                                // pending in it), so that its hand-over waits for them too.
+                                progress.adopt(round_ends, kept.len());
+                                running.extend(
+                                    kept.drain(..).map(|write| run_on(write, redis, round_ends)),
+                                );
+                            }
+                            None => failed_round = Some(round_ends),
+                        }
+                    }
+                    match &redis {
+                        Some(redis) => running.push(run_on(write, redis, round_ends)),
+                        None => {
+                            kept.push(write);
+                            progress.kept(round_ends, 1);
+                        }
+                    }
                 },
-                Some(_) = running.next(), if !running.is_empty() => progress.finished(1),
+                Some(round) = running.next(), if !running.is_empty() => progress.finished(round, 1),
             }
+        }
+        if !kept.is_empty() {
+            tracing::warn!(
+                writes = kept.len(),
+                "releases at exit never found a connection; their locks expire with their lease"
+            );
         }
         if let Some(redis) = redis {
             use fred::interfaces::ClientLike;
             let _ = redis.pool.quit().await;
         }
     });
+}
+
+/// Opens the exit connection by `by`, or says why not.
+async fn connect_by(connect: &Connect, by: Instant) -> Option<Arc<Redis>> {
+    match tokio::time::timeout_at(tokio::time::Instant::from_std(by), connect()).await {
+        Ok(Ok(redis)) => Some(redis),
+        Ok(Err(err)) => {
+            tracing::warn!(error = %err, "cannot connect for releases at exit; a later round tries again");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                "cannot connect for releases at exit within the bound; a later round tries again"
+            );
+            None
+        }
+    }
 }

@@ -617,7 +617,7 @@ impl<P: Protocol> Handle<P> {
         } else {
             &[self.name()]
         };
-        let publish = self.client.redis.publish_arg;
+        let publish = self.client.redis.settings.publish_arg;
         self.run_flag(&script::FORCE_RELEASE, true, keys, &[publish])
             .await
     }
@@ -633,9 +633,9 @@ impl<P: Protocol> Handle<P> {
     ) -> Result<bool> {
         let redis = &self.checked()?.redis;
         let options = if write {
-            &redis.write_options
+            &redis.settings.write_options
         } else {
-            &redis.read_options
+            &redis.settings.read_options
         };
         let reply = script
             .run(&redis.pool, options, keys, args)

@@ -83,6 +83,11 @@ pub(crate) struct Janitor {
     jobs: mpsc::UnboundedSender<Job>,
     /// Where jobs go that the task can no longer take (`None` in the model checks).
     exit: Option<Arc<ExitReleaser>>,
+    /// Set by [`Janitor::close`] (the client's shutdown): from then on jobs go to the exit
+    /// releaser. A lock, not a flag: a job is queued or not while it is held, so none slips in
+    /// after the close's flush. Shared with the task, which then leaves the client's closed
+    /// connections alone.
+    closed: Arc<parking_lot::RwLock<bool>>,
 }
 
 /// What the janitor's releases need: the connections, the local hand-off queues and the fields
@@ -101,17 +106,20 @@ impl Janitor {
         exit: Arc<ExitReleaser>,
     ) -> (Janitor, tokio::task::JoinHandle<()>) {
         let (jobs, receiver) = mpsc::unbounded_channel();
+        let closed = Arc::default();
         let shift = Shift {
             jobs: receiver,
             running: FuturesUnordered::new(),
             unfinished: Arc::default(),
             exit: Arc::clone(&exit),
             ended: false,
+            closed: Arc::clone(&closed),
         };
         let task = tokio::spawn(run(releaser, subscriber, shift));
         let janitor = Janitor {
             jobs,
             exit: Some(exit),
+            closed,
         };
         (janitor, task)
     }
@@ -120,14 +128,33 @@ impl Janitor {
     #[cfg(test)]
     pub(crate) fn detached() -> (Janitor, mpsc::UnboundedReceiver<Job>) {
         let (jobs, receiver) = mpsc::unbounded_channel();
-        (Janitor { jobs, exit: None }, receiver)
+        let closed = Arc::default();
+        (
+            Janitor {
+                jobs,
+                exit: None,
+                closed,
+            },
+            receiver,
+        )
     }
 
     /// Queues a job; never blocks while the task runs. Once the task is gone (the runtime shut
-    /// down, or the client did), the job runs on the exit connection, and this call waits for
-    /// it, for at most the client's response timeout (`kit/exit.rs`).
+    /// down) or the client is shut down, the job runs on the exit connection, and this call
+    /// waits for it, for at most the client's response timeout (`kit/exit.rs`).
     pub(crate) fn submit(&self, job: Job) {
-        if let Err(mpsc::error::SendError(job)) = self.jobs.send(job) {
+        let refused = {
+            let closed = self.closed.read();
+            if *closed {
+                Some(job)
+            } else {
+                self.jobs
+                    .send(job)
+                    .err()
+                    .map(|mpsc::error::SendError(job)| job)
+            }
+        };
+        if let Some(job) = refused {
             match &self.exit {
                 Some(exit) => exit.hand_over(leftovers(job).into_iter().collect(), false),
                 None => {
@@ -137,11 +164,23 @@ impl Janitor {
         }
     }
 
-    /// Waits until every job queued so far is done.
-    pub(crate) async fn flush(&self) {
+    /// For the client's shutdown, before it closes `redis`: finishes every job queued so far
+    /// and settles the fields in doubt there, and sends every later job to the exit releaser.
+    /// Left to the task, a job queued after the shutdown would run on closed connections and
+    /// be lost (not even put in doubt for the exit), as the task's abort may come too late.
+    pub(crate) async fn close(&self, redis: &Arc<Redis>) {
         let (done, wait) = oneshot::channel();
-        self.submit(Job::Flush(done));
-        let _ = wait.await;
+        let flushed = {
+            let mut closed = self.closed.write();
+            *closed = true;
+            self.jobs.send(Job::Flush(done)).is_ok()
+        };
+        if flushed {
+            let _ = wait.await;
+        }
+        if let Some(exit) = &self.exit {
+            exit.settle_doubts(redis).await;
+        }
     }
 }
 
@@ -155,6 +194,8 @@ struct Shift {
     exit: Arc<ExitReleaser>,
     /// Set when the task ends by itself: the client is gone and every job done.
     ended: bool,
+    /// The janitor's [`Janitor::closed`].
+    closed: Arc<parking_lot::RwLock<bool>>,
 }
 
 impl Shift {
@@ -246,7 +287,7 @@ fn give_back_write(
     Arc::new(move |redis| {
         let name = ArcStr::clone(&name);
         Box::pin(async move {
-            let encoded = (by.encode)(&name, permits, redis.publish_arg);
+            let encoded = (by.encode)(&name, permits, redis.settings.publish_arg);
             match redis.run_write(&name, by.script, &encoded).await {
                 Ok(_) => {
                     tracing::debug!(semaphore = %name, permits, "gave back permits whose waiter left")
@@ -338,8 +379,11 @@ async fn run(releaser: Releaser, subscriber: fred::clients::SubscriberClient, mu
             }
         }
     }
-    // The reconciler stopped with the client: what it had not settled is settled here.
-    shift.exit.settle_doubts(&releaser.redis).await;
+    // The reconciler stopped with the client: what it had not settled is settled here (after a
+    // shutdown, `Janitor::close` did that before the connections closed).
+    if !*shift.closed.read() {
+        shift.exit.settle_doubts(&releaser.redis).await;
+    }
     shift.ended = true;
     // The client is gone: close its connections.
     let _ = releaser.redis.pool.quit().await;

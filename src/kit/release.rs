@@ -249,7 +249,7 @@ async fn send(
         None => {
             let call = LockCall::Release {
                 release,
-                publish: redis.publish_arg,
+                publish: redis.settings.publish_arg,
                 to,
             };
             redis.run_lock_call(call).await

@@ -90,7 +90,7 @@ impl ClientInner {
                 "a {what} name must not be empty"
             )));
         }
-        if !self.redis.clustered {
+        if !self.redis.settings.clustered {
             return Ok(());
         }
         let slot = |key: &str| fred::util::redis_keyslot(key.as_bytes());
@@ -116,7 +116,11 @@ impl ClientInner {
     /// [`Error::from_redis`]), and tells the cases where the client itself is gone apart from
     /// an unreachable server.
     pub(crate) fn redis_error(&self, name: &str, err: fred::error::Error) -> Error {
-        self.explain(Error::from_redis(err, name, self.redis.response_timeout))
+        self.explain(Error::from_redis(
+            err,
+            name,
+            self.redis.settings.response_timeout,
+        ))
     }
 
     /// `err`, or the reason the client cannot work at all: it was shut down, or the runtime that

@@ -479,7 +479,7 @@ async fn settle(leases: &Weak<LeaseTable>, redis: &Redis, how: &Settle, key: &Ho
                 return Settled::Found(Found { held, kept: known });
             }
             Err(err) => {
-                let err = Error::from_redis(err, &key.name, redis.response_timeout);
+                let err = Error::from_redis(err, &key.name, redis.settings.response_timeout);
                 if !err.is_transient() {
                     // A key of another type, say: there is no hold of ours to settle.
                     tracing::warn!(lock = %key.name, error = %err, "cannot settle a holder field of unknown outcome");
@@ -507,10 +507,10 @@ pub(crate) async fn settle_once(
     let keep = keep.to_string();
     // Some layouts keep deadlines in the clients' clocks (the fair queue's).
     let now = epoch_ms().to_string();
-    let mut args = vec![&*key.field, &keep, redis.publish_arg, &now];
+    let mut args = vec![&*key.field, &keep, redis.settings.publish_arg, &now];
     args.extend(layout_args.iter().map(String::as_str));
     how.script
-        .run(&redis.pool, &redis.write_options, &keys, &args)
+        .run(&redis.pool, &redis.settings.write_options, &keys, &args)
         .await
 }
 

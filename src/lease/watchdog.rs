@@ -845,7 +845,7 @@ impl Watchdog {
                         return;
                     };
                     let due = self.take_due(&table, expired.into_inner(), &mut lapsed);
-                    backlog.extend(split_into_batches(due, self.batch_size, self.redis.clustered));
+                    backlog.extend(split_into_batches(due, self.batch_size, self.redis.settings.clustered));
                 },
                 Some(results) = in_flight.next(), if !in_flight.is_empty() => {
                     let Some(table) = self.table.upgrade() else {
@@ -1048,7 +1048,7 @@ impl Watchdog {
                 now,
             );
         }
-        if self.redis.clustered {
+        if self.redis.settings.clustered {
             self.top_up_slots(&mut holds, &mut due, expired, now);
             return due;
         }
@@ -1321,7 +1321,7 @@ async fn renew(
     let mut args: Vec<&str> = Vec::with_capacity(batch.len() + 1);
     args.push(&timeout);
     args.extend(batch.iter().map(|due| &*due.key.field));
-    let run = script.run(&redis.pool, &redis.write_options, &keys, &args);
+    let run = script.run(&redis.pool, &redis.settings.write_options, &keys, &args);
     // While the command connections are down (a restart, fred's reconnect backing off), a
     // renewal fails at once (fail fast) and its retry comes half an interval later, however
     // soon they are back: with a short lease, the retry that finally goes out may be the last

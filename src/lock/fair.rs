@@ -392,7 +392,7 @@ impl<Q: Queued> Protocol for Q {
             name::lock_channel(name),
         ];
         let now = epoch_ms().to_string();
-        let args = [now.as_str(), lock.client().redis.publish_arg];
+        let args = [now.as_str(), lock.client().redis.settings.publish_arg];
         match lock.run_flag(&FAIR_FORCE_RELEASE, true, &keys, &args).await {
             Err(err) => Err(self.explain(lock, err).await),
             flag => flag,
@@ -516,7 +516,7 @@ impl GiveUpJob {
         let reply = FAIR_GIVE_UP
             .run(
                 &self.redis.pool,
-                &self.redis.write_options,
+                &self.redis.settings.write_options,
                 &self.keys,
                 &self.args,
             )

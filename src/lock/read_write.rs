@@ -290,7 +290,7 @@ fn write_field(base: &str) -> ArcStr {
 /// Deletes the lock if it is in `mode`, and publishes that side's message.
 async fn force_release<P: Protocol>(lock: &Handle<P>, mode: &str) -> Result<bool> {
     let channel = name::rwlock_channel(lock.name());
-    let args = [mode, lock.client().redis.publish_arg];
+    let args = [mode, lock.client().redis.settings.publish_arg];
     lock.run_flag(&FORCE_RELEASE, true, &[lock.name(), &channel], &args)
         .await
 }

@@ -107,7 +107,7 @@ impl CountDownLatch {
         let count = integer(count, "count")?.to_string();
         let channel = self.channel();
         let keys = [&*self.name, &channel];
-        let args = [count.as_str(), self.client.redis.publish_arg];
+        let args = [count.as_str(), self.client.redis.settings.publish_arg];
         match write(&self.client, &self.name, &TRY_SET_COUNT, &keys, &args).await? {
             Value::Integer(set) => Ok(set == 1),
             other => Err(unexpected("latch try-set-count", &other)),
@@ -131,7 +131,7 @@ impl CountDownLatch {
         self.check()?;
         let channel = self.channel();
         let keys = [&*self.name, &channel];
-        let args = [self.client.redis.publish_arg];
+        let args = [self.client.redis.settings.publish_arg];
         match write(&self.client, &self.name, &COUNT_DOWN, &keys, &args).await? {
             Value::Integer(_) => Ok(()),
             other => Err(unexpected("latch count-down", &other)),
@@ -207,7 +207,7 @@ impl CountDownLatch {
         self.check()?;
         let channel = self.channel();
         let keys = [&*self.name, &channel];
-        let args = [self.client.redis.publish_arg];
+        let args = [self.client.redis.settings.publish_arg];
         match write(&self.client, &self.name, &DELETE, &keys, &args).await? {
             Value::Integer(deleted) => Ok(deleted == 1),
             other => Err(unexpected("latch delete", &other)),

@@ -72,7 +72,7 @@ async fn give_back<G: GiveBack>(
     redis: &Redis,
     give_back: &G,
 ) -> std::result::Result<Value, fred::error::Error> {
-    let encoded = give_back.encoded(redis.publish_arg);
+    let encoded = give_back.encoded(redis.settings.publish_arg);
     redis.run_write(give_back.name(), G::SCRIPT, &encoded).await
 }
 
@@ -141,7 +141,7 @@ async fn take<G: GiveBack>(
     took: fn(&Value) -> bool,
 ) -> std::result::Result<Value, fred::error::Error> {
     let redis = Arc::clone(&client.redis);
-    let rollback = release.rollback(redis.publish_arg);
+    let rollback = release.rollback(redis.settings.publish_arg);
     let undo_redis = Arc::clone(&redis);
     let undo = Undo::Run(Box::new(move |reply: &Value| {
         took(reply).then(|| -> BoxFuture<'static, ()> {
@@ -271,7 +271,7 @@ async fn write(
     InFlight::new(
         async move {
             script
-                .run_encoded(&redis.pool, &redis.write_options, &encoded)
+                .run_encoded(&redis.pool, &redis.settings.write_options, &encoded)
                 .await
         },
         None,

@@ -333,7 +333,7 @@ impl PermitExpirableSemaphore {
         args.key(&self.name)
             .prefixed_key(name::SEMAPHORE_CHANNEL_PREFIX, &self.name)
             .number(permits.into())
-            .arg(self.client.redis.publish_arg);
+            .arg(self.client.redis.settings.publish_arg);
         let reply = self.write(&TRY_SET, &args.finish()).await?;
         Ok(reply == Value::Integer(1))
     }
@@ -353,7 +353,7 @@ impl PermitExpirableSemaphore {
         args.key(&self.name)
             .prefixed_key(name::SEMAPHORE_CHANNEL_PREFIX, &self.name)
             .arg(itoa::Buffer::new().format(delta))
-            .arg(self.client.redis.publish_arg);
+            .arg(self.client.redis.settings.publish_arg);
         self.write(&ADD, &args.finish()).await.map(drop)
     }
 
@@ -373,7 +373,7 @@ impl PermitExpirableSemaphore {
             .key(&self.timeout_key())
             .prefixed_key(name::SEMAPHORE_CHANNEL_PREFIX, &self.name)
             .number(epoch_ms())
-            .arg(self.client.redis.publish_arg);
+            .arg(self.client.redis.settings.publish_arg);
         let reply = self.write(&AVAILABLE, &args.finish()).await?;
         integer(&reply).ok_or_else(|| unexpected("available permits", &reply))
     }
@@ -403,7 +403,7 @@ impl PermitExpirableSemaphore {
         self.format.member(&mut args, id);
         args.number(deadline(now, lease_ms)?)
             .number(now)
-            .arg(self.client.redis.publish_arg);
+            .arg(self.client.redis.settings.publish_arg);
         let reply = self.write(&UPDATE_LEASE, &args.finish()).await?;
         Ok(reply == Value::Integer(1))
     }
@@ -469,7 +469,7 @@ impl PermitExpirableSemaphore {
             .number(deadline(now, lease_ms)?)
             .number(now)
             .number(NEVER)
-            .arg(self.client.redis.publish_arg);
+            .arg(self.client.redis.settings.publish_arg);
         self.format.member(&mut args, &id);
         let release = self.release_of(&id);
         let sent_at = Instant::now();

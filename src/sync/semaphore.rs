@@ -301,7 +301,7 @@ impl Semaphore {
         self.check()?;
         let delta = delta.to_string();
         let channel = self.channel();
-        let mode = self.client.redis.publish_arg;
+        let mode = self.client.redis.settings.publish_arg;
         let keys = [&*self.name, &channel];
         match write(&self.client, &self.name, &ADD, &keys, &[&delta, mode]).await? {
             Value::Integer(_) => Ok(()),
@@ -372,7 +372,7 @@ impl Semaphore {
         self.check()?;
         let permits = integer(permits, "permits")?.to_string();
         let channel = self.channel();
-        let mode = self.client.redis.publish_arg;
+        let mode = self.client.redis.settings.publish_arg;
         let ttl = ttl_ms.map(|ms| ms.to_string());
         let mut args = vec![permits.as_str(), mode];
         args.extend(ttl.as_deref());

@@ -99,6 +99,12 @@ pub(crate) struct Redis {
     pub(crate) pool: Pool,
     /// Batches concurrent lock scripts (in a cluster, one batch per node).
     pub(crate) dispatcher: Dispatcher,
+    pub(crate) settings: Settings,
+}
+
+/// What a [`Redis`] is made of besides its pool: the client's settings for lock commands.
+#[derive(Clone)]
+pub(crate) struct Settings {
     /// For scripts that change a lock: never re-sent after a connection loss (a second run could
     /// take or release a hold twice), failing fast when the connection is down.
     pub(crate) write_options: Options,
@@ -111,40 +117,20 @@ pub(crate) struct Redis {
     pub(crate) sync: Option<Arc<ReplicaSync>>,
 }
 
-/// What a [`Redis`] is made of besides its pool: the client's settings for lock commands.
-#[derive(Clone)]
-pub(crate) struct Settings {
-    pub(crate) write_options: Options,
-    pub(crate) read_options: Options,
-    pub(crate) clustered: bool,
-    pub(crate) publish_arg: &'static str,
-    pub(crate) response_timeout: Duration,
-    pub(crate) sync: Option<Arc<ReplicaSync>>,
-}
-
 impl Redis {
     /// The command connections over `pool` (connected or not), with their dispatcher, whose
     /// task runs on the current runtime and ends with the returned `Redis`.
     pub(crate) fn open(pool: Pool, settings: Settings) -> (Redis, tokio::task::JoinHandle<()>) {
-        let Settings {
-            write_options,
-            read_options,
-            clustered,
-            publish_arg,
-            response_timeout,
-            sync,
-        } = settings;
-        let (dispatcher, task) =
-            Dispatcher::start(pool.clone(), write_options.clone(), sync.clone(), clustered);
+        let (dispatcher, task) = Dispatcher::start(
+            pool.clone(),
+            settings.write_options.clone(),
+            settings.sync.clone(),
+            settings.clustered,
+        );
         let redis = Redis {
             pool,
             dispatcher,
-            write_options,
-            read_options,
-            clustered,
-            publish_arg,
-            response_timeout,
-            sync,
+            settings,
         };
         (redis, task)
     }
@@ -158,7 +144,7 @@ impl Redis {
     /// unknown outcome still puts the field in doubt. An unacknowledged release is logged: it
     /// did happen on the master, and sending it again could take a second hold.
     pub(crate) async fn run_lock_call(&self, call: LockCall) -> Result<Value, RedisError> {
-        if self.sync.is_some() {
+        if self.settings.sync.is_some() {
             // Boxed, to keep the common future small (see `lock_call_futures_stay_small`).
             return Box::pin(self.run_synced(call)).await;
         }
@@ -214,9 +200,9 @@ impl Redis {
         acquired: fn(&Value) -> bool,
         rollback: Rollback,
     ) -> Result<Value, RedisError> {
-        let sync = self.sync.as_deref();
+        let sync = self.settings.sync.as_deref();
         let (value, replicated) = script
-            .run_synced(&self.pool, &self.write_options, encoded, sync)
+            .run_synced(&self.pool, &self.settings.write_options, encoded, sync)
             .await?;
         if replicated.is_synced() || !acquired(&value) {
             return Ok(value);
@@ -235,8 +221,10 @@ impl Redis {
         to: Option<&Heir>,
     ) -> Result<Value, RedisError> {
         let encoded = match (to, &by.hand_off) {
-            (Some(heir), Some(hand_off)) => (hand_off.encode)(release, self.publish_arg, heir),
-            _ => (by.encode)(release, self.publish_arg),
+            (Some(heir), Some(hand_off)) => {
+                (hand_off.encode)(release, self.settings.publish_arg, heir)
+            }
+            _ => (by.encode)(release, self.settings.publish_arg),
         };
         self.run_write(&release.name, by.script, &encoded).await
     }
@@ -250,9 +238,9 @@ impl Redis {
         script: &'static Script,
         encoded: &script::Encoded,
     ) -> Result<Value, RedisError> {
-        let sync = self.sync.as_deref();
+        let sync = self.settings.sync.as_deref();
         let (value, replicated) = script
-            .run_synced(&self.pool, &self.write_options, encoded, sync)
+            .run_synced(&self.pool, &self.settings.write_options, encoded, sync)
             .await?;
         if !replicated.is_synced() {
             tracing::warn!(
@@ -274,11 +262,11 @@ impl Redis {
             Rollback::Hold(hold) => {
                 let name = ArcStr::clone(&hold.name);
                 let (script, encoded) = match hold.script {
-                    Some(by) => (by.script, (by.encode)(&hold, self.publish_arg)),
+                    Some(by) => (by.script, (by.encode)(&hold, self.settings.publish_arg)),
                     None => {
                         let release = LockCall::Release {
                             release: hold,
-                            publish: self.publish_arg,
+                            publish: self.settings.publish_arg,
                             to: None,
                         };
                         (release.script(), release.encode())
@@ -289,7 +277,7 @@ impl Redis {
         };
         tracing::warn!(lock = %name, "no replica acknowledged the acquisition; rolling it back");
         script
-            .run_encoded(&self.pool, &self.write_options, &encoded)
+            .run_encoded(&self.pool, &self.settings.write_options, &encoded)
             .await?;
         Err(not_replicated(&name))
     }
@@ -311,7 +299,7 @@ impl Redis {
             let client = self
                 .pool
                 .next()
-                .with_options(&route.options(&self.read_options));
+                .with_options(&route.options(&self.settings.read_options));
             let command = CustomCommand::new_static(command, route.hash(), false);
             let args = args.clone();
             async move {

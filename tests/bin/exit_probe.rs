@@ -2,7 +2,10 @@
 //! and leaves `main` with its guards still alive, as `HOW` says: `return` (`Ok(())`), `error` (a
 //! `?` out of `main`), `panic` (a panic that unwinds out of it), `shutdown` (`Client::shutdown`
 //! first, then `Ok(())`) or `stalled` (`return`, after waiting for a line on stdin, so that the
-//! test can stop the server first). `FLAVOR` is the runtime: `multi` or `current`.
+//! test can stop the server first) or `retry` (`Client::shutdown`, then one guard dropped
+//! while the test has the server stopped and one after it resumed it, each after a line on
+//! stdin, printing `first` and `second` after each; then `return`). `FLAVOR` is the runtime:
+//! `multi` or `current`.
 //!
 //! `tests/it/exit_release.rs` runs it and checks that every key is free once the process has
 //! ended: the guards' releases are not lost with the runtime.
@@ -21,7 +24,8 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [url, prefix, how, flavor] = args.as_slice() else {
         return Err(
-            "usage: exit-probe URL PREFIX return|error|panic|shutdown|stalled multi|current".into(),
+            "usage: exit-probe URL PREFIX return|error|panic|shutdown|stalled|retry multi|current"
+                .into(),
         );
     };
     let runtime = match flavor.as_str() {
@@ -48,11 +52,11 @@ async fn probe(url: &str, prefix: &str, how: &str) -> Result<()> {
     let reentrant = client.lock(name("reentrant"));
     let _outer = reentrant.lock().await?;
     let _inner = reentrant.lock().await?; // a re-entry: hold count 2
-    let _leased = client
+    let leased = client
         .lock(name("leased"))
         .lock_with_lease(Duration::from_secs(60))
         .await?;
-    let _fair = client.fair_lock(name("fair")).lock().await?;
+    let fair = client.fair_lock(name("fair")).lock().await?;
     let _spin = client.spin_lock(name("spin")).lock().await?;
     let _fenced = client.fenced_lock(name("fenced")).lock().await?;
     let _non_reentrant = client
@@ -100,6 +104,21 @@ async fn probe(url: &str, prefix: &str, how: &str) -> Result<()> {
         "stalled" => {
             let mut line = String::new();
             std::io::stdin().read_line(&mut line)?;
+            Ok(())
+        }
+        "retry" => {
+            let go = || -> std::io::Result<()> {
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map(drop)
+            };
+            client.shutdown().await;
+            println!("shut");
+            go()?; // the server is stopped now
+            drop(leased);
+            println!("first");
+            go()?; // and running again
+            drop(fair);
+            println!("second");
             Ok(())
         }
         other => Err(format!("unknown way out `{other}`").into()),

@@ -170,3 +170,61 @@ async fn a_server_that_cannot_answer_holds_the_exit_up_by_at_most_the_bound() {
         );
     }
 }
+
+/// The exit connection is opened when first needed; if the server does not answer then, what
+/// that round handed over is kept and a later round (a bound after it) connects again and
+/// sends it: a guard dropped after `shutdown` while the server was stopped is released once a
+/// later guard's drop finds it back.
+#[tokio::test]
+async fn releases_at_exit_that_found_no_connection_go_out_with_the_next_round() {
+    use std::io::{BufRead, Write};
+    let server = RedisServer::start();
+    let redis = crate::support::raw_client(&server.url()).await;
+    let pid = nix::unistd::Pid::from_raw(server.pid().expect("server pid") as i32);
+    let mut child = probe(&server.url(), "retry", "retry", "multi")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the exit probe starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next_line = |expected: &str| {
+        let line = lines
+            .next()
+            .expect("a line from the probe")
+            .expect("stdout");
+        assert_eq!(line, expected, "the probe's steps");
+    };
+    next_line("held");
+    next_line("shut");
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    let stopped = Instant::now();
+    writeln!(stdin, "go").expect("drop the first guard");
+    next_line("first");
+    let first_took = stopped.elapsed();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    // The first round waited for its connection, and gave up by its bound.
+    assert!(
+        first_took >= BOUND - Duration::from_millis(100) && first_took < BOUND * 3,
+        "the first round took {first_took:?}, the bound is {BOUND:?}"
+    );
+    let leased: i64 = redis.pttl("retry:leased").await.expect("PTTL");
+    assert!(
+        leased > 0,
+        "the leased lock is still held while its release found no connection (PTTL {leased})"
+    );
+    // A hand-over within a bound of the round that gave up is not held up (the drops at the
+    // end of `main` are held up by one bound in all): the next round comes after that.
+    std::thread::sleep(BOUND + Duration::from_millis(200));
+    writeln!(stdin, "go").expect("drop the second guard");
+    next_line("second");
+    // Both guards' releases have run by the time the second drop returned.
+    for key in ["retry:leased", "retry:fair"] {
+        let exists: i64 = redis.exists(key).await.expect("EXISTS");
+        assert_eq!(exists, 0, "`{key}` is free after the second round");
+    }
+    let status = child.wait().expect("the probe ends");
+    assert!(status.success(), "{status}");
+    let left = stranded(&redis, "retry").await;
+    assert!(left.is_empty(), "left held after exit: {}", left.join(", "));
+}
