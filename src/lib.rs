@@ -77,7 +77,7 @@
 //!   reentrant lock's hash taken by polling with a [`BackOff`] (no pub/sub); its releases
 //!   publish nothing, so pub/sub waiters on the same name wake only at their TTL bound.
 //! * **The non-reentrant lock** ([`Client::non_reentrant_lock`] → [`NonReentrantLock`]):
-//!   Redisson 4.5's `RNonReentrantLock`; a second acquire by its holder is
+//!   Redisson 4.4's `RNonReentrantLock`; a second acquire by its holder is
 //!   [`Error::AlreadyHeld`], never a second hold or a deadlock.
 //! * **The token lock** ([`Client::token_lock`] → [`TokenLock`]) and **TokenRedLock**
 //!   ([`TokenRedLock`] → [`TokenRedGuard`]): the single-key `SET NX PX` lock of the other

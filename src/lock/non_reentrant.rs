@@ -1,4 +1,4 @@
-//! The non-reentrant lock, Redisson's `RNonReentrantLock` (4.5+, protocol §8): the reentrant
+//! The non-reentrant lock, Redisson's `RNonReentrantLock` (4.4+, protocol §8): the reentrant
 //! lock's hash, channel, release, renewal and hand-off, with an acquire that refuses its own
 //! holder.
 
@@ -33,7 +33,7 @@ const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 pub struct NonReentrant;
 
 /// A lock that its holder cannot take twice, on the same Redis keys as Java Redisson's
-/// `RNonReentrantLock` (Redisson 4.5 and later).
+/// `RNonReentrantLock` (Redisson 4.4 and later).
 ///
 /// Everything is the reentrant lock's (the hash at the name with one field
 /// `<client uuid>:<owner id>`, the unlock channel, the release, the watchdog, the waiting with
