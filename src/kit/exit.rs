@@ -67,6 +67,11 @@ pub(crate) struct ExitReleaser {
     /// The exit thread's queue (each write with the end of its round), once it runs.
     queue: Mutex<Option<mpsc::UnboundedSender<(Write, Instant)>>>,
     progress: Arc<Progress>,
+    /// Set by `Janitor::close` (the client's shutdown): from then on the janitor's jobs come
+    /// here. A lock, not a flag: a job is queued to the janitor or not while it is held, so
+    /// none slips in after the close's flush. Kept here, not in the janitor, whose handle
+    /// every in-flight call future carries (see `a_task_parked_in_lock_fits_...`).
+    pub(crate) janitor_closed: parking_lot::RwLock<bool>,
 }
 
 /// What the exit thread has done of what it was handed.
@@ -138,6 +143,7 @@ impl ExitReleaser {
             how,
             queue: Mutex::new(None),
             progress: Arc::default(),
+            janitor_closed: parking_lot::RwLock::new(false),
         })
     }
 

@@ -82,12 +82,8 @@ impl Release {
 pub(crate) struct Janitor {
     jobs: mpsc::UnboundedSender<Job>,
     /// Where jobs go that the task can no longer take (`None` in the model checks).
+    /// Its `janitor_closed` is set by [`Janitor::close`].
     exit: Option<Arc<ExitReleaser>>,
-    /// Set by [`Janitor::close`] (the client's shutdown): from then on jobs go to the exit
-    /// releaser. A lock, not a flag: a job is queued or not while it is held, so none slips in
-    /// after the close's flush. Shared with the task, which then leaves the client's closed
-    /// connections alone.
-    closed: Arc<parking_lot::RwLock<bool>>,
 }
 
 /// What the janitor's releases need: the connections, the local hand-off queues and the fields
@@ -106,20 +102,17 @@ impl Janitor {
         exit: Arc<ExitReleaser>,
     ) -> (Janitor, tokio::task::JoinHandle<()>) {
         let (jobs, receiver) = mpsc::unbounded_channel();
-        let closed = Arc::default();
         let shift = Shift {
             jobs: receiver,
             running: FuturesUnordered::new(),
             unfinished: Arc::default(),
             exit: Arc::clone(&exit),
             ended: false,
-            closed: Arc::clone(&closed),
         };
         let task = tokio::spawn(run(releaser, subscriber, shift));
         let janitor = Janitor {
             jobs,
             exit: Some(exit),
-            closed,
         };
         (janitor, task)
     }
@@ -128,15 +121,7 @@ impl Janitor {
     #[cfg(test)]
     pub(crate) fn detached() -> (Janitor, mpsc::UnboundedReceiver<Job>) {
         let (jobs, receiver) = mpsc::unbounded_channel();
-        let closed = Arc::default();
-        (
-            Janitor {
-                jobs,
-                exit: None,
-                closed,
-            },
-            receiver,
-        )
+        (Janitor { jobs, exit: None }, receiver)
     }
 
     /// Queues a job; never blocks while the task runs. Once the task is gone (the runtime shut
@@ -144,8 +129,8 @@ impl Janitor {
     /// waits for it, for at most the client's response timeout (`kit/exit.rs`).
     pub(crate) fn submit(&self, job: Job) {
         let refused = {
-            let closed = self.closed.read();
-            if *closed {
+            let closed = self.exit.as_ref().map(|exit| exit.janitor_closed.read());
+            if closed.as_deref() == Some(&true) {
                 Some(job)
             } else {
                 self.jobs
@@ -171,8 +156,10 @@ impl Janitor {
     pub(crate) async fn close(&self, redis: &Arc<Redis>) {
         let (done, wait) = oneshot::channel();
         let flushed = {
-            let mut closed = self.closed.write();
-            *closed = true;
+            let closed = self.exit.as_ref().map(|exit| exit.janitor_closed.write());
+            if let Some(mut closed) = closed {
+                *closed = true;
+            }
             self.jobs.send(Job::Flush(done)).is_ok()
         };
         if flushed {
@@ -194,8 +181,6 @@ struct Shift {
     exit: Arc<ExitReleaser>,
     /// Set when the task ends by itself: the client is gone and every job done.
     ended: bool,
-    /// The janitor's [`Janitor::closed`].
-    closed: Arc<parking_lot::RwLock<bool>>,
 }
 
 impl Shift {
@@ -381,7 +366,7 @@ async fn run(releaser: Releaser, subscriber: fred::clients::SubscriberClient, mu
     }
     // The reconciler stopped with the client: what it had not settled is settled here (after a
     // shutdown, `Janitor::close` did that before the connections closed).
-    if !*shift.closed.read() {
+    if !*shift.exit.janitor_closed.read() {
         shift.exit.settle_doubts(&releaser.redis).await;
     }
     shift.ended = true;
