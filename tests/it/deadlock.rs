@@ -12,7 +12,7 @@ use std::time::Duration;
 use ferrisson::{Client, Config, DeadlockDetection, Error, LockGuard};
 use fred::prelude::*;
 use support::{connect_with, raw_client, RedisServer};
-use tokio::time::{timeout, Instant};
+use tokio::time::{sleep, timeout, Instant};
 
 const THRESHOLD: Duration = Duration::from_millis(300);
 
@@ -727,7 +727,12 @@ async fn a_waiter_queued_behind_its_own_clients_waiters_is_recorded_too() {
         async move { lock.lock().await.map(|guard| guard.detach()) }
     });
     support::wait_parked(&local, "q:a", 2).await;
-    // r waits for b: the cycle r → b → x → a → r, whose youngest wait is r's.
+    // r waits for b: the cycle r → b → x → a → r, whose youngest wait is r's. Waits are ordered
+    // by their start in epoch milliseconds, ties broken by owner: begun in x's millisecond
+    // (x is parked before `wait_parked` looks, r's refusal is a sub-millisecond round trip
+    // later), r's wait tied with x's, and x, the greater owner string half the time, gave way
+    // instead (reproduced 1 in 17 rounds beside two busy loops; 60 of 60 with this pause).
+    sleep(Duration::from_millis(5)).await;
     let r_waits = remote.lock("q:b").with_owner(r);
     let outcome = timeout(Duration::from_secs(10), r_waits.lock())
         .await
