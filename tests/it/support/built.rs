@@ -1,14 +1,9 @@
 //! The examples of the `ferrisson` package, which tests run. The tests are a package of their
 //! own (`tests/Cargo.toml`), in the same workspace and target directory.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
-
-/// The workspace's root: the `ferrisson` package.
-pub fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
 
 /// Example `name`'s binary, next to this test's (`target/<profile>/examples/NAME`). The first
 /// call of the process builds every example, in one `cargo build --all-features --examples` of
@@ -51,7 +46,7 @@ pub fn example(name: &str) -> PathBuf {
             build
                 .arg("build")
                 .arg("--manifest-path")
-                .arg(root().join("Cargo.toml"))
+                .arg(super::workspace_root().join("Cargo.toml"))
                 .args(["--all-features", "--examples"]);
             if !cfg!(debug_assertions) {
                 build.arg("--release");

@@ -88,21 +88,17 @@ pub const REPLY: Duration = Duration::from_secs(15);
 const HOW_TO_INSTALL: &str = "`./dev test` installs them with apt when missing; or run `sudo \
      apt-get install openjdk-17-jdk-headless maven`.";
 
-fn workspace_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the package directory has a parent")
-        .to_path_buf()
-}
-
 /// `tests/peers/java`: the Maven project.
 pub fn project_dir() -> PathBuf {
-    workspace_dir().join("tests").join("peers").join("java")
+    super::workspace_root()
+        .join("tests")
+        .join("peers")
+        .join("java")
 }
 
 /// `target/java-peer`: the compiled class and the classpath files.
 fn build_dir() -> PathBuf {
-    workspace_dir().join("target").join("java-peer")
+    super::workspace_root().join("target").join("java-peer")
 }
 
 fn classes_dir() -> PathBuf {

@@ -65,6 +65,12 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+/// The workspace's root (the `ferrisson` package): the parent of `tests/` and of `benches/`,
+/// whose packages both compile this module.
+pub fn workspace_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
 /// How long a server may take to answer PING after being spawned.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many fresh ports `start*` tries before giving up (another process may

@@ -6,7 +6,7 @@
 //! installed from the current lock file (a stamp file holds a copy of it).
 
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
@@ -41,12 +41,7 @@ pub fn node_binary() -> &'static str {
 
 /// `tests/interop`: the Node scripts, `package.json`, `package-lock.json` and `node_modules`.
 pub fn interop_dir() -> PathBuf {
-    // From the workspace root: this file is compiled into the tests package (`tests/`) and the
-    // benches package (`benches/`) alike.
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("tests")
-        .join("interop")
+    super::workspace_root().join("tests").join("interop")
 }
 
 /// Checks that Node.js is on `PATH` and runs `npm ci` in `tests/interop` once per process,

@@ -9,7 +9,7 @@
 //! and counts a Redlock round as won with a majority of the servers.
 
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -30,16 +30,12 @@ const REPLY: Duration = Duration::from_secs(15);
 const HOW_TO_INSTALL: &str = "Go 1.25 or later is needed (https://go.dev/dl, or Debian's \
      golang-go when it is recent enough); `./dev test` checks it.";
 
-fn workspace_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the package directory has a parent")
-        .to_path_buf()
-}
-
 /// `tests/peers/go`: the Go module.
 pub fn project_dir() -> PathBuf {
-    workspace_dir().join("tests").join("peers").join("go")
+    super::workspace_root()
+        .join("tests")
+        .join("peers")
+        .join("go")
 }
 
 /// The peer's binary, built with `go build` on the first call of the process.
@@ -49,7 +45,7 @@ pub fn binary() -> Result<PathBuf, Unavailable> {
 }
 
 fn build() -> Result<PathBuf, String> {
-    let out_dir = workspace_dir().join("target").join("go-peer");
+    let out_dir = super::workspace_root().join("target").join("go-peer");
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let binary = out_dir.join("redsync-peer");

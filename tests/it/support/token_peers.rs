@@ -86,23 +86,14 @@ impl std::fmt::Display for PeerError {
 
 impl std::error::Error for PeerError {}
 
-/// The workspace's root directory (the parent of `tests/` and of `benches/`, which both compile
-/// this module).
-fn workspace_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the package directory has a parent")
-        .to_path_buf()
-}
-
 /// `tests/interop`: the peers' scripts.
 pub fn peers_dir() -> PathBuf {
-    workspace_dir().join("tests").join("interop")
+    super::workspace_root().join("tests").join("interop")
 }
 
 /// `<workspace>/target/py-peers`: the downloaded wheels.
 pub fn wheel_dir() -> PathBuf {
-    workspace_dir().join("target").join("py-peers")
+    super::workspace_root().join("target").join("py-peers")
 }
 
 /// The Python executable.
