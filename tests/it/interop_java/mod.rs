@@ -60,6 +60,7 @@ macro_rules! for_every_version {
 mod fair;
 mod faults;
 mod fenced;
+mod multi;
 mod read_write;
 mod rlock;
 mod semaphores;
@@ -67,6 +68,7 @@ mod semaphores;
 use fair::{fair_lock, non_reentrant_fair_lock};
 use faults::faults;
 use fenced::fenced_lock;
+use multi::multi_and_red_lock;
 use read_write::read_write_lock;
 use rlock::rlock;
 use semaphores::semaphores_and_latch;
@@ -79,6 +81,7 @@ for_every_version!(
     fenced_lock,
     semaphores_and_latch,
     faults,
+    multi_and_red_lock,
 );
 
 /// What every group starts with: a server, a raw client, a JVM with the watchdog lease
