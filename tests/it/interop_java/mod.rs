@@ -57,6 +57,7 @@ macro_rules! for_every_version {
     };
 }
 
+mod async_api;
 mod fair;
 mod faults;
 mod fenced;
@@ -65,6 +66,7 @@ mod read_write;
 mod rlock;
 mod semaphores;
 
+use async_api::async_api;
 use fair::{fair_lock, non_reentrant_fair_lock};
 use faults::faults;
 use fenced::fenced_lock;
@@ -82,6 +84,7 @@ for_every_version!(
     semaphores_and_latch,
     faults,
     multi_and_red_lock,
+    async_api,
 );
 
 /// What every group starts with: a server, a raw client, a JVM with the watchdog lease
