@@ -58,6 +58,7 @@ macro_rules! for_every_version {
 }
 
 mod async_api;
+mod cluster;
 mod fair;
 mod faults;
 mod fenced;
