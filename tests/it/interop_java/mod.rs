@@ -64,6 +64,7 @@ mod faults;
 mod fenced;
 mod multi;
 mod read_write;
+mod replica_sync;
 mod rlock;
 mod semaphores;
 

@@ -165,7 +165,12 @@ pub async fn wait_replication(raw: &RawClient, needle: &str) {
 /// later, and so does every `WAIT` meanwhile (887 ms once in 20 runs here). Leaves no key
 /// behind.
 pub async fn wait_replicas_streaming(raw: &RawClient, replicas: i64) {
-    let probe = "support:replication-probe";
+    wait_replicas_streaming_at(raw, replicas, "support:replication-probe").await;
+}
+
+/// [`wait_replicas_streaming`] with the probe key `probe`: on a cluster master, a key of a slot
+/// it serves (`{<a key of that slot>}:probe`).
+pub async fn wait_replicas_streaming_at(raw: &RawClient, replicas: i64, probe: &str) {
     let acked = poll_until(
         Duration::from_secs(10),
         POLL_INTERVAL,

@@ -38,14 +38,16 @@ import org.redisson.config.SingleServerConfig;
  * One Redisson client per URL (with {@code --cluster}, one client over all the URLs as cluster
  * nodes); the first is the one every command uses but the multi-lock ones, which take a lock of
  * the same name from each. {@code --set lockWatchdogTimeout=3000} calls {@code
- * Config.setLockWatchdogTimeout(3000)}: any setter of {@code Config} that takes one number or
- * boolean, so that keys of later versions are set by name.
+ * Config.setLockWatchdogTimeout(3000)}: any setter of {@code Config}, or else of the servers'
+ * config ({@code retryAttempts}), that takes one number or boolean, so that keys of later
+ * versions are set by name.
  *
  * <p>When its clients are connected it prints {@code {"event":"ready","client_ids":[...],...}}.
  * Then every stdin line is one command, {@code {"id":N,"op":"...",...}}, and every reply one line
  * on stdout with the same id, {@code "ok"}, {@code "t"} (epoch ms when it finished) and the
  * op's fields; a failure has {@code "ok":false}, {@code "error"} and {@code "error_class"} (the
- * simple name of the exception's root cause, e.g. {@code IllegalMonitorStateException}).
+ * simple name of the exception's root cause, e.g. {@code IllegalMonitorStateException}) and
+ * {@code "causes"} (the causes beneath it, {@code "Class: message"} each).
  * Commands run concurrently, so replies may come out of order.
  *
  * <p>Owners: a command with an {@code "owner"} runs on that owner's own platform thread (one
@@ -136,8 +138,10 @@ public final class JavaPeer {
         config.setCodec(StringCodec.INSTANCE);
         config.setThreads(4);
         config.setNettyThreads(8);
+        Object serversConfig;
         if (cluster) {
             ClusterServersConfig servers = config.useClusterServers();
+            serversConfig = servers;
             for (String url : urls) {
                 servers.addNodeAddress(url);
             }
@@ -150,6 +154,7 @@ public final class JavaPeer {
             servers.setScanInterval(1000);
         } else {
             SingleServerConfig server = config.useSingleServer().setAddress(urls.get(0));
+            serversConfig = server;
             server.setConnectionPoolSize(8);
             server.setConnectionMinimumIdleSize(1);
             server.setSubscriptionConnectionPoolSize(4);
@@ -162,15 +167,24 @@ public final class JavaPeer {
             if (eq <= 0) {
                 throw new IllegalArgumentException("--set needs KEY=VALUE, got " + setting);
             }
-            set(config, setting.substring(0, eq), setting.substring(eq + 1));
+            String key = setting.substring(0, eq);
+            String value = setting.substring(eq + 1);
+            if (!set(config, key, value) && !set(serversConfig, key, value)) {
+                throw new IllegalArgumentException("this Redisson (" + version() + ") has no Config or "
+                        + serversConfig.getClass().getSimpleName() + " setter for " + key
+                        + " taking a number or boolean");
+            }
         }
         return Redisson.create(config);
     }
 
-    /** Calls {@code config.setKey(value)} with the one-argument setter of that name. */
-    private static void set(Config config, String key, String value) throws Exception {
+    /**
+     * Calls {@code target.setKey(value)} with the one-argument setter of that name taking a number
+     * or boolean: whether there is one.
+     */
+    private static boolean set(Object target, String key, String value) throws Exception {
         String setter = "set" + Character.toUpperCase(key.charAt(0)) + key.substring(1);
-        for (Method m : Config.class.getMethods()) {
+        for (Method m : target.getClass().getMethods()) {
             if (!m.getName().equals(setter) || m.getParameterCount() != 1) {
                 continue;
             }
@@ -185,11 +199,10 @@ public final class JavaPeer {
             } else {
                 continue;
             }
-            m.invoke(config, arg);
-            return;
+            m.invoke(target, arg);
+            return true;
         }
-        throw new IllegalArgumentException(
-                "this Redisson (" + version() + ") has no Config." + setter + " taking a number or boolean");
+        return false;
     }
 
     private static String version() {
@@ -243,6 +256,13 @@ public final class JavaPeer {
             reply.put("ok", false);
             reply.put("error", String.valueOf(cause.getMessage()));
             reply.put("error_class", cause.getClass().getSimpleName());
+            // What a wrapping exception (Redisson's "Unexpected exception while processing
+            // command") hides: every cause below it.
+            JSONArray chain = new JSONArray();
+            for (Throwable c = cause.getCause(); c != null && chain.length() < 8; c = c.getCause()) {
+                chain.put(c.getClass().getSimpleName() + ": " + c.getMessage());
+            }
+            reply.put("causes", chain);
         }
         emit(reply);
     }
