@@ -1,6 +1,6 @@
 //! The Java Redisson peer (`tests/peers/java`, its main class `JavaPeer.java`): real
 //! `org.redisson:redisson` of each version of [`VERSIONS`], driven by JSON lines
-//! ([`super::json_lines`]), for the cross-language tests (`tests/it/interop_java.rs`).
+//! ([`super::json_lines`]), for the cross-language tests (`tests/it/interop_java/`).
 //!
 //! Building, once per test process and only when stale: `mvn compile` of the peer (against the
 //! oldest version; later versions' methods are reached by reflection), then for each version
