@@ -67,6 +67,7 @@ mod read_write;
 mod replica_sync;
 mod rlock;
 mod semaphores;
+mod soak;
 
 use async_api::async_api;
 use fair::{fair_lock, non_reentrant_fair_lock};
@@ -76,6 +77,7 @@ use multi::multi_and_red_lock;
 use read_write::read_write_lock;
 use rlock::rlock;
 use semaphores::semaphores_and_latch;
+use soak::mixed_soak;
 
 for_every_version!(
     rlock,
@@ -87,6 +89,7 @@ for_every_version!(
     faults,
     multi_and_red_lock,
     async_api,
+    mixed_soak,
 );
 
 /// What every group starts with: a server, a raw client, a JVM with the watchdog lease
