@@ -12,8 +12,9 @@
 //! servers, counted: `costs.rs`), `synced` (the uncontended loop with and without waiting for
 //! a replica after every write: `synced.rs`), `deadlock` (what deadlock detection costs: the
 //! uncontended and hot loops, the counts per cycle and parked waiters with it off and on:
-//! `deadlock.rs`) and `family` (each primitive of the lock family under contention, against the
-//! reentrant lock and its closest peer: `family.rs`). Prints a
+//! `deadlock.rs`), `java` (Java Redisson's own uncontended, hot and cross-language hand-off rows
+//! beside ferrisson's: `java.rs`) and `family` (each primitive of the lock family under
+//! contention, against the reentrant lock and its closest peer: `family.rs`). Prints a
 //! table with every target as a ratio against the baselines of the same run, and writes
 //! `target/bench/run.json` (machine, settings, every scenario's rows and the target checks),
 //! `target/bench/summary.json` (complete runs only), `target/bench/family.json` and charts
@@ -44,6 +45,7 @@ mod deadlock;
 mod family;
 mod ferrisson;
 mod gate;
+mod java;
 mod limit;
 mod measure;
 mod peers;
@@ -254,7 +256,7 @@ impl Plan {
     }
 }
 
-pub const SCENARIOS: [&str; 12] = [
+pub const SCENARIOS: [&str; 13] = [
     "limit",
     "uncontended",
     "hot",
@@ -265,6 +267,7 @@ pub const SCENARIOS: [&str; 12] = [
     "costs",
     "synced",
     "deadlock",
+    "java",
     "processes",
     "family",
 ];
@@ -467,6 +470,7 @@ fn main() {
     let mut costs = None;
     let mut synced = None;
     let mut deadlock = None;
+    let mut java = None;
     runtime.block_on(async {
         // The smoke starts the cluster (2–3 s) while the other scenarios run; a measuring run
         // starts it at its scenario, so that the start disturbs no other measurement.
@@ -527,6 +531,10 @@ fn main() {
             let progress = |line| progress!("{line}");
             deadlock = Some(deadlock::run(&plan, &url, &raw, progress).await);
         }
+        if options.runs("java") {
+            let progress = |line| progress!("{line}");
+            java = Some(java::run(&plan, &url, progress).await);
+        }
         if options.runs("processes") {
             run.processes = Some(run_processes(&plan, &url).await);
         }
@@ -565,6 +573,11 @@ fn main() {
         let written = report::write_json(&out_dir, "deadlock.json", deadlock);
         shown(deadlock::render(deadlock), written);
         failures.extend(deadlock.failures());
+    }
+    if let Some(java) = &java {
+        let written = report::write_json(&out_dir, "java.json", java);
+        shown(java::render(java), written);
+        failures.extend(java.failures());
     }
     if let Some(costs) = &costs {
         let written = report::write_json(&out_dir, "costs.json", costs);

@@ -2,8 +2,9 @@
 //! `org.redisson:redisson` of each version of [`VERSIONS`], driven by JSON lines
 //! ([`super::json_lines`]), for the cross-language tests (`tests/it/interop_java/`).
 //!
-//! Building, once per test process and only when stale: `mvn compile` of the peer (against the
-//! oldest version; later versions' methods are reached by reflection), then for each version
+//! Building, once per test process and only when one of its sources is newer: `mvn compile` of
+//! the peer (against the oldest version; later versions' methods are reached by reflection;
+//! `Bench.java` holds the benchmark loops), then for each version
 //! `mvn dependency:build-classpath -Dredisson.version=V` into `target/java-peer/cp-V.txt`. The
 //! peer then runs as `java -cp <classes>:<that classpath> ferrisson.peer.JavaPeer`, so that
 //! Maven's own output never reaches the JSON stream. `./dev test` runs the same build before the
@@ -181,9 +182,14 @@ fn compiled() -> Result<PathBuf, Unavailable> {
         .get_or_init(|| {
             check_java()?;
             let project = project_dir();
-            let source = project.join("src/main/java/ferrisson/peer/JavaPeer.java");
+            let sources = project.join("src/main/java/ferrisson/peer");
+            let mut inputs: Vec<PathBuf> = std::fs::read_dir(&sources)
+                .map_err(|e| format!("cannot read {}: {e}", sources.display()))?
+                .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+                .collect();
+            inputs.push(project.join("pom.xml"));
             let class = classes_dir().join("ferrisson/peer/JavaPeer.class");
-            if !fresh(&class, &[source, project.join("pom.xml")]) {
+            if !fresh(&class, &inputs) {
                 maven(&["compile".into()])?;
             }
             Ok(classes_dir())

@@ -61,7 +61,8 @@ import org.redisson.config.SingleServerConfig;
  * force_unlock, is_locked, hold_count, held, remain_ttl, lock_token, try_lock_token, get_token,
  * sem_set, sem_acquire, sem_release, sem_available, sem_add, pes_set, pes_acquire, pes_release,
  * pes_available, latch_set, latch_count_down, latch_await, latch_count, multi_lock,
- * multi_try_lock, multi_unlock, contend, thread_id, quit. A missing {@code wait_ms} means the
+ * multi_try_lock, multi_unlock, contend, bench_uncontended, bench_hot, bench_alternate
+ * ({@link Bench}), thread_id, quit. A missing {@code wait_ms} means the
  * untimed call ({@code lock()}, {@code acquire()}, {@code await()}); a missing {@code lease_ms}
  * means the watchdog (locks) or no lease (permits).
  *
@@ -288,7 +289,7 @@ public final class JavaPeer {
         return CLIENTS.get(0);
     }
 
-    private static String str(JSONObject cmd, String field) {
+    static String str(JSONObject cmd, String field) {
         if (!(cmd.opt(field) instanceof String v) || v.isEmpty()) {
             throw new IllegalArgumentException("field \"" + field + "\" must be a non-empty string");
         }
@@ -296,7 +297,7 @@ public final class JavaPeer {
     }
 
     /** A non-negative integer field, or {@code fallback} when absent or null. */
-    private static long num(JSONObject cmd, String field, long fallback) {
+    static long num(JSONObject cmd, String field, long fallback) {
         if (!has(cmd, field)) {
             return fallback;
         }
@@ -490,6 +491,9 @@ public final class JavaPeer {
                 reply.put("acquired", multiLockOf(cmd).tryLock(num(cmd, "wait_ms", 0), lease, TimeUnit.MILLISECONDS));
             case "multi_unlock" -> multiLockOf(cmd).unlock();
             case "contend" -> reply.put("done", contend(cmd, lease));
+            case "bench_uncontended" -> Bench.uncontended(client(), cmd, reply);
+            case "bench_hot" -> Bench.hot(client(), cmd, reply);
+            case "bench_alternate" -> reply.put("holds", Bench.alternate(lockOf(cmd), cmd));
             case "thread_id" -> {
                 // The reply carries it (an owner's command).
             }
