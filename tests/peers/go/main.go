@@ -158,6 +158,20 @@ func mutexOf(c command) (*redsync.Mutex, error) {
 	return m.(*redsync.Mutex), nil
 }
 
+// byMutex runs act on the mutex the command names: its boolean is the reply's "result", beside
+// the mutex's validity end "until_ms".
+func byMutex(c command, act func(*redsync.Mutex) (bool, error)) (map[string]any, error) {
+	m, err := mutexOf(c)
+	if err != nil {
+		return nil, err
+	}
+	result, err := act(m)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"result": result, "until_ms": m.Until().UnixMilli()}, nil
+}
+
 func run(c command) (map[string]any, error) {
 	op, _ := c["op"].(string)
 	ctx := context.Background()
@@ -186,35 +200,11 @@ func run(c command) (map[string]any, error) {
 		}
 		return map[string]any{"value": m.Value()}, nil
 	case "unlock":
-		m, err := mutexOf(c)
-		if err != nil {
-			return nil, err
-		}
-		released, err := m.UnlockContext(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"result": released}, nil
+		return byMutex(c, func(m *redsync.Mutex) (bool, error) { return m.UnlockContext(ctx) })
 	case "extend":
-		m, err := mutexOf(c)
-		if err != nil {
-			return nil, err
-		}
-		extended, err := m.ExtendContext(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"result": extended, "until_ms": m.Until().UnixMilli()}, nil
+		return byMutex(c, func(m *redsync.Mutex) (bool, error) { return m.ExtendContext(ctx) })
 	case "valid":
-		m, err := mutexOf(c)
-		if err != nil {
-			return nil, err
-		}
-		valid, err := m.ValidContext(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"result": valid}, nil
+		return byMutex(c, func(m *redsync.Mutex) (bool, error) { return m.ValidContext(ctx) })
 	case "quit":
 		go func() {
 			time.Sleep(50 * time.Millisecond)
