@@ -68,6 +68,7 @@ mod replica_sync;
 mod rlock;
 mod semaphores;
 mod soak;
+mod spin_and_non_reentrant;
 
 use async_api::async_api;
 use fair::{fair_lock, non_reentrant_fair_lock};
@@ -78,6 +79,7 @@ use read_write::read_write_lock;
 use rlock::rlock;
 use semaphores::semaphores_and_latch;
 use soak::mixed_soak;
+use spin_and_non_reentrant::spin_and_non_reentrant_lock;
 
 for_every_version!(
     rlock,
@@ -90,6 +92,7 @@ for_every_version!(
     multi_and_red_lock,
     async_api,
     mixed_soak,
+    spin_and_non_reentrant_lock,
 );
 
 /// What every group starts with: a server, a raw client, a JVM with the watchdog lease
