@@ -176,16 +176,8 @@ pub async fn run(plan: &Plan, url: &str, progress: impl Fn(String)) -> Outcome {
         .await;
         let row = UncontendedRow {
             tasks,
-            ferrisson: crate::synced::combined(f).map(|s| Throughput {
-                pairs_per_s: s.pairs_per_s,
-                p50_us: s.p50_us,
-                p99_us: s.p99_us,
-            }),
-            java: crate::synced::combined(j).map(|s| Throughput {
-                pairs_per_s: s.pairs_per_s,
-                p50_us: s.p50_us,
-                p99_us: s.p99_us,
-            }),
+            ferrisson: combined(f),
+            java: combined(j),
         };
         progress(format!(
             "java: uncontended T={tasks}: ferrisson {} / Java {}",
@@ -213,6 +205,16 @@ pub async fn run(plan: &Plan, url: &str, progress: impl Fn(String)) -> Outcome {
     outcome.cross = Some(cross(&java, url, plan.duration).await);
     java.quit().await;
     outcome
+}
+
+/// A side's turns as one figure: the mean rate and the medians of the turns' latencies (as the
+/// synced scenario combines its turns).
+fn combined(turns: Vec<Res<Throughput>>) -> Res<Throughput> {
+    crate::synced::combined(turns).map(|side| Throughput {
+        pairs_per_s: side.pairs_per_s,
+        p50_us: side.p50_us,
+        p99_us: side.p99_us,
+    })
 }
 
 fn pairs(t: &Res<Throughput>) -> String {

@@ -6,14 +6,15 @@
 
 use std::time::Duration;
 
-use ferrisson::{Owner, WokenBy};
+use ferrisson::Owner;
 use serde_json::{json, Value};
-use tokio::time::{sleep, timeout, Instant};
+use tokio::time::sleep;
 
-use super::{one, Room, LEASE, PAST_THE_LEASE, STEP, WAKE_BOUND};
+use super::{
+    ferrisson_woken_by, java_woken_by_the_release, one, Room, LEASE, PAST_THE_LEASE, STEP,
+};
 use crate::support::java::{error_class, Unavailable, Version};
 use crate::support::redis_state::{channel_of, exists, pttl, wait_numsub};
-use crate::support::wait_parked;
 
 pub(super) async fn async_api(version: Version) -> Result<(), Unavailable> {
     let room = Room::new(version).await?;
@@ -85,46 +86,23 @@ async fn async_waiters_of_each_side_are_woken_by_the_others_release(room: &Room)
         .await
         .expect("ferrisson lock");
     let waits = json!({ "wait_ms": 25_000, "lease_ms": LEASE.as_millis() as u64 });
-    let mut waiter = room
+    let waiter = room
         .java
         .send("try_lock", by_thread(&name, TASK, waits))
         .await;
     wait_numsub(&room.raw, &channel_of(&name), 1, STEP).await;
-    sleep(Duration::from_millis(300)).await;
-    assert!(
-        waiter.poll().is_none(),
-        "Java acquired while ferrisson held"
-    );
-    let released = Instant::now();
-    guard.unlock().await.expect("ferrisson release");
-    let reply = waiter.wait(LEASE + STEP).await;
-    assert!(reply.ok() && reply.bool("acquired"), "{:?}", reply.fields);
-    let woke_after = reply.received.duration_since(released);
-    assert!(
-        woke_after < WAKE_BOUND,
-        "Java {}'s tryLockAsync acquired {woke_after:?} after ferrisson's release",
-        room.version
-    );
+    let what = format!("Java {}'s tryLockAsync", room.version);
+    java_woken_by_the_release(waiter, guard, &what).await;
     let field = format!("{}:{TASK}", room.java.client_id());
     assert_eq!(room.holders(&name).await, one(&field, "1"));
 
     let lock = room.client.lock(&name).with_owner(Owner::new());
-    let waiting = tokio::spawn(async move {
-        let guard = lock.lock_with_lease(LEASE).await;
-        (guard, Instant::now())
-    });
-    wait_parked(&room.client, &name, 1).await;
-    let released = Instant::now();
-    room.java
-        .ok("unlock", by_thread(&name, TASK, json!({})))
-        .await;
-    let (guard, acquired) = timeout(STEP, waiting)
-        .await
-        .expect("ferrisson acquires after unlockAsync")
-        .expect("waiter task");
-    let guard = guard.expect("ferrisson lock");
-    assert!(acquired.duration_since(released) < WAKE_BOUND);
-    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
+    let release = async {
+        room.java
+            .ok("unlock", by_thread(&name, TASK, json!({})))
+            .await;
+    };
+    let guard = ferrisson_woken_by(&room.client, lock, release, "unlockAsync").await;
     guard.unlock().await.expect("ferrisson release");
 }
 

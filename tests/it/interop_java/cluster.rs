@@ -6,18 +6,16 @@
 
 use std::time::Duration;
 
-use ferrisson::{Config, Owner, PublishMode, WokenBy};
+use ferrisson::{Config, Owner, PublishMode};
 use fred::prelude::*;
 use serde_json::json;
-use tokio::time::{sleep, timeout, Instant};
 
-use super::{one, LEASE, STEP, WAKE_BOUND};
+use super::{ferrisson_woken_by, java_woken_by_the_release, one, LEASE, STEP};
 use crate::support;
 use crate::support::cluster::{keyslot, RedisCluster};
 use crate::support::java::{lock_args, JavaPeer, Options, Unavailable, Version};
 use crate::support::java::{V3_16, V3_52, V4_7};
 use crate::support::redis_state::{channel_of, hgetall, poll_until};
-use crate::support::wait_parked;
 
 /// The eras side by side: the last classic-only one and two sharded ones.
 const ERAS: [Version; 3] = [V3_16, V3_52, V4_7];
@@ -58,7 +56,7 @@ async fn java_of_both_pubsub_eras_and_ferrisson_auto_wake_each_other_in_a_cluste
             .await
             .expect("ferrisson lock");
         let waits = json!({ "wait_ms": 25_000, "lease_ms": LEASE.as_millis() as u64 });
-        let mut waiter = java
+        let waiter = java
             .send("try_lock", lock_args("lock", &name, "w", waits))
             .await;
         let (classic, sharded) = subscribed(&cluster, node, &name).await;
@@ -71,20 +69,8 @@ async fn java_of_both_pubsub_eras_and_ferrisson_auto_wake_each_other_in_a_cluste
             },
             "Java {version}'s waiter (classic, sharded) subscriptions"
         );
-        sleep(Duration::from_millis(300)).await;
-        assert!(
-            waiter.poll().is_none(),
-            "Java acquired while ferrisson held"
-        );
-        let released = Instant::now();
-        guard.unlock().await.expect("ferrisson release");
-        let reply = waiter.wait(LEASE + STEP).await;
-        assert!(reply.ok() && reply.bool("acquired"), "{:?}", reply.fields);
-        let woke_after = reply.received.duration_since(released);
-        assert!(
-            woke_after < WAKE_BOUND,
-            "Java {version} acquired {woke_after:?} after ferrisson's release in the cluster"
-        );
+        let what = format!("Java {version}'s tryLock in the cluster");
+        java_woken_by_the_release(waiter, guard, &what).await;
         let field = java.field("w").await;
         let holders: std::collections::HashMap<String, String> =
             hgetall(&cluster.master_clients[node], &name).await;
@@ -96,27 +82,12 @@ async fn java_of_both_pubsub_eras_and_ferrisson_auto_wake_each_other_in_a_cluste
         let leased = json!({ "lease_ms": LEASE.as_millis() as u64 });
         java.ok("lock", lock_args("lock", &name, "h", leased)).await;
         let lock = client.lock(&name).with_owner(Owner::new());
-        let waiting = tokio::spawn(async move {
-            let guard = lock.lock_with_lease(LEASE).await;
-            (guard, Instant::now())
-        });
-        wait_parked(&client, &name, 1).await;
-        sleep(Duration::from_millis(300)).await;
-        let released = Instant::now();
-        java.ok("unlock", lock_args("lock", &name, "h", json!({})))
-            .await;
-        let (guard, acquired) = timeout(STEP, waiting)
-            .await
-            .expect("ferrisson acquires after Java's release")
-            .expect("waiter task");
-        let guard = guard.expect("ferrisson lock");
-        let woke_after = acquired.duration_since(released);
-        assert_eq!(
-            guard.acquisition().woken_by,
-            WokenBy::Message,
-            "Java {version}'s release in the cluster"
-        );
-        assert!(woke_after < WAKE_BOUND, "{woke_after:?}");
+        let release = async {
+            java.ok("unlock", lock_args("lock", &name, "h", json!({})))
+                .await;
+        };
+        let what = format!("Java {version}'s release in the cluster");
+        let guard = ferrisson_woken_by(&client, lock, release, &what).await;
         guard.unlock().await.expect("ferrisson release");
     }
     for java in peers {

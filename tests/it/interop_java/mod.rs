@@ -17,13 +17,15 @@ use crate::support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ferrisson::{Client, Handle, Owner, Protocol};
+use ferrisson::{Client, Guard, Handle, Owner, Protocol, WokenBy};
 use fred::clients::Client as RawClient;
 use serde_json::json;
 use support::java::{error_class, lock_args, JavaPeer, Options, Unavailable, Version};
+use support::json_lines::{Pending, Reply};
 use support::redis_state::{hgetall, pttl};
+use support::wait_parked;
 use support::{connect_with, raw_client, timed_config, RedisServer};
-use tokio::time::Instant;
+use tokio::time::{sleep, timeout, Instant};
 
 /// The lease of a holder whose release must wake the other side by message.
 const LEASE: Duration = Duration::from_secs(20);
@@ -194,6 +196,71 @@ async fn assert_unlock_refused(peer: &JavaPeer, name: &str, owner: &str) {
         "{:?}",
         stale.fields
     );
+}
+
+/// A Java `waiter` parked behind ferrisson's `guard` (subscribed, as the caller made sure):
+/// still waiting 300 ms later, then acquiring within [`WAKE_BOUND`] of the guard's release, so
+/// woken by its unlock message. `what` names the waiter in a failure.
+async fn java_woken_by_the_release<P: Protocol>(
+    mut waiter: Pending,
+    guard: Guard<P>,
+    what: &str,
+) -> Reply {
+    // Past its attempt after subscribing, refused: parked on its semaphore.
+    sleep(Duration::from_millis(300)).await;
+    assert!(
+        waiter.poll().is_none(),
+        "{what} acquired while ferrisson held"
+    );
+    let released = Instant::now();
+    guard.unlock().await.expect("ferrisson release");
+    let reply = waiter.wait(LEASE + STEP).await;
+    assert!(
+        reply.ok() && reply.bool("acquired"),
+        "{what}: {:?}",
+        reply.fields
+    );
+    let woke_after = reply.received.duration_since(released);
+    assert!(
+        woke_after < WAKE_BOUND,
+        "{what} acquired {woke_after:?} after ferrisson's release: not woken by its message"
+    );
+    reply
+}
+
+/// A ferrisson waiter on `lock` (of `client`), parked while Java holds it: `release` (Java's
+/// release) lets it in within [`WAKE_BOUND`], woken by the unlock message. `what` names the
+/// release in a failure.
+async fn ferrisson_woken_by<P: Protocol>(
+    client: &Client,
+    lock: Handle<P>,
+    release: impl std::future::Future<Output = ()>,
+    what: &str,
+) -> Guard<P> {
+    let name = lock.name().to_owned();
+    let waiter = tokio::spawn(async move {
+        let guard = lock.lock_with_lease(LEASE).await;
+        (guard, Instant::now())
+    });
+    wait_parked(client, &name, 1).await;
+    let released = Instant::now();
+    release.await;
+    let (guard, acquired) = timeout(STEP, waiter)
+        .await
+        .unwrap_or_else(|_| panic!("ferrisson did not acquire after {what}"))
+        .expect("waiter task");
+    let guard = guard.expect("ferrisson lock");
+    let woke_after = acquired.duration_since(released);
+    assert!(
+        woke_after < WAKE_BOUND,
+        "ferrisson acquired {woke_after:?} after {what}"
+    );
+    assert_eq!(
+        guard.acquisition().woken_by,
+        WokenBy::Message,
+        "after {what}"
+    );
+    guard
 }
 
 /// One `try_lock` of `lock`: whether it acquired (released at once if so).

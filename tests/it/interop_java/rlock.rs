@@ -9,7 +9,10 @@ use ferrisson::{Error, Owner, WokenBy};
 use serde_json::json;
 use tokio::time::{sleep, timeout, Instant};
 
-use super::{assert_unlock_refused, one, Room, LEASE, PAST_THE_LEASE, STEP, WAKE_BOUND};
+use super::{
+    assert_unlock_refused, ferrisson_woken_by, java_woken_by_the_release, one, Room, LEASE,
+    PAST_THE_LEASE, STEP, WAKE_BOUND,
+};
 use crate::support::java::{error_class, lock_args, Unavailable, Version};
 use crate::support::redis_state::{channel_of, exists, pttl, wait_numsub};
 use crate::support::wait_parked;
@@ -92,27 +95,13 @@ async fn rlock_java_waiter_is_woken_by_a_ferrisson_unlock(room: &Room) {
         .await
         .expect("ferrisson lock");
     let waits = json!({ "wait_ms": 25_000, "lease_ms": LEASE.as_millis() as u64 });
-    let mut waiter = room
+    let waiter = room
         .java
         .send("try_lock", lock_args("lock", &name, "w", waits))
         .await;
     wait_numsub(&room.raw, &channel_of(&name), 1, STEP).await;
-    // Past its attempt after subscribing, refused: parked on its semaphore.
-    sleep(Duration::from_millis(300)).await;
-    assert!(
-        waiter.poll().is_none(),
-        "Java acquired while ferrisson held"
-    );
-    let released = Instant::now();
-    guard.unlock().await.expect("ferrisson release");
-    let reply = waiter.wait(LEASE + STEP).await;
-    assert!(reply.ok() && reply.bool("acquired"), "{:?}", reply.fields);
-    let woke_after = reply.received.duration_since(released);
-    assert!(
-        woke_after < WAKE_BOUND,
-        "Java {} acquired {woke_after:?} after ferrisson's release: not woken by its message",
-        room.version
-    );
+    let what = format!("Java {}'s tryLock", room.version);
+    java_woken_by_the_release(waiter, guard, &what).await;
     let field = room.java.field("w").await;
     assert_eq!(room.holders(&name).await, one(field, "1"));
     let ttl = pttl(&room.raw, &name).await;
@@ -129,25 +118,9 @@ async fn rlock_ferrisson_waiter_is_woken_by_a_java_unlock(room: &Room) {
         .ok("lock", lock_args("lock", &name, "h", leased))
         .await;
     let lock = room.client.lock(&name).with_owner(Owner::new());
-    let waiter = tokio::spawn(async move {
-        let guard = lock.lock_with_lease(LEASE).await;
-        (guard, Instant::now())
-    });
-    wait_parked(&room.client, &name, 1).await;
-    let released = Instant::now();
-    room.java_unlock("lock", &name, "h").await;
-    let (guard, acquired) = timeout(STEP, waiter)
-        .await
-        .expect("ferrisson acquires after Java's release")
-        .expect("waiter task");
-    let guard = guard.expect("ferrisson lock");
-    let woke_after = acquired.duration_since(released);
-    assert!(
-        woke_after < WAKE_BOUND,
-        "ferrisson acquired {woke_after:?} after Java {}'s release",
-        room.version
-    );
-    assert_eq!(guard.acquisition().woken_by, WokenBy::Message);
+    let release = room.java_unlock("lock", &name, "h");
+    let what = format!("Java {}'s release", room.version);
+    let guard = ferrisson_woken_by(&room.client, lock, release, &what).await;
     assert_eq!(room.holders(&name).await, one(guard.holder_field(), "1"));
     guard.unlock().await.expect("ferrisson release");
 }
