@@ -69,6 +69,7 @@ mod read_write;
 mod replica_sync;
 mod rlock;
 mod semaphores;
+mod sentinel;
 mod soak;
 mod spin_and_non_reentrant;
 
@@ -202,28 +203,38 @@ async fn assert_unlock_refused(peer: &JavaPeer, name: &str, owner: &str) {
 /// still waiting 300 ms later, then acquiring within [`WAKE_BOUND`] of the guard's release, so
 /// woken by its unlock message. `what` names the waiter in a failure.
 async fn java_woken_by_the_release<P: Protocol>(
-    mut waiter: Pending,
+    waiter: Pending,
     guard: Guard<P>,
+    what: &str,
+) -> Reply {
+    let release = async { guard.unlock().await.expect("ferrisson release") };
+    let reply = java_returns_on(waiter, release, what).await;
+    assert!(reply.bool("acquired"), "{what}: {:?}", reply.fields);
+    reply
+}
+
+/// Java's call `waiter`, subscribed and still waiting 300 ms on, returns (ok) within
+/// [`WAKE_BOUND`] of `act` (ferrisson's release): by its message, when the call's own re-check
+/// comes no sooner than [`LEASE`] (or never: an untimed `acquire()` or `await()`).
+async fn java_returns_on(
+    mut waiter: Pending,
+    act: impl std::future::Future<Output = ()>,
     what: &str,
 ) -> Reply {
     // Past its attempt after subscribing, refused: parked on its semaphore.
     sleep(Duration::from_millis(300)).await;
     assert!(
         waiter.poll().is_none(),
-        "{what} acquired while ferrisson held"
+        "{what}: returned before the release"
     );
-    let released = Instant::now();
-    guard.unlock().await.expect("ferrisson release");
+    let acted = Instant::now();
+    act.await;
     let reply = waiter.wait(LEASE + STEP).await;
+    assert!(reply.ok(), "{what}: {:?}", reply.fields);
+    let after = reply.received.duration_since(acted);
     assert!(
-        reply.ok() && reply.bool("acquired"),
-        "{what}: {:?}",
-        reply.fields
-    );
-    let woke_after = reply.received.duration_since(released);
-    assert!(
-        woke_after < WAKE_BOUND,
-        "{what} acquired {woke_after:?} after ferrisson's release: not woken by its message"
+        after < WAKE_BOUND,
+        "{what}: returned {after:?} after the release: not woken by its message"
     );
     reply
 }

@@ -1,9 +1,12 @@
 //! Replica sync across Java and ferrisson (Redisson's `checkLockSyncedSlaves`, protocol §1.11)
 //! in a local cluster whose masters have a replica each: with the replica of the lock's master
 //! paused (`SIGSTOP`: its link stays open, it acknowledges nothing), every Redisson version's
-//! acquisition fails; from 3.20 it is rolled back first and leaves nothing behind, while 3.16.8
-//! leaves its hold on the master until the lease ends (the protocol reference has 3.16 not
-//! checking the `WAIT` at all: the real client does, through its batch's `syncSlaves`).
+//! acquisition fails; 3.23.5, 3.52.0 and 4.7.0 roll it back first and leave nothing behind,
+//! while 3.16.8 (no rollback before 3.20; the protocol reference has 3.16 not checking the
+//! `WAIT` at all: the real client does, through its batch's `syncSlaves`) and 3.43.0 (its
+//! rollback never matches its own error text, 3.25.0 to 3.46.x:
+//! `Version::rolls_back_unsynced_acquisitions`) leave their hold on the master until the
+//! lease ends.
 //! Ferrisson beside them (`SyncedWrites::Auto`, which waits in a cluster) refuses with
 //! `Error::NotReplicated` and leaves nothing either. Resumed, the replica acknowledges again and
 //! both sides acquire.
@@ -13,10 +16,9 @@ use fred::prelude::*;
 use serde_json::json;
 
 use super::{LEASE, STEP};
-use crate::support;
 use crate::support::cluster::{keyslot, RedisCluster};
-use crate::support::java::{lock_args, JavaPeer, Options, Unavailable};
-use crate::support::java::{V3_16, V3_23, V3_52, V4_7};
+use crate::support::java::VERSIONS;
+use crate::support::java::{lock_args, JavaPeer, Options, Topology, Unavailable};
 use crate::support::redis_state::wait_replicas_streaming_at;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,14 +29,14 @@ async fn java_and_ferrisson_refuse_an_acquisition_a_paused_replica_never_acknowl
     let urls: Vec<String> = cluster.masters.iter().map(|m| m.url()).collect();
     // One attempt, so that a refused acquisition fails after one `WAIT` and one retry delay.
     let options = Options {
-        cluster: true,
+        topology: Topology::Cluster,
         settings: vec![("retryAttempts", "1".to_owned())],
         ..Options::default()
     };
     let client = ferrisson::Client::new(Config::new(cluster.url()))
         .await
         .expect("ferrisson connects to the cluster");
-    for version in [V3_16, V3_23, V3_52, V4_7] {
+    for version in VERSIONS {
         let java = JavaPeer::start_with(version, &urls, options.clone()).await?;
         let name = format!("java:{version}:replica-sync");
         let node = cluster.master_of_slot(keyslot(&raw, &name).await);
@@ -62,9 +64,9 @@ async fn java_and_ferrisson_refuse_an_acquisition_a_paused_replica_never_acknowl
             "Java {version}: {:?}",
             reply.fields
         );
-        if version < support::java::Version(3, 20, 0) {
-            // No rollback before 3.20.0 (`handleNoSync`): the failed acquisition's hold stays
-            // on the master until its lease ends, and ferrisson finds the lock busy.
+        if !version.rolls_back_unsynced_acquisitions() {
+            // No rollback (before 3.20.0, and 3.25.0-3.46.x): the failed acquisition's hold
+            // stays on the master until its lease ends, and ferrisson finds the lock busy.
             assert_eq!(java_left, 1, "Java {version} leaves its hold");
             assert!(
                 matches!(&ours, Ok(attempt) if attempt.is_busy()),

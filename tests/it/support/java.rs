@@ -69,6 +69,16 @@ impl Version {
         self >= Version(3, 44, 0)
     }
 
+    /// An acquisition that no replica acknowledged (`checkLockSyncedSlaves`) is rolled back with
+    /// the unlock script (`handleNoSync`), since 3.20.0, except from 3.25.0 to 3.46.x: there
+    /// the error's text became "None of slaves were synced. Try to increase ..." while
+    /// `handleNoSync` (and `ServiceManager.execute`'s retry) still compared it with `equals`
+    /// to "None of slaves were synced", so the hold stays until its lease ends. 3.47.0 throws
+    /// and matches a `NoSyncedSlavesException` instead (commit f2b6ad8).
+    pub fn rolls_back_unsynced_acquisitions(self) -> bool {
+        (Version(3, 20, 0)..Version(3, 25, 0)).contains(&self) || self >= Version(3, 47, 0)
+    }
+
     /// Sharded pub/sub in a cluster when the server has it, since 3.22.0.
     pub fn shards_pubsub(self) -> bool {
         self >= Version(3, 22, 0)
@@ -231,13 +241,27 @@ pub fn classpath(version: Version) -> Result<String, Unavailable> {
         .map_err(Unavailable)
 }
 
+/// What a peer's URLs are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Topology {
+    /// One Redisson client per URL, each on one server (`useSingleServer`).
+    #[default]
+    Single,
+    /// One client over all the URLs as cluster nodes (`useClusterServers`).
+    Cluster,
+    /// One client over all the URLs as sentinels monitoring the master of this name
+    /// (`useSentinelServers`).
+    Sentinel(&'static str),
+}
+
 /// How a peer connects.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
     /// `Config` setters by name and value (`lockWatchdogTimeout` = `3000`), set by reflection.
     pub settings: Vec<(&'static str, String)>,
-    /// One client over all the URLs as cluster nodes, instead of one client per URL.
-    pub cluster: bool,
+    /// What the URLs are: one server per client (the default), or the nodes or sentinels that
+    /// one client connects through.
+    pub topology: Topology,
     /// JIT and heap settings for measurements, instead of the quick-starting ones of tests.
     pub for_benchmarks: bool,
 }
@@ -292,8 +316,14 @@ impl JavaPeer {
             .arg(format!("-Dredisson.version={version}"))
             .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
             .arg("ferrisson.peer.JavaPeer");
-        if options.cluster {
-            command.arg("--cluster");
+        match options.topology {
+            Topology::Single => {}
+            Topology::Cluster => {
+                command.arg("--cluster");
+            }
+            Topology::Sentinel(master) => {
+                command.args(["--sentinel", master]);
+            }
         }
         for (key, value) in &options.settings {
             command.arg("--set").arg(format!("{key}={value}"));

@@ -23,9 +23,10 @@ import org.redisson.api.RedissonClient;
  *   <li>{@code bench_hot}: {@code tasks} threads on one lock {@code name}; acq/s, acquire p50,
  *       p99 and max, hand-off p50/p99 (release started by one thread → acquired by another), the
  *       fewest and most acquisitions of a thread.
- *   <li>{@code bench_alternate}: one owner takes {@code name} for {@code duration_ms}, pausing
- *       {@code gap_us} after each release so that a waiter of another side gets it: each hold's
- *       acquire and release instants in epoch µs, for the cross-language hand-off.
+ *   <li>{@code bench_alternate}: one owner takes {@code name} for {@code duration_ms}, holding
+ *       it {@code hold_us} each time and pausing {@code gap_us} after each release so that a
+ *       waiter of another side gets it: each hold's acquire and release instants in epoch µs,
+ *       for the cross-language hand-off.
  * </ul>
  *
  * Every {@code lock()} takes the watchdog lease, as ferrisson's {@code lock()} does.
@@ -184,10 +185,12 @@ final class Bench {
     static JSONArray alternate(RLock lock, JSONObject cmd) {
         long deadline = System.nanoTime() + JavaPeer.num(cmd, "duration_ms", 1000) * 1_000_000L;
         long gap = JavaPeer.num(cmd, "gap_us", 1000) * 1_000L;
+        long hold = JavaPeer.num(cmd, "hold_us", 0) * 1_000L;
         JSONArray holds = new JSONArray();
         while (System.nanoTime() < deadline) {
             lock.lock();
             long acquired = epochMicros();
+            LockSupport.parkNanos(hold);
             long released = epochMicros();
             lock.unlock();
             holds.put(new JSONArray().put(acquired).put(released));

@@ -24,19 +24,22 @@ import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
+import org.redisson.config.BaseMasterSlaveServersConfig;
 import org.redisson.config.ClusterServersConfig;
 import org.redisson.config.Config;
+import org.redisson.config.SentinelServersConfig;
 import org.redisson.config.SingleServerConfig;
 
 /**
  * A Java Redisson peer for ferrisson's cross-language tests, driven by JSON lines.
  *
  * <pre>
- * java -cp CLASSPATH ferrisson.peer.JavaPeer [--cluster] [--set KEY=VALUE]... URL [URL...]
+ * java -cp CLASSPATH ferrisson.peer.JavaPeer [--cluster | --sentinel MASTER] [--set KEY=VALUE]... URL [URL...]
  * </pre>
  *
  * One Redisson client per URL (with {@code --cluster}, one client over all the URLs as cluster
- * nodes); the first is the one every command uses but the multi-lock ones, which take a lock of
+ * nodes; with {@code --sentinel MASTER}, one client over all the URLs as the sentinels that
+ * monitor {@code MASTER}); the first is the one every command uses but the multi-lock ones, which take a lock of
  * the same name from each. {@code --set lockWatchdogTimeout=3000} calls {@code
  * Config.setLockWatchdogTimeout(3000)}: any setter of {@code Config}, or else of the servers'
  * config ({@code retryAttempts}), that takes one number or boolean, so that keys of later
@@ -82,25 +85,28 @@ public final class JavaPeer {
         // Anything a library prints on System.out would break the JSON stream: send it to stderr.
         System.setOut(System.err);
         boolean cluster = false;
+        String sentinelMaster = null;
         List<String> settings = new ArrayList<>();
         List<String> urls = new ArrayList<>();
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--cluster" -> cluster = true;
+                case "--sentinel" -> sentinelMaster = args[++i];
                 case "--set" -> settings.add(args[++i]);
                 default -> urls.add(args[i]);
             }
         }
         if (urls.isEmpty()) {
-            System.err.println("usage: JavaPeer [--cluster] [--set KEY=VALUE]... URL [URL...]");
+            System.err.println(
+                    "usage: JavaPeer [--cluster | --sentinel MASTER] [--set KEY=VALUE]... URL [URL...]");
             System.exit(2);
         }
         try {
-            if (cluster) {
-                CLIENTS.add(connect(urls, true, settings));
+            if (cluster || sentinelMaster != null) {
+                CLIENTS.add(connect(urls, cluster, sentinelMaster, settings));
             } else {
                 for (String url : urls) {
-                    CLIENTS.add(connect(List.of(url), false, settings));
+                    CLIENTS.add(connect(List.of(url), false, null, settings));
                 }
             }
         } catch (Throwable e) {
@@ -133,8 +139,9 @@ public final class JavaPeer {
         quit();
     }
 
-    private static RedissonClient connect(List<String> urls, boolean cluster, List<String> settings)
-            throws Exception {
+    /** One client: over cluster nodes, over the sentinels of {@code sentinelMaster}, or on one server. */
+    private static RedissonClient connect(
+            List<String> urls, boolean cluster, String sentinelMaster, List<String> settings) throws Exception {
         Config config = new Config();
         config.setCodec(StringCodec.INSTANCE);
         config.setThreads(4);
@@ -146,12 +153,15 @@ public final class JavaPeer {
             for (String url : urls) {
                 servers.addNodeAddress(url);
             }
-            servers.setMasterConnectionPoolSize(8);
-            servers.setMasterConnectionMinimumIdleSize(1);
-            servers.setSlaveConnectionPoolSize(2);
-            servers.setSlaveConnectionMinimumIdleSize(1);
-            servers.setSubscriptionConnectionPoolSize(4);
-            servers.setSubscriptionConnectionMinimumIdleSize(1);
+            smallPools(servers);
+            servers.setScanInterval(1000);
+        } else if (sentinelMaster != null) {
+            SentinelServersConfig servers = config.useSentinelServers().setMasterName(sentinelMaster);
+            serversConfig = servers;
+            for (String url : urls) {
+                servers.addSentinelAddress(url);
+            }
+            smallPools(servers);
             servers.setScanInterval(1000);
         } else {
             SingleServerConfig server = config.useSingleServer().setAddress(urls.get(0));
@@ -177,6 +187,16 @@ public final class JavaPeer {
             }
         }
         return Redisson.create(config);
+    }
+
+    /** A small pool of each kind: the peer's commands are few at a time. */
+    private static void smallPools(BaseMasterSlaveServersConfig<?> servers) {
+        servers.setMasterConnectionPoolSize(8);
+        servers.setMasterConnectionMinimumIdleSize(1);
+        servers.setSlaveConnectionPoolSize(2);
+        servers.setSlaveConnectionMinimumIdleSize(1);
+        servers.setSubscriptionConnectionPoolSize(4);
+        servers.setSubscriptionConnectionMinimumIdleSize(1);
     }
 
     /**
