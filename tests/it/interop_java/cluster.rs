@@ -13,10 +13,9 @@ use std::time::Duration;
 use ferrisson::{Client, Config, Owner, PublishMode};
 use fred::prelude::*;
 use serde_json::json;
-use tokio::time::{sleep, timeout, Instant};
 
-use super::{ferrisson_woken_by, java_returns_on, java_woken_by_the_release, one};
-use super::{LEASE, STEP, WAKE_BOUND};
+use super::family_wakeups::{family_waiters_wake_across, Deployment};
+use super::{ferrisson_woken_by, java_woken_by_the_release, one, LEASE, STEP};
 use crate::support;
 use crate::support::cluster::{keyslot, RedisCluster};
 use crate::support::java::VERSIONS;
@@ -63,15 +62,26 @@ impl Fixture {
         JavaPeer::start_with(version, &urls, options).await
     }
 
-    /// The master holding the slot of `key`.
-    async fn master_of(&self, key: &str) -> &fred::clients::Client {
-        let node = self.cluster.master_of_slot(keyslot(&self.raw, key).await);
-        &self.cluster.master_clients[node]
+    async fn finish(self) {
+        self.client.shutdown().await;
+    }
+}
+
+impl Deployment for Fixture {
+    fn place(&self) -> &'static str {
+        "cluster"
     }
 
-    /// Asserts that Java `version`'s waiter subscribed to `channel` (whose hash tag is `name`)
-    /// its era's way: one sharded subscription on the master of the slot from 3.22, else one
-    /// classic one.
+    fn client(&self) -> &Client {
+        &self.client
+    }
+
+    async fn master_of(&self, key: &str) -> fred::clients::Client {
+        let node = self.cluster.master_of_slot(keyslot(&self.raw, key).await);
+        self.cluster.master_clients[node].clone()
+    }
+
+    /// One sharded subscription on the master of the slot from 3.22, else one classic one.
     async fn assert_subscribed_its_way(&self, version: Version, name: &str, channel: &str) {
         let node = self.cluster.master_of_slot(keyslot(&self.raw, name).await);
         let expected = if version.shards_pubsub() {
@@ -84,10 +94,6 @@ impl Fixture {
             expected,
             "Java {version}'s waiter (classic, sharded) subscriptions to {channel}"
         );
-    }
-
-    async fn finish(self) {
-        self.client.shutdown().await;
     }
 }
 
@@ -118,7 +124,7 @@ async fn java_of_both_pubsub_eras_and_ferrisson_auto_wake_each_other_in_a_cluste
         let what = format!("Java {version}'s tryLock in the cluster");
         java_woken_by_the_release(waiter, guard, &what).await;
         let field = java.field("w").await;
-        let holders: HashMap<String, String> = hgetall(f.master_of(&name).await, &name).await;
+        let holders: HashMap<String, String> = hgetall(&f.master_of(&name).await, &name).await;
         assert_eq!(holders, one(field, "1"));
         java.ok("unlock", lock_args("lock", &name, "w", json!({})))
             .await;
@@ -150,171 +156,11 @@ async fn java_and_ferrisson_wake_each_others_fair_rw_semaphore_and_latch_waiters
     };
     for version in VERSIONS {
         let java = f.java(version).await?;
-        fair_waiters_wake_across(&f, &java).await;
-        read_write_waiters_wake_across(&f, &java).await;
-        semaphore_waiters_wake_across(&f, &java).await;
-        latch_waiters_wake_across(&f, &java).await;
+        family_waiters_wake_across(&f, &java).await;
         java.quit().await;
     }
     f.finish().await;
     Ok(())
-}
-
-/// A Java fair waiter, on a channel of its own, woken by ferrisson's release; then a ferrisson
-/// fair waiter woken by Java's. The queue is left empty.
-async fn fair_waiters_wake_across(f: &Fixture, java: &JavaPeer) {
-    let version = java.version();
-    let name = format!("java:{version}:cluster:fair");
-    let guard = (f.client.fair_lock(&name).with_owner(Owner::new()))
-        .lock_with_lease(LEASE)
-        .await
-        .expect("ferrisson fair lock");
-    // Asked before the owner's thread blocks in tryLock.
-    let field = java.field("w").await;
-    let waits = json!({ "wait_ms": 25_000, "lease_ms": LEASE.as_millis() as u64 });
-    let waiter = java
-        .send("try_lock", lock_args("fair", &name, "w", waits))
-        .await;
-    let own_channel = format!("{}:{field}", channel_of(&name));
-    f.assert_subscribed_its_way(version, &name, &own_channel)
-        .await;
-    let what = format!("Java {version}'s fair tryLock in the cluster");
-    java_woken_by_the_release(waiter, guard, &what).await;
-    let master = f.master_of(&name).await;
-    let holders: HashMap<String, String> = hgetall(master, &name).await;
-    assert_eq!(holders, one(field, "1"));
-
-    let lock = f.client.fair_lock(&name).with_owner(Owner::new());
-    let release = async {
-        java.ok("unlock", lock_args("fair", &name, "w", json!({})))
-            .await;
-    };
-    let what = format!("Java {version}'s fair release in the cluster");
-    let guard = ferrisson_woken_by(&f.client, lock, release, &what).await;
-    guard.unlock().await.expect("ferrisson fair release");
-    let queue = format!("redisson_lock_queue:{{{name}}}");
-    let left: i64 = master.exists((&name, &queue)).await.expect("EXISTS");
-    assert_eq!(left, 0, "the fair lock and its queue are gone");
-}
-
-/// Java readers woken by ferrisson's write release (message `1`); a ferrisson reader woken by
-/// Java's.
-async fn read_write_waiters_wake_across(f: &Fixture, java: &JavaPeer) {
-    let version = java.version();
-    let name = format!("java:{version}:cluster:rw");
-    let writer = (f.client.read_write_lock(&name).with_owner(Owner::new()))
-        .write_lock()
-        .lock_with_lease(LEASE)
-        .await
-        .expect("ferrisson writes");
-    let waits = json!({ "wait_ms": 25_000, "lease_ms": LEASE.as_millis() as u64 });
-    let waiter = java
-        .send("try_lock", lock_args("read", &name, "r", waits))
-        .await;
-    let channel = format!("redisson_rwlock:{{{name}}}");
-    f.assert_subscribed_its_way(version, &name, &channel).await;
-    let what = format!("Java {version}'s reader in the cluster");
-    java_woken_by_the_release(waiter, writer, &what).await;
-    let holders: HashMap<String, String> = hgetall(f.master_of(&name).await, &name).await;
-    assert_eq!(holders.get("mode").map(String::as_str), Some("read"));
-    java.ok("unlock", lock_args("read", &name, "r", json!({})))
-        .await;
-
-    let leased = json!({ "lease_ms": LEASE.as_millis() as u64 });
-    java.ok("lock", lock_args("write", &name, "w", leased))
-        .await;
-    let reader = (f.client.read_write_lock(&name).with_owner(Owner::new())).read_lock();
-    let release = async {
-        java.ok("unlock", lock_args("write", &name, "w", json!({})))
-            .await;
-    };
-    let what = format!("Java {version}'s write release in the cluster");
-    let guard = ferrisson_woken_by(&f.client, reader, release, &what).await;
-    guard.unlock().await.expect("ferrisson read release");
-}
-
-/// Java's untimed `acquire()` woken by ferrisson's release, and the reverse.
-async fn semaphore_waiters_wake_across(f: &Fixture, java: &JavaPeer) {
-    let version = java.version();
-    let name = format!("java:{version}:cluster:semaphore");
-    let semaphore = f.client.semaphore(&name);
-    assert!(semaphore.try_set_permits(1).await.expect("try_set_permits"));
-    semaphore
-        .acquire(1)
-        .await
-        .expect("ferrisson takes the permit")
-        .forget();
-    let waiter = java
-        .send(
-            "sem_acquire",
-            json!({ "name": name, "owner": "w", "permits": 1 }),
-        )
-        .await;
-    let channel = format!("redisson_sc:{{{name}}}");
-    f.assert_subscribed_its_way(version, &name, &channel).await;
-    let release = async { semaphore.release(1).await.expect("ferrisson release") };
-    let what = format!("Java {version}'s untimed acquire after ferrisson's release");
-    java_returns_on(waiter, release, &what).await;
-    assert_eq!(semaphore.available_permits().await.expect("available"), 0);
-
-    let waiting = f.client.semaphore(&name);
-    let release = async {
-        java.ok("sem_release", json!({ "name": name, "permits": 1 }))
-            .await;
-    };
-    let what = format!("ferrisson's acquire after Java {version}'s release");
-    ferrisson_returns_on(
-        async move { waiting.acquire(1).await.map(|p| p.forget()) },
-        release,
-        &what,
-    )
-    .await;
-}
-
-/// Java's untimed `await()` woken by ferrisson's last count-down, and the reverse.
-async fn latch_waiters_wake_across(f: &Fixture, java: &JavaPeer) {
-    let version = java.version();
-    let name = format!("java:{version}:cluster:latch");
-    let latch = f.client.count_down_latch(&name);
-    assert!(latch.try_set_count(1).await.expect("try_set_count"));
-    let waiter = java
-        .send("latch_await", json!({ "name": name, "owner": "w" }))
-        .await;
-    let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
-    f.assert_subscribed_its_way(version, &name, &channel).await;
-    let count_down = async { latch.count_down().await.expect("count down") };
-    let what = format!("Java {version}'s untimed await after ferrisson's count-down");
-    let reply = java_returns_on(waiter, count_down, &what).await;
-    assert!(reply.bool("done"), "{what}: {:?}", reply.fields);
-
-    java.ok("latch_set", json!({ "name": name, "count": 1 }))
-        .await;
-    let waiting = f.client.count_down_latch(&name);
-    let count_down = async {
-        java.ok("latch_count_down", json!({ "name": name })).await;
-    };
-    let what = format!("ferrisson's wait after Java {version}'s count-down");
-    ferrisson_returns_on(async move { waiting.wait().await }, count_down, &what).await;
-}
-
-/// ferrisson's `wait`, spawned and given 300 ms to park, ends (ok) within [`WAKE_BOUND`] of
-/// `act` (Java's release).
-async fn ferrisson_returns_on<T: Send + 'static>(
-    wait: impl std::future::Future<Output = ferrisson::Result<T>> + Send + 'static,
-    act: impl std::future::Future<Output = ()>,
-    what: &str,
-) {
-    let waiter = tokio::spawn(wait);
-    sleep(Duration::from_millis(300)).await;
-    let acted = Instant::now();
-    act.await;
-    timeout(STEP, waiter)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: still waiting after {STEP:?}"))
-        .expect("waiter task")
-        .unwrap_or_else(|err| panic!("{what}: {err}"));
-    let after = acted.elapsed();
-    assert!(after < WAKE_BOUND, "{what}: ended {after:?} after it");
 }
 
 /// Once one subscriber of `channel` is there (within [`STEP`]): how many classic subscribers it

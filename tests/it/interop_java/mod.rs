@@ -62,6 +62,7 @@ macro_rules! for_every_version {
 mod async_api;
 mod cluster;
 mod fair;
+mod family_wakeups;
 mod faults;
 mod fenced;
 mod multi;

@@ -7,7 +7,8 @@
 //! master (every Redisson version fails an acquisition that not every replica it knows
 //! acknowledged: 3.16.8 "Only 0 of 2 slaves were synced"), and each side is shown to have
 //! followed the failover: a fresh lock of each lands on the promoted master and is released
-//! without an error.
+//! without an error. Then, on the promoted master, the family's waiters of every version
+//! (`family_wakeups.rs`: fair, read-write, semaphore, latch) wake across both ways.
 //!
 //! Killed, not a planned `SENTINEL FAILOVER`: the demoted master of a planned one rejoins as a
 //! replica some seconds later, and while Redisson 3.16.8's own count of replicas lags the real
@@ -21,9 +22,12 @@ use ferrisson::{Client, Config, Owner};
 use serde_json::json;
 use tokio::time::{sleep, Instant};
 
+use super::family_wakeups::{family_waiters_wake_across, Deployment};
 use super::{ferrisson_woken_by, java_woken_by_the_release, one, LEASE, STEP};
-use crate::support::java::{lock_args, JavaPeer, Options, Topology, Unavailable, VERSIONS};
-use crate::support::redis_state::{exists, hgetall, wait_replicas_streaming};
+use crate::support::java::VERSIONS;
+use crate::support::java::{lock_args, JavaPeer, Options, Topology, Unavailable, Version};
+use crate::support::redis_state::wait_replicas_streaming;
+use crate::support::redis_state::{exists, hgetall, numsub, poll_until};
 use crate::support::sentinel::{RedisSentinel, SERVICE};
 
 /// How long each side may take to move its writes to the promoted master.
@@ -48,7 +52,8 @@ async fn java_of_every_version_and_ferrisson_wake_each_other_behind_sentinel_acr
         .await
         .expect("ferrisson connects through the sentinels");
 
-    let master = fixture.master_client().await;
+    let first = fixture.master().await;
+    let master = fixture.node_client(first).await;
     for java in &peers {
         wake_each_other(&client, &master, java, "first-master").await;
     }
@@ -92,11 +97,64 @@ async fn java_of_every_version_and_ferrisson_wake_each_other_behind_sentinel_acr
         .await;
         wake_each_other(client, master, java, "promoted").await;
     }
+    // The family on the promoted master, where Redisson subscribes classic on whichever node
+    // it likes: one subscription over the data nodes left.
+    let mut nodes = Vec::new();
+    for node in (0..fixture.nodes.len()).filter(|&node| node != first) {
+        nodes.push(fixture.node_client(node).await);
+    }
+    let behind = BehindSentinel {
+        client,
+        master: master.clone(),
+        nodes,
+    };
+    for java in &peers {
+        family_waiters_wake_across(&behind, java).await;
+    }
     for java in peers {
         java.quit().await;
     }
     client.shutdown().await;
     Ok(())
+}
+
+/// The promoted master and the data nodes still running, for the family.
+struct BehindSentinel<'a> {
+    client: &'a Client,
+    master: fred::clients::Client,
+    nodes: Vec<fred::clients::Client>,
+}
+
+impl Deployment for BehindSentinel<'_> {
+    fn place(&self) -> &'static str {
+        "sentinel"
+    }
+
+    fn client(&self) -> &Client {
+        self.client
+    }
+
+    async fn master_of(&self, _key: &str) -> fred::clients::Client {
+        self.master.clone()
+    }
+
+    /// One classic subscription over the data nodes (every version: sharded pub/sub is for
+    /// clusters).
+    async fn assert_subscribed_its_way(&self, version: Version, _name: &str, channel: &str) {
+        let count = || async {
+            let mut total = 0;
+            for node in &self.nodes {
+                total += numsub(node, channel).await;
+            }
+            total
+        };
+        let seen = poll_until(STEP, Duration::from_millis(10), count, |n| *n >= 1).await;
+        assert_eq!(
+            seen,
+            Ok(1),
+            "Java {version}'s waiter's subscriptions to {channel} over the data nodes"
+        );
+    }
 }
 
 /// Takes and releases fresh locks until one lands on the promoted master, within
