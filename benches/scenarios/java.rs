@@ -12,10 +12,13 @@
 //! * Hot: T tasks on one lock; acq/s, hand-off p50/p99 (release started by one task → acquired
 //!   by another; ferrisson counts the acquisitions that waited, Java those whose previous holder
 //!   was another thread).
-//! * Cross-language hand-off: one ferrisson and one Java owner take one lock in turn, each pausing
-//!   [`GAP`] after its release so that the other, parked, gets it; a hand-off is the next
-//!   holder's acquire instant − the previous one's release instant (epoch µs, one machine),
-//!   ferrisson → Java and Java → ferrisson, beside two Java owners doing the same (Java → Java).
+//! * Cross-language hand-off: one ferrisson and one Java owner take one lock in turn, each
+//!   holding it [`HOLD`] and pausing [`GAP`] after its release so that the other, parked, gets
+//!   it; a hand-off is the next holder's acquire instant − the previous one's release instant
+//!   (epoch µs, one machine), ferrisson → Java and Java → ferrisson, beside two Java owners
+//!   doing the same (Java → Java). The hold is longer than the gap so that every hand-off is
+//!   a parked waiter's wake-up: with no hold, the other owner was still in its own gap at most
+//!   releases, and a "hand-off" timed the rest of that gap (the 1.28 × of the first run).
 //!
 //! Goals: ferrisson ≥ 1.0 × Java on every uncontended and hot row; a cross-language hand-off
 //! p50 within 1.2 × Java → Java. Reported as ratios, not held by the gate; only ferrisson's own
@@ -45,6 +48,9 @@ const JAVA_SETTINGS: [(&str, &str); 4] = [
 ];
 /// The pause after a release in the hand-off loops.
 const GAP: Duration = Duration::from_millis(1);
+/// How long each owner of the hand-off loops holds the lock: longer than [`GAP`] plus a failed
+/// acquire, so that the other owner is parked on the lock's channel when it is released.
+const HOLD: Duration = Duration::from_millis(3);
 
 /// One T of the uncontended comparison.
 #[derive(Serialize)]
@@ -357,6 +363,7 @@ async fn ferrisson_alternate(url: &str, name: &str, duration: Duration) -> Res<V
             .await
             .map_err(|e| format!("ferrisson lock: {e}"))?;
         let acquired = epoch_us();
+        tokio::time::sleep(HOLD).await;
         let released = epoch_us();
         guard
             .unlock()
@@ -397,8 +404,11 @@ fn handoffs(mut holds: Vec<Hold>, from_java: bool, to_java: bool) -> Res<Handoff
 
 async fn cross(java: &JavaPeer, url: &str, duration: Duration) -> Cross {
     let alternate = |owner: &str, name: &str| {
-        let args =
-            json!({ "duration_ms": duration.as_millis() as u64, "gap_us": GAP.as_micros() as u64 });
+        let args = json!({
+            "duration_ms": duration.as_millis() as u64,
+            "gap_us": GAP.as_micros() as u64,
+            "hold_us": HOLD.as_micros() as u64,
+        });
         lock_args("lock", name, owner, args)
     };
     let mixed = "java-bench:handoff:mixed";
