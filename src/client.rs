@@ -66,6 +66,12 @@ impl Client {
     pub async fn new(config: Config) -> Result<Client> {
         config.validate()?;
         check_scheme(&config)?;
+        if let Some(problem) = crate::config::url_problem(&config.url) {
+            return Err(Error::InvalidArgument(format!(
+                "bad redis url `{}`: {problem}",
+                config.redacted_url()
+            )));
+        }
         let fred_config = FredConfig::from_url(&config.url).map_err(|err| {
             Error::InvalidArgument(format!(
                 "bad redis url `{}`: {}",

@@ -423,72 +423,160 @@ impl Config {
     }
 
     /// Checks every setting, so that a bad configuration fails at `build()` or connect time with
-    /// an [`Error::InvalidArgument`] naming the setting.
+    /// an [`Error::InvalidArgument`] naming each bad setting (all of them, not the first).
     pub(crate) fn validate(&self) -> Result<()> {
+        self.problems().into_result()
+    }
+
+    /// What is wrong with the settings, each problem naming its setting.
+    pub(crate) fn problems(&self) -> Problems {
+        let mut problems = Problems::default();
         let watchdog = self.watchdog_timeout;
-        ensure(
-            watchdog >= Duration::from_millis(3),
-            format!("watchdog_timeout must be at least 3 ms, got {watchdog:?}"),
-        )?;
-        lease_millis(watchdog, "watchdog_timeout")?;
-        at_least_one("renewal_batch_size", self.renewal_batch_size)?;
-        at_least_one("pool_size", self.pool_size)?;
+        problems.check(watchdog >= Duration::from_millis(3), || {
+            format!("watchdog_timeout must be at least 3 ms, got {watchdog:?}")
+        });
+        if watchdog >= Duration::from_millis(3) {
+            problems.add(lease_millis(watchdog, "watchdog_timeout"));
+        }
+        problems.at_least_one("renewal_batch_size", self.renewal_batch_size);
+        problems.at_least_one("pool_size", self.pool_size);
         for (setting, value) in [
             ("response_timeout", self.response_timeout),
             ("connect_timeout", self.connect_timeout),
         ] {
-            ensure(
-                !value.is_zero(),
-                format!("{setting} must be positive, got 0s"),
-            )?;
+            problems.check(!value.is_zero(), || {
+                format!("{setting} must be positive, got 0s")
+            });
         }
-        self.deadlock_detection.validate()?;
+        problems.add(self.deadlock_detection.validate());
         // `WAIT 0` would block forever.
         let wait = self.replica_sync_timeout;
-        ensure(
-            wait >= Duration::from_millis(1),
-            format!("replica_sync_timeout must be at least 1 ms, got {wait:?}"),
-        )?;
+        problems.check(wait >= Duration::from_millis(1), || {
+            format!("replica_sync_timeout must be at least 1 ms, got {wait:?}")
+        });
         // The fred settings that cannot work (see the table on [`Config`]).
         let (ReconnectPolicy::Constant { max_attempts, .. }
         | ReconnectPolicy::Linear { max_attempts, .. }
         | ReconnectPolicy::Exponential { max_attempts, .. }) = self.reconnect_policy;
-        ensure(
-            max_attempts == 0,
+        problems.check(max_attempts == 0, || {
             format!(
                 "reconnect_policy must reconnect forever (max_attempts 0), got max_attempts \
                  {max_attempts}: the watchdog, waiters and background releases need the connection back"
-            ),
-        )?;
-        ensure(
-            self.connection.max_command_attempts != 0,
+            )
+        });
+        problems.check(self.connection.max_command_attempts != 0, || {
             "connection.max_command_attempts must be at least 1 (fred fails every command with 0 \
              attempts)"
-                .into(),
-        )?;
+                .into()
+        });
         let unresponsive = &self.connection.unresponsive;
-        ensure(
+        problems.check(
             unresponsive.max_timeout.is_none() || unresponsive.interval >= Duration::from_millis(1),
-            format!(
-                "connection.unresponsive.interval must be at least 1 ms when max_timeout is set, \
-                 got {:?}",
-                unresponsive.interval
-            ),
-        )?;
-        at_least_one(
+            || {
+                format!(
+                    "connection.unresponsive.interval must be at least 1 ms when max_timeout is \
+                     set, got {:?}",
+                    unresponsive.interval
+                )
+            },
+        );
+        problems.at_least_one(
             "performance.broadcast_channel_capacity",
             self.performance.broadcast_channel_capacity,
-        )
+        );
+        problems
+    }
+}
+
+/// What is wrong with `url` as a URL, in a user's words (no part of it quoted, since it may
+/// hold a password), or `None` if it is a URL with a host. Which schemes work is checked when
+/// connecting.
+pub(crate) fn url_problem(url: &str) -> Option<String> {
+    use url::ParseError;
+    let example = "write a URL such as redis://127.0.0.1:6379 or redis://user:password@host:6379/0";
+    // A password is where `/`, `?`, `#` or `@` most often break a URL.
+    let hint = if url.contains('@') {
+        " (a password with `/`, `?`, `#` or `@` must be percent-encoded: %2F, %3F, %23, %40)"
+    } else {
+        ""
+    };
+    // `localhost:6379` parses, as the scheme `localhost:`.
+    if !url.contains("://") {
+        return Some(format!(
+            "it has no scheme (redis://, rediss://, redis-cluster://, redis-sentinel://): {example}"
+        ));
+    }
+    let reason = match url::Url::parse(url) {
+        Ok(parsed) if parsed.host_str().is_some_and(|host| !host.is_empty()) => return None,
+        Ok(_) | Err(ParseError::EmptyHost) => format!("it has no host: {example}"),
+        Err(ParseError::InvalidPort) => "its port is not a number from 0 to 65535".to_owned(),
+        Err(ParseError::InvalidIpv4Address) => "its host is not a valid IPv4 address".to_owned(),
+        Err(ParseError::InvalidIpv6Address) => {
+            "its host is not a valid IPv6 address (in brackets: redis://[::1]:6379)".to_owned()
+        }
+        Err(ParseError::InvalidDomainCharacter | ParseError::IdnaError) => {
+            "its host has characters that a host name cannot have".to_owned()
+        }
+        Err(other) => format!("it is not a valid URL ({other}): {example}"),
+    };
+    Some(reason + hint)
+}
+
+/// The problems found in a configuration, in the order of the checks: reported together, so
+/// that a user fixes them in one go.
+#[derive(Debug, Default)]
+pub(crate) struct Problems(Vec<String>);
+
+impl Problems {
+    /// Records `message()` unless `ok`.
+    pub(crate) fn check(&mut self, ok: bool, message: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(message());
+        }
+    }
+
+    /// Records the problem of a failed check.
+    pub(crate) fn add(&mut self, checked: Result<impl Sized>) {
+        if let Err(err) = checked {
+            self.push(match err {
+                Error::InvalidArgument(message) => message,
+                other => other.to_string(),
+            });
+        }
+    }
+
+    pub(crate) fn push(&mut self, problem: String) {
+        self.0.push(problem);
+    }
+
+    fn at_least_one(&mut self, setting: &str, value: usize) {
+        self.check(value != 0, || {
+            format!("{setting} must be at least 1, got 0")
+        });
+    }
+
+    /// Each problem's message.
+    pub(crate) fn into_messages(self) -> Vec<String> {
+        self.0
+    }
+
+    /// `Ok` if there is none; else one [`Error::InvalidArgument`] that lists them all (a lone
+    /// one as it is, several as `N problems: a; b; ...`).
+    pub(crate) fn into_result(self) -> Result<()> {
+        match self.0.len() {
+            0 => Ok(()),
+            1 => Err(Error::InvalidArgument(self.0.concat())),
+            n => Err(Error::InvalidArgument(format!(
+                "{n} problems: {}",
+                self.0.join("; ")
+            ))),
+        }
     }
 }
 
 /// An [`Error::InvalidArgument`] with `message` unless `ok`.
 fn ensure(ok: bool, message: String) -> Result<()> {
     ok.then_some(()).ok_or(Error::InvalidArgument(message))
-}
-
-fn at_least_one(setting: &str, value: usize) -> Result<()> {
-    ensure(value != 0, format!("{setting} must be at least 1, got 0"))
 }
 
 /// The longest lease accepted, about 146 million years.
@@ -514,7 +602,7 @@ pub(crate) fn lease_millis(lease: Duration, what: &str) -> Result<u64> {
 /// Masks the credentials of a Redis URL for messages, logs and `Debug` output: the password
 /// (`redis://user:***@host`), or a lone user part, which Redis may take for a password
 /// (`redis://***@host`). The one redaction function of the crate and its command-line tool.
-/// Text that is not a URL is masked from the scheme to the last `@` before the path, if any.
+/// Text that is not a URL is masked from the scheme to its last `@`, if any.
 pub(crate) fn redact(raw: &str) -> String {
     if let Ok(mut url) = url::Url::parse(raw) {
         // Setting credentials fails only for URLs that cannot carry them (no host), which
@@ -533,9 +621,10 @@ pub(crate) fn redact(raw: &str) -> String {
     let Some(scheme_end) = raw.find("://").map(|i| i + 3) else {
         return raw.to_owned();
     };
+    // Up to the last `@` anywhere: a password with an unencoded `/`, `?` or `#` is what most
+    // often makes a URL unparseable, and masking a path's `@` too is the safe mistake.
     let rest = &raw[scheme_end..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    match rest.rfind('@') {
         Some(at) => match rest[..at].split_once(':') {
             Some((user, _)) => format!("{}{user}:***{}", &raw[..scheme_end], &rest[at..]),
             None => format!("{}***{}", &raw[..scheme_end], &rest[at..]),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy};
 
-use super::TlsOptions;
+use super::{url_problem, TlsOptions};
 use super::{
     Config, DeadlockDetection, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable,
 };
@@ -193,9 +193,10 @@ impl ConfigBuilder {
         self
     }
 
-    /// The configuration, after checking every setting as [`Client::new`](crate::Client::new)
-    /// does: a bad value is an [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
-    /// it. (The URL itself is parsed when connecting.)
+    /// The configuration, after checking every setting and the URL's syntax as
+    /// [`Client::new`](crate::Client::new) does: every bad value is named in one
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument). (Whether the URL's scheme
+    /// works with these settings is checked when connecting.)
     ///
     /// ```
     /// use std::time::Duration;
@@ -206,8 +207,24 @@ impl ConfigBuilder {
     ///     .unwrap_err();
     /// assert!(err.to_string().contains("watchdog_timeout"));
     /// ```
+    ///
+    /// ```
+    /// // Every problem at once, the URL's in words.
+    /// let err = ferrisson::Config::builder("localhost:6379")
+    ///     .pool_size(0)
+    ///     .build()
+    ///     .unwrap_err()
+    ///     .to_string();
+    /// assert!(err.contains("2 problems: "), "{err}");
+    /// assert!(err.contains("pool_size must be at least 1"), "{err}");
+    /// assert!(err.contains("it has no scheme"), "{err}");
+    /// ```
     pub fn build(self) -> Result<Config> {
-        self.config.validate()?;
+        let mut problems = self.config.problems();
+        if let Some(problem) = url_problem(&self.config.url) {
+            problems.push(format!("url `{}`: {problem}", self.config.redacted_url()));
+        }
+        problems.into_result()?;
         Ok(self.config)
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::Problems;
 use super::{
     Config, DeadlockDetection, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable,
 };
@@ -11,6 +12,8 @@ use crate::error::{Error, Result};
 const URL_VARIABLE: &str = "REDIS_URL";
 /// The prefix of ferrisson's own variables.
 const PREFIX: &str = "FERRISSON_";
+/// `true`: other `FERRISSON_*` variables than ferrisson's are ignored instead of refused.
+const IGNORE_UNKNOWN: &str = "FERRISSON_IGNORE_UNKNOWN";
 
 /// Sets one setting from a variable's value; the error says what is wrong with the value.
 type Apply = fn(&mut Config, &str) -> std::result::Result<(), String>;
@@ -120,14 +123,16 @@ impl Config {
     /// | `FERRISSON_KEYSPACE_EVENTS` | [`keyspace_events`](Config::keyspace_events) | `detect`, `enable`, `ignore` |
     /// | `FERRISSON_DEADLOCK_DETECTION` | [`deadlock_detection`](Config::deadlock_detection) | `off`, `record:500ms`, `detect:1s` |
     /// | `FERRISSON_LAZY_INITIALIZATION` | [`lazy_initialization`](Config::lazy_initialization) | `true`, `false` |
+    /// | `FERRISSON_IGNORE_UNKNOWN` | other `FERRISSON_*` variables ignored, not refused | `true`, `false` |
     ///
     /// Durations are humane (`500ms`, `30s`, `2m`, `1h 30m`); choices ignore case, and `_`
     /// may stand for `-`. An empty variable counts as unset. A value that does not parse, or
-    /// that the setting does not accept, is an [`Error::InvalidArgument`] naming the variable
-    /// and the value (never `REDIS_URL`'s value, which may hold a password: a bad URL fails at
-    /// connect time with its password masked). Other `FERRISSON_*` variables are ignored, with a
-    /// warning in the log. TLS options and fred's settings have no variables: set them on the
-    /// returned configuration.
+    /// that the setting does not accept, is a problem naming the variable and the value (never
+    /// `REDIS_URL`'s value, which may hold a password: a bad URL fails at connect time, said in
+    /// words with its password masked, since a caller may still replace it); so is any other `FERRISSON_*` variable (a misspelt one is told the
+    /// name it most likely means), unless `FERRISSON_IGNORE_UNKNOWN=true`. Every problem is
+    /// reported at once, in one [`Error::InvalidArgument`]. TLS options and fred's settings
+    /// have no variables: set them on the returned configuration.
     ///
     /// Reading the environment is not synchronised with changes to it (`std::env::set_var`);
     /// tests should give their variables to [`Config::from_env_vars`] instead.
@@ -177,6 +182,16 @@ impl Config {
     /// let err = Config::from_env_vars([("FERRISSON_POOL_SIZE", "many")]).unwrap_err();
     /// assert!(matches!(err, Error::InvalidArgument(_)));
     /// assert!(err.to_string().contains("FERRISSON_POOL_SIZE=\"many\""), "{err}");
+    ///
+    /// // Every problem at once; a misspelt name is told the right one.
+    /// let err = Config::from_env_vars([
+    ///     ("FERRISSON_POOL_SIZE", "0"),
+    ///     ("FERRISSON_WATCHDOG_TIMOUT", "10s"),
+    /// ])
+    /// .unwrap_err()
+    /// .to_string();
+    /// assert!(err.contains("2 problems: FERRISSON_POOL_SIZE=\"0\": pool_size must be at least 1"), "{err}");
+    /// assert!(err.contains("did you mean FERRISSON_WATCHDOG_TIMEOUT?"), "{err}");
     /// # Ok::<(), Error>(())
     /// ```
     pub fn from_env_vars<I, K, V>(vars: I) -> Result<Config>
@@ -188,6 +203,8 @@ impl Config {
         // Later pairs win, as in a map; settings are then applied in the table's order.
         let mut url = None;
         let mut values: Vec<Option<String>> = vec![None; SETTINGS.len()];
+        let mut unknown: Vec<String> = Vec::new();
+        let mut ignore_unknown = None;
         for (name, value) in vars {
             let (name, value) = (name.as_ref(), value.as_ref());
             if !relevant(name) {
@@ -196,25 +213,64 @@ impl Config {
             let value = (!value.is_empty()).then(|| value.to_owned());
             if name == URL_VARIABLE {
                 url = value;
+            } else if name == IGNORE_UNKNOWN {
+                ignore_unknown = value;
             } else if let Some(index) = SETTINGS.iter().position(|(known, _)| *known == name) {
                 values[index] = value;
-            } else {
-                tracing::warn!(variable = name, "unknown FERRISSON_ variable ignored");
+            } else if !unknown.iter().any(|seen| seen == name) {
+                unknown.push(name.to_owned());
             }
         }
-        // Every setting before the one applied is valid: a failed check is the variable's.
+        let mut problems = Problems::default();
+        let ignore_unknown = match ignore_unknown {
+            None => false,
+            Some(value) => choice(&value, BOOLEANS).unwrap_or_else(|problem| {
+                problems.push(format!("{IGNORE_UNKNOWN}={value:?}: {problem}"));
+                false
+            }),
+        };
+        // Each variable's problems are those its setting adds: the defaults have none.
         let mut config = Config::new(url.unwrap_or_else(|| Config::DEFAULT_URL.to_owned()));
+        let mut seen = Vec::new();
         for ((name, apply), value) in SETTINGS.iter().zip(values) {
-            if let Some(value) = value {
-                apply(&mut config, &value)
-                    .and_then(|()| config.validate().map_err(message))
-                    .map_err(|problem| {
-                        Error::InvalidArgument(format!("{name}={value:?}: {problem}"))
-                    })?;
+            let Some(value) = value else { continue };
+            if let Err(problem) = apply(&mut config, &value) {
+                problems.push(format!("{name}={value:?}: {problem}"));
+                continue;
+            }
+            for problem in config.problems().into_messages() {
+                if !seen.contains(&problem) {
+                    problems.push(format!("{name}={value:?}: {problem}"));
+                    seen.push(problem);
+                }
             }
         }
-        Ok(config)
+        if ignore_unknown {
+            for name in &unknown {
+                tracing::debug!(variable = %name, "unknown FERRISSON_ variable ignored");
+            }
+        } else {
+            for name in &unknown {
+                problems.push(unknown_variable(name));
+            }
+        }
+        problems.into_result().map(|()| config)
     }
+}
+
+/// An unknown variable's problem, with the known one it most likely misspells.
+fn unknown_variable(name: &str) -> String {
+    let closest = SETTINGS
+        .iter()
+        .map(|(known, _)| *known)
+        .chain([IGNORE_UNKNOWN])
+        .map(|known| (strsim::levenshtein(name, known), known))
+        .min();
+    let hint = match closest {
+        Some((distance, known)) if distance <= 3 => format!(" (did you mean {known}?)"),
+        _ => String::new(),
+    };
+    format!("unknown variable {name}{hint}, not one of Config::from_env's ({IGNORE_UNKNOWN}=true ignores such)")
 }
 
 fn relevant(name: &str) -> bool {
@@ -262,12 +318,4 @@ fn choice<T: Copy>(value: &str, choices: &[(&str, T)]) -> std::result::Result<T,
             let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
             format!("expected one of {}", names.join(", "))
         })
-}
-
-/// The message of a setting's check, for the variable's error.
-fn message(err: Error) -> String {
-    match err {
-        Error::InvalidArgument(message) => message,
-        other => other.to_string(),
-    }
 }

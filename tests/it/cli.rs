@@ -2857,7 +2857,8 @@ async fn argument_errors_are_reported_as_such() {
 
 /// The tool reads the library's settings as `Config::from_env` does: `FERRISSON_PUBLISH_MODE`
 /// chooses how releases are announced (here `sharded`: the release's message goes out by
-/// `SPUBLISH` only), and a value a variable cannot take exits 2 naming the variable.
+/// `SPUBLISH` only), and a value a variable cannot take exits 2 naming the variable, as does an
+/// unknown variable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_library_settings_come_from_the_environment() {
     let server = RedisServer::start();
@@ -2891,6 +2892,21 @@ async fn the_library_settings_come_from_the_environment() {
             predicate::str::contains("ferrisson: error: ")
                 .and(predicate::str::contains("FERRISSON_PUBLISH_MODE=\"loud\"")),
         );
+    // A misspelt variable exits 2 too, told the right name, unless told to ignore such.
+    cli(&server)
+        .env("FERRISSON_PUBLSH_MODE", "classic")
+        .args(["status", "cli:env"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "unknown variable FERRISSON_PUBLSH_MODE (did you mean FERRISSON_PUBLISH_MODE?)",
+        ));
+    cli(&server)
+        .env("FERRISSON_PUBLSH_MODE", "classic")
+        .env("FERRISSON_IGNORE_UNKNOWN", "true")
+        .args(["status", "cli:env"])
+        .assert()
+        .code(0);
 }
 
 /// A client that records its waits that last 1 s. `DeadlockDetection::Record` fails nobody,

@@ -45,6 +45,14 @@ async fn stored_while_importing(master: &fred::clients::Client, key: &str) -> bo
     stored_on(master, key).await
 }
 
+/// How many of the names of `master_of` live on master `index`.
+fn names_on(master_of: &HashMap<String, usize>, index: usize) -> usize {
+    master_of
+        .values()
+        .filter(|&&master| master == index)
+        .count()
+}
+
 /// Whether the master client `master` holds `key` (on the node that serves its slot).
 async fn stored_on(master: &fred::clients::Client, key: &str) -> bool {
     master.exists::<i64, _>(key).await.unwrap_or(0) == 1
@@ -94,6 +102,7 @@ async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
     // (`SyncedWrites::Auto`): every script run that took locks was followed by a WAIT for its
     // replica, on the connection that wrote them.
     let mut runs = 0;
+    let mut per_master = Vec::new();
     for (index, master) in cluster.master_clients.iter().enumerate() {
         let (on_master, waits) = (
             script_runs(master).await,
@@ -105,10 +114,14 @@ async fn locks_spread_over_every_master_live_in_their_slot_and_wake_waiters() {
             "one WAIT per script run on master {index}"
         );
         runs += on_master;
+        per_master.push((on_master, names_on(&master_of, index)));
     }
+    // 13-25 runs here (3 busy loops beside); 79 once, in a fresh-clone run beside builds and
+    // other tests, cause not found: the runs and names of each master tell a client slot map
+    // that missed a node (its calls go alone) from batches cut small by the schedule.
     assert!(
         runs * 4 <= names.len() as u64,
-        "{runs} script runs for {} concurrent acquires",
+        "{runs} script runs for {} concurrent acquires; (runs, names) per master: {per_master:?}",
         names.len()
     );
     for guard in guards {

@@ -131,6 +131,68 @@ fn the_builder_rejects_a_bad_value_naming_the_setting() {
     }
 }
 
+/// Several bad settings are all named in one error, in the order of the checks, with their
+/// count; the URL's syntax is checked too, in words.
+#[test]
+fn the_builder_names_every_bad_setting_at_once() {
+    let message = invalid(
+        Config::builder("redis://127.0.0.1:6379")
+            .pool_size(0)
+            .watchdog_timeout(Duration::from_millis(1))
+            .replica_sync_timeout(Duration::ZERO)
+            .build(),
+    );
+    assert_eq!(
+        message,
+        "3 problems: watchdog_timeout must be at least 3 ms, got 1ms; pool_size must be at \
+         least 1, got 0; replica_sync_timeout must be at least 1 ms, got 0ns"
+    );
+    let message = invalid(Config::builder("cache:6379").pool_size(0).build());
+    assert!(message.starts_with("2 problems: pool_size"), "{message}");
+    assert!(
+        message.contains("url `cache:6379`: it has no scheme"),
+        "{message}"
+    );
+}
+
+/// A URL that does not parse is said in words (never `RelativeUrlWithoutBase`), its password
+/// masked, at `build()` and at `Client::new`.
+#[tokio::test]
+async fn a_malformed_url_is_said_in_words_with_its_password_masked() {
+    let cases = [
+        ("127.0.0.1:6379", "it has no scheme"),
+        ("localhost:6379", "it has no scheme"),
+        ("redis://", "it has no host"),
+        ("redis://app:s3cret@:6379", "it has no host"),
+        (
+            "redis://127.0.0.1:99999",
+            "its port is not a number from 0 to 65535",
+        ),
+        ("redis://127.0.0.1:port", "its port is not a number"),
+        ("redis://[::1:6379", "its host is not a valid IPv6 address"),
+        (
+            "redis://app:s3/cret@127.0.0.1:6379",
+            "must be percent-encoded",
+        ),
+    ];
+    for (url, words) in cases {
+        let built = invalid(Config::builder(url).build());
+        assert!(built.contains(words), "{url}: {built}");
+        let connected = match Client::new(Config::new(url)).await {
+            Err(Error::InvalidArgument(message)) => message,
+            other => panic!("{url}: expected InvalidArgument, got {other:?}"),
+        };
+        assert!(connected.contains(words), "{url}: {connected}");
+        for message in [&built, &connected] {
+            assert!(
+                !message.contains("s3cret") && !message.contains("cret@"),
+                "{message}"
+            );
+            assert!(!message.contains("RelativeUrlWithoutBase"), "{message}");
+        }
+    }
+}
+
 /// `Client::new` runs the same checks on a configuration whose public fields were changed.
 #[tokio::test]
 async fn client_new_rejects_what_the_builder_rejects() {
@@ -240,18 +302,70 @@ fn from_env_vars_without_variables_is_the_local_default() {
         format!("{config:?}"),
         format!("{:?}", Config::new(Config::DEFAULT_URL))
     );
-    // Empty counts as unset; a later pair wins; unknown FERRISSON_ variables are ignored.
+    // Empty counts as unset; a later pair wins; other variables than REDIS_URL and FERRISSON_*
+    // are not read.
     let config = Config::from_env_vars([
         ("REDIS_URL", ""),
         ("FERRISSON_POOL_SIZE", "2"),
         ("FERRISSON_POOL_SIZE", "3"),
         ("FERRISSON_WATCHDOG_TIMEOUT", ""),
-        ("FERRISSON_FIXTURE_CHILD", "1"),
+        ("PATH", "/bin"),
+        ("REDIS_PASSWORD", "x"),
     ])
     .expect("valid variables");
     assert_eq!(config.url, Config::DEFAULT_URL);
     assert_eq!(config.pool_size, 3);
     assert_eq!(config.watchdog_timeout, Duration::from_secs(30));
+}
+
+/// An unknown `FERRISSON_*` variable is an error (a misspelt one told the name it most likely
+/// means), unless `FERRISSON_IGNORE_UNKNOWN=true`; every problem is named at once.
+#[test]
+fn from_env_vars_refuses_unknown_variables_unless_told_to_ignore_them() {
+    let message = invalid(Config::from_env_vars([
+        ("FERRISSON_WATCHDOG_TIMOUT", "10s"),
+        ("FERRISSON_POOL_SIZE", "0"),
+        ("FERRISSON_SOMETHING_ELSE", "1"),
+        ("FERRISSON_PUBLISH_MODE", "loud"),
+    ]));
+    assert!(message.starts_with("4 problems: "), "{message}");
+    let problems: Vec<&str> = message["4 problems: ".len()..].split("; ").collect();
+    assert!(
+        problems[0].starts_with("FERRISSON_POOL_SIZE=\"0\": pool_size must be at least 1"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].starts_with("FERRISSON_PUBLISH_MODE=\"loud\": expected one of"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[2].starts_with(
+            "unknown variable FERRISSON_WATCHDOG_TIMOUT (did you mean FERRISSON_WATCHDOG_TIMEOUT?)"
+        ),
+        "{problems:?}"
+    );
+    assert!(
+        problems[3].starts_with("unknown variable FERRISSON_SOMETHING_ELSE, not one of")
+            && !problems[3].contains("did you mean"),
+        "{problems:?}"
+    );
+
+    let config = Config::from_env_vars([
+        ("FERRISSON_WATCHDOG_TIMOUT", "10s"),
+        ("FERRISSON_POOL_SIZE", "3"),
+        ("FERRISSON_IGNORE_UNKNOWN", "true"),
+    ])
+    .expect("unknown variables ignored");
+    assert_eq!(config.pool_size, 3);
+    assert_eq!(config.watchdog_timeout, Duration::from_secs(30));
+    let message = invalid(Config::from_env_vars([(
+        "FERRISSON_IGNORE_UNKNOWN",
+        "maybe",
+    )]));
+    assert!(
+        message.starts_with("FERRISSON_IGNORE_UNKNOWN=\"maybe\": expected one of true, false"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -45,7 +45,8 @@ Settings: besides REDIS_URL, the library's FERRISSON_* variables apply as in
 ferrisson::Config::from_env (FERRISSON_PUBLISH_MODE=auto|classic|sharded|both,
 FERRISSON_CONNECT_TIMEOUT, FERRISSON_WATCHDOG_TIMEOUT, FERRISSON_RESPONSE_TIMEOUT,
 FERRISSON_WHEN_UNAVAILABLE, FERRISSON_SYNCED_WRITES, ...); a flag given on the command line
-wins over its variable, and a value a variable cannot take exits 2.
+wins over its variable, and a value a variable cannot take exits 2, as does an unknown
+FERRISSON_* variable (FERRISSON_IGNORE_UNKNOWN=true ignores those).
 
 Logging: the library's log events go to stderr (JSON lines with --json): by default its
 warnings, but for the lost-lease one, which run reports itself
