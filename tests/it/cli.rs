@@ -2213,6 +2213,88 @@ fn is_timestamped(line: &str, text: &str) -> bool {
     shape_ok && rest.strip_prefix("  ").is_some_and(|r| r.starts_with(text))
 }
 
+// flock(1)'s options -----------------------------------------------------------------------------
+
+/// `run` takes flock(1)'s options: `-n` (no wait), `-w`/`--timeout` in plain seconds, `-E` (the
+/// exit status of a conflict), `-c` (a command line for `sh -c`), `-s` (shared: Redisson's read
+/// lock, beside other shared holders, excluding exclusive ones) and `-x` (exclusive, the
+/// default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_takes_flocks_options() {
+    let server = RedisServer::start();
+    let raw = raw_client(&server.url()).await;
+    let client = connect(&server).await;
+    let name = "cli:flock";
+    let holder = hold_with_lease(&client, name, Duration::from_secs(20)).await;
+    let run = |args: &[&str]| {
+        let mut cmd = cli(&server);
+        cmd.arg("run").args(args);
+        cmd
+    };
+    run(&["-n", name, "--", "true"]).assert().code(75);
+    run(&["-n", "-E", "9", name, "--", "true"]).assert().code(9);
+    run(&["-x", "-n", "-E", "0", name, "--", "false"])
+        .assert()
+        .code(0);
+    for wait in [["-w", "0.3"], ["--timeout", "0.3"]] {
+        let started = std::time::Instant::now();
+        run(&[wait[0], wait[1], "-E", "9", name, "--", "true"])
+            .assert()
+            .code(9);
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(300), "{wait:?}: {waited:?}");
+    }
+    holder.unlock().await.expect("release");
+    // -c: the command line runs in `sh -c`, its status is run's.
+    run(&["-n", name, "-c", "test \"$(echo held)\" = held && exit 3"])
+        .assert()
+        .code(3);
+    assert_eq!(exists(&raw, name).await, 0, "released after the command");
+
+    // -s: a read lock, held while the command runs, beside another shared holder.
+    let shared = "cli:flock:shared";
+    let mut first = Running::spawn(&server, &["run", "-s", shared, "-c", "echo held; sleep 2"]);
+    first.line(Stream::Stdout, |line| line == "held").await;
+    let mode: Option<String> = raw.hget(shared, "mode").await.expect("HGET");
+    assert_eq!(mode.as_deref(), Some("read"));
+    run(&["-s", "-n", shared, "--", "true"]).assert().code(0);
+    run(&["-n", shared, "--", "true"])
+        .assert()
+        .code(75)
+        .stderr(predicate::str::contains("not acquired"));
+    let rw = client.read_write_lock(shared).with_owner(Owner::new());
+    let write = rw.write_lock().try_lock().await.expect("try_lock");
+    assert!(
+        write.acquired().is_none(),
+        "a writer got in beside `run -s`"
+    );
+    assert!(first.exit().await.success());
+    assert_eq!(exists(&raw, shared).await, 0, "the read lock is released");
+    // A shared run waits for an exclusive holder.
+    let writer = rw.write_lock().lock().await.expect("write lock");
+    run(&["-s", "-n", "-E", "9", shared, "--", "true"])
+        .assert()
+        .code(9);
+    writer.unlock().await.expect("write release");
+
+    // The README's idiom for a region of a shell script: a function, exported, run by bash.
+    let script = format!(
+        "region() {{ redis_check=held; echo \"in region: $redis_check\"; return 4; }}\n\
+         export -f region\n\
+         '{}' --url '{}' run -n {name} -- bash -c region\n\
+         echo \"status $?\"",
+        bin(),
+        server.url()
+    );
+    let output = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(stdout, "in region: held\nstatus 4\n", "{output:?}");
+}
+
 // errors ---------------------------------------------------------------------------------------
 
 #[test]
@@ -2224,8 +2306,24 @@ fn bad_arguments_exit_2_with_a_clear_message() {
             "invalid value '5parsecs' for '--wait <DUR>'",
         ),
         (
-            &["run", "--wait", "5", "x", "--", "true"],
-            "`5` has no unit",
+            &["run", "--wait", "1.2.3", "x", "--", "true"],
+            "`1.2.3` is not a number of seconds",
+        ),
+        (
+            &["run", "-n", "--wait", "1", "x", "--", "true"],
+            "cannot be used with",
+        ),
+        (
+            &["run", "-s", "--token", "x", "--", "true"],
+            "cannot be used with",
+        ),
+        (
+            &["run", "-c", "true", "x", "--", "true"],
+            "cannot be used with",
+        ),
+        (
+            &["run", "-E", "256", "x", "--", "true"],
+            "invalid value '256'",
         ),
         (&["run", "x"], "required arguments were not provided"),
         (&["unlock", "x"], "--force"),

@@ -26,7 +26,7 @@ const EXAMPLES: &str = r#"Examples:
   ferrisson deadlocks
   REDIS_URL=rediss://app:secret@redis.internal:6380/0 ferrisson status orders:42
 
-Durations are humane: 500ms, 30s, 2m, 1h 30m.
+Durations are humane: 500ms, 30s, 2m, 1h 30m; a plain number is seconds (10, 2.5), as flock's.
 
 Errors: one line on stderr, `ferrisson: error: <message>`. With --json, also one JSON object
 {"error":{"kind":K,"message":M}} as the last line on stdout; for `run`, whose stdout is its
@@ -447,9 +447,36 @@ pub struct RunArgs {
     #[arg(value_name = "NAME", value_parser = lock_name)]
     pub name: String,
 
-    /// Give up after this long with exit 75; 0 tries once [default: wait forever]
-    #[arg(long, value_name = "DUR", value_parser = duration)]
+    /// Give up after this long with exit 75 (or -E's code); 0 tries once; plain seconds as
+    /// flock's -w (10, 2.5) [default: wait forever]
+    #[arg(short = 'w', long, visible_alias = "timeout", value_name = "DUR", value_parser = duration)]
     pub wait: Option<Duration>,
+
+    /// Fail at once if the lock is held: --wait 0 (flock's -n)
+    #[arg(short = 'n', long, conflicts_with = "wait")]
+    pub nonblock: bool,
+
+    /// The exit status when the lock is not acquired (flock's -E) [default: 75]
+    #[arg(short = 'E', long, value_name = "CODE")]
+    pub conflict_exit_code: Option<u8>,
+
+    /// Take the lock shared, as flock's -s: Redisson's read lock, held beside other shared
+    /// holders and excluding every exclusive one (a write lock of the same read-write lock)
+    #[arg(short = 's', long, conflicts_with = "token")]
+    pub shared: bool,
+
+    /// Take the lock exclusive, the default (flock's -x)
+    #[arg(short = 'x', long, conflicts_with = "shared")]
+    pub exclusive: bool,
+
+    /// Run this command line with `sh -c` instead of CMD (flock's -c)
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "STRING",
+        conflicts_with = "command"
+    )]
+    pub shell_command: Option<OsString>,
 
     /// Fixed lease, not renewed [default: renewed by the watchdog]
     #[arg(long, value_name = "DUR", value_parser = lease)]
@@ -474,7 +501,7 @@ pub struct RunArgs {
 
     /// The command to run, and its arguments (put them after `--`)
     #[arg(
-        required = true,
+        required_unless_present = "shell_command",
         value_name = "CMD",
         num_args = 1..,
         trailing_var_arg = true
@@ -534,19 +561,21 @@ fn lock_name(value: &str) -> Result<String, String> {
     }
 }
 
-/// A humane duration: `500ms`, `30s`, `2m`, `1h 30m`, or `0`.
+/// A humane duration: `500ms`, `30s`, `2m`, `1h 30m`, or plain seconds as flock(1) and
+/// timeout(1) take them (`10`, `2.5`, `0`).
 pub fn duration(value: &str) -> Result<Duration, String> {
     let trimmed = value.trim();
     if trimmed.is_empty() {
         return Err("expected a duration such as 500ms, 30s or 2m".to_owned());
     }
-    if trimmed.chars().all(|c| c.is_ascii_digit()) {
-        if trimmed.bytes().all(|b| b == b'0') {
-            return Ok(Duration::ZERO);
-        }
-        return Err(format!(
-            "`{trimmed}` has no unit; write e.g. {trimmed}s or {trimmed}ms"
-        ));
+    if trimmed.starts_with(|c: char| c.is_ascii_digit())
+        && trimmed.chars().all(|c| c.is_ascii_digit() || c == '.')
+    {
+        return trimmed
+            .parse::<f64>()
+            .ok()
+            .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+            .ok_or_else(|| format!("`{trimmed}` is not a number of seconds"));
     }
     humantime::parse_duration(trimmed)
         .map_err(|err| format!("not a duration ({err}); write e.g. 500ms, 30s, 2m or 1h 30m"))
@@ -606,7 +635,12 @@ mod tests {
         assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(duration("1h 30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(duration("0"), Ok(Duration::ZERO));
-        assert!(duration("5").unwrap_err().contains("no unit"));
+        assert_eq!(duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(duration("2.5"), Ok(Duration::from_millis(2500)));
+        assert_eq!(duration(" 10 "), Ok(Duration::from_secs(10)));
+        assert!(duration("1.2.3")
+            .unwrap_err()
+            .contains("not a number of seconds"));
         assert!(duration("5parsecs").unwrap_err().contains("not a duration"));
         assert!(positive_duration("0s").is_err());
         assert_eq!(lease("1ms"), Ok(Duration::from_millis(1)));

@@ -1,5 +1,6 @@
 //! `ferrisson run NAME -- CMD [ARGS...]`: flock(1) on a Redisson lock.
 
+use std::ffi::{OsStr, OsString};
 use std::io::ErrorKind;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -319,6 +320,9 @@ pub async fn run(conn: &Connection, json: bool, args: RunArgs) -> Outcome {
     if args.token {
         let lock = client.token_lock(&args.name).with_owner(Owner::new());
         run_holding(conn, json, &args, &client, &lock, signals).await
+    } else if args.shared {
+        let lock = (client.read_write_lock(&args.name).with_owner(Owner::new())).read_lock();
+        run_holding(conn, json, &args, &client, &lock, signals).await
     } else {
         let lock = client.lock(&args.name).with_owner(Owner::new());
         run_holding(conn, json, &args, &client, &lock, signals).await
@@ -342,8 +346,13 @@ async fn run_holding<P: Protocol>(
         verbose: args.verbose,
     };
     let started = Instant::now();
+    let wait = if args.nonblock {
+        Some(Duration::ZERO)
+    } else {
+        args.wait
+    };
     let acquire = async {
-        match (args.wait, args.lease) {
+        match (wait, args.lease) {
             (Some(wait), Some(lease)) => lock.try_lock_within_with_lease(wait, lease).await,
             (Some(wait), None) => lock.try_lock_within(wait).await,
             (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Attempt::Acquired),
@@ -368,9 +377,9 @@ async fn run_holding<P: Protocol>(
                 .ok()
                 .filter(|info| !info.holders.is_empty())
                 .map(|info| output::holders_text(&info));
-            report.not_acquired(args.wait.unwrap_or_default(), started.elapsed(), holders);
+            report.not_acquired(wait.unwrap_or_default(), started.elapsed(), holders);
             client.shutdown().await;
-            return Ok(exit::TEMPFAIL);
+            return Ok(args.conflict_exit_code.unwrap_or(exit::TEMPFAIL));
         }
         Err(err) => {
             let failure = match err {
@@ -402,9 +411,23 @@ async fn run_holding<P: Protocol>(
     };
     report.acquired(&guard);
 
-    let program = &args.command[0];
+    // flock's -c: the command line goes to `sh -c`, as flock gives it to $SHELL -c.
+    let (program, arguments): (&OsStr, Vec<&OsStr>) =
+        match (&args.shell_command, args.command.split_first()) {
+            (Some(line), _) => (OsStr::new("sh"), vec![OsStr::new("-c"), line.as_os_str()]),
+            (None, Some((program, rest))) => {
+                (program, rest.iter().map(OsString::as_os_str).collect())
+            }
+            // clap requires CMD without -c.
+            (None, None) => {
+                release(&report, guard, false).await;
+                client.shutdown().await;
+                let message = "no command to run: give CMD after `--`, or -c".to_owned();
+                return Err(Failure::new(exit::USAGE, "invalid_argument", message));
+            }
+        };
     let spawned = tokio::process::Command::new(program)
-        .args(&args.command[1..])
+        .args(arguments)
         .spawn();
     let mut child = match spawned {
         Ok(child) => child,
