@@ -37,9 +37,9 @@ cannot_execute, internal, other.
 
 Exit status: 0 on success; 2 for bad arguments, including a URL the server rejects (scheme,
 credentials, database, TLS); 65 when a key is not a lock; 69 when Redis cannot be reached;
-77 when its ACL user may not run ferrisson's commands; 1 for other errors, and for `deadlocks`
-when it finds one. `run` exits with its command's status, 75 when the lock was not acquired,
-76 when it was lost or its release did not show that it lasted (`ferrisson run --help`).
+77 when its ACL user may not run ferrisson's commands; 3 when `deadlocks` finds one; 1 for
+other errors. `run` exits with its command's status, 75 when the lock was not acquired (or
+-E's status), 76 when it was lost or its release did not show that it lasted (`ferrisson run --help`).
 
 Settings: besides REDIS_URL, the library's FERRISSON_* variables apply as in
 ferrisson::Config::from_env (FERRISSON_PUBLISH_MODE=auto|classic|sharded|both,
@@ -176,8 +176,8 @@ With --json, prints one JSON array with an object per cycle:
   {"steps":[{"owner":..., "lock":..., "held_by":..., "waited_ms":int, "since_ms":int,
              "wait_id":int, "detects":bool, "victim":bool}]}
 
-Exit status: 0 when no deadlock is found; 1 when at least one is, and for errors other than
-these (with --json the error object tells them apart); 69 when Redis cannot be reached; 77
+Exit status: 0 when no deadlock is found; 3 when at least one is; 1 for errors other than
+these; 69 when Redis cannot be reached; 77
 when its ACL user may not SCAN or read the edges; 2 for bad arguments or a URL the server
 rejects.
 

@@ -27,8 +27,8 @@ pub mod exit {
     pub const OK: u8 = 0;
     /// Any other failure (a Redis error, ...).
     pub const FAILURE: u8 = 1;
-    /// `deadlocks`: a deadlock was found.
-    pub const DEADLOCK: u8 = 1;
+    /// `deadlocks`: a deadlock was found (not a failure of the tool: told apart from 1).
+    pub const DEADLOCK: u8 = 3;
     /// Bad arguments (clap's usage errors use it too), including a URL the server rejects.
     pub const USAGE: u8 = 2;
     /// EX_DATAERR: a named key exists but is not a lock (a string, a list, ...).

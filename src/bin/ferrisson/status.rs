@@ -116,9 +116,6 @@ pub async fn status(conn: &Connection, json: bool, args: StatusArgs) -> Outcome 
                 }
             }
         }
-        for line in unrecorded(&infos, recorded.as_deref()) {
-            output::stdout_line(&line);
-        }
     }
     let mut code = exit::OK;
     for info in &infos {
@@ -248,49 +245,6 @@ fn recorded_section(name: &str, waits: &[&WaitStep]) -> Vec<String> {
         waits.len() as u64,
         listed,
     )
-}
-
-/// One line, after every section, for the locks without recorded waiters (`recorded`: `None`
-/// when the records could not be read): said once rather than per name. Semaphores and
-/// latches are left out: waits for them are never recorded, so there is nothing to tell.
-fn unrecorded(infos: &[LockInfo], recorded: Option<&[WaitStep]>) -> Vec<String> {
-    let locks: Vec<&LockInfo> = infos
-        .iter()
-        .filter(|info| {
-            matches!(
-                info.kind,
-                LockKind::Free
-                    | LockKind::Reentrant
-                    | LockKind::Fair
-                    | LockKind::ReadWrite { .. }
-                    | LockKind::Fenced
-                    | LockKind::TokenLock
-            )
-        })
-        .collect();
-    if locks.is_empty() {
-        return Vec::new();
-    }
-    let Some(recorded) = recorded else {
-        let line = "the waiters ferrisson clients recorded could not be read (see the warning)";
-        return vec![String::new(), line.to_owned()];
-    };
-    let names: Vec<String> = locks
-        .iter()
-        .filter(|info| !recorded.iter().any(|wait| wait.lock == info.name))
-        .map(|info| format!("`{}`", info.name))
-        .collect();
-    if names.is_empty() {
-        return Vec::new();
-    }
-    vec![
-        String::new(),
-        format!(
-            "no waiters recorded for {} (only ferrisson clients with deadlock detection on \
-             record their waits)",
-            names.join(", ")
-        ),
-    ]
 }
 
 fn section(heading: String, rows: Vec<Vec<String>>, total: u64, listed: usize) -> Vec<String> {
