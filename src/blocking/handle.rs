@@ -180,13 +180,6 @@ impl<P: Protocol> Handle<P> {
         /// Waits at most `wait`; fixed `lease`, no watchdog.
         fn try_lock_within_with_lease(wait: Duration, lease: Duration) -> Attempt<Guard<P>> => wrap,
             "let attempt = lock.try_lock_within_with_lease(\n    std::time::Duration::from_secs(1),\n    std::time::Duration::from_secs(10),\n)?;";
-        /// Waits at most `wait`; `lease`, or the watchdog when `None`.
-        #[deprecated(
-            note = "use `try_lock_within(wait)` for the watchdog lease, or \
-                    `try_lock_within_with_lease(wait, lease)` for a fixed one"
-        )]
-        fn try_lock_for(wait: Duration, lease: Option<Duration>) -> Attempt<Guard<P>> => wrap,
-            "# #![allow(deprecated)]\nlet attempt = lock.try_lock_within(std::time::Duration::from_secs(1))?;";
         /// Releases one hold of this handle's owner without a guard.
         fn unlock() -> (), "lock.lock()?.detach();\nlock.unlock()?;";
         /// Deletes the lock whoever holds it.

@@ -244,7 +244,6 @@ macro_rules! twins {
         #[doc = concat!("\n```no_run\n# fn demo(", stringify!($var), ": ferrisson::blocking::", $twin,
             ") -> ferrisson::Result<()> {\n", $example, "\n# Ok(()) }\n```")]
         pub fn $name(&self, $($arg: $ty),*) -> Result<$out> {
-            #[allow(deprecated)] // the twin of a deprecated method is deprecated too
             let out = self.client.block_on(self.$on().$name($($arg),*))??;
             $(let out = $crate::blocking::Wrap::$wrap(out, &self.client);)?
             Ok(out)

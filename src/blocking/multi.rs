@@ -160,25 +160,6 @@ macro_rules! blocking_composite {
                 self.try_lock_bounded(wait, Some(lease))
             }
 
-            /// Waits at most `wait`; `lease` or the watchdog when `None`.
-            ///
-            /// ```no_run
-            #[doc = concat!("# fn demo(lock: ferrisson::blocking::", stringify!($ty), ") -> ferrisson::Result<()> {")]
-            /// # #![allow(deprecated)]
-            /// let attempt = lock.try_lock_within(std::time::Duration::from_secs(1))?;
-            /// # Ok(()) }
-            /// ```
-            #[deprecated(
-                note = "use `try_lock_within(wait)` for the watchdog lease, or \
-                        `try_lock_within_with_lease(wait, lease)` for a fixed one"
-            )]
-            pub fn try_lock_for(
-                &self,
-                wait: Duration,
-                lease: Option<Duration>,
-            ) -> Result<Attempt<MultiGuard>> {
-                self.try_lock_bounded(wait, lease)
-            }
 
             fn try_lock_bounded(
                 &self,

@@ -255,30 +255,7 @@ impl<P: Protocol> Handle<P> {
         self.try_lock_bounded(wait, Some(lease)).await
     }
 
-    /// Waits at most `wait` for the lock; holds it for `lease`, or with the watchdog when
-    /// `lease` is `None`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (see the type's docs).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
-    /// # #![allow(deprecated)]
-    /// use std::time::Duration;
-    /// let attempt = lock.try_lock_within(Duration::from_millis(500)).await?;
-    /// # Ok(()) }
-    /// ```
-    #[deprecated(note = "use `try_lock_within(wait)` for the watchdog lease, or \
-                `try_lock_within_with_lease(wait, lease)` for a fixed one")]
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Attempt<Guard<P>>> {
-        self.try_lock_bounded(wait, lease).await
-    }
-
-    /// The three above: `lease`, or the watchdog when `None`.
+    /// The two above: `lease`, or the watchdog when `None`.
     pub(crate) async fn try_lock_bounded(
         &self,
         wait: Duration,

@@ -171,28 +171,8 @@ macro_rules! composite_methods {
                 self.try_lock_bounded(wait, Some(lease)).await
             }
 
-            /// Waits at most `wait`; holds the lock for `lease`, or with the watchdog when
-            /// `None`.
-            ///
-            /// ```no_run
-            #[doc = concat!("# async fn demo(lock: ferrisson::", stringify!($ty), ") -> ferrisson::Result<()> {")]
-            /// # #![allow(deprecated)]
-            /// let attempt = lock.try_lock_within(std::time::Duration::from_secs(1)).await?;
-            /// # Ok(()) }
-            /// ```
-            #[deprecated(
-                note = "use `try_lock_within(wait)` for the watchdog lease, or \
-                        `try_lock_within_with_lease(wait, lease)` for a fixed one"
-            )]
-            pub async fn try_lock_for(
-                &self,
-                wait: std::time::Duration,
-                lease: Option<std::time::Duration>,
-            ) -> crate::Result<crate::Attempt<crate::MultiGuard>> {
-                self.try_lock_bounded(wait, lease).await
-            }
 
-            /// The three above: `lease`, or the watchdog when `None`.
+            /// The two above: `lease`, or the watchdog when `None`.
             async fn try_lock_bounded(
                 &self,
                 wait: std::time::Duration,
