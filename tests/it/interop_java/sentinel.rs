@@ -4,8 +4,9 @@
 //! the sentinels promote once it is killed (`kill -9`): a Java `tryLock` waiter woken by
 //! ferrisson's release by message, a ferrisson waiter woken by Java's, and Java's hold on the
 //! node the sentinels name. Before the second round the replica left streams from the promoted
-//! master (every Redisson version fails an acquisition that not every replica it knows
-//! acknowledged: 3.16.8 "Only 0 of 2 slaves were synced"), and each side is shown to have
+//! master (Redisson `WAIT`s for the replicas it knows after each lock write: 3.16.8 fails unless
+//! all of them acknowledged, "Only 0 of 2 slaves were synced"; from 3.17.5 one must), and each
+//! side is shown to have
 //! followed the failover: a fresh lock of each lands on the promoted master and is released
 //! without an error. Then, on the promoted master, the family's waiters of every version
 //! (`family_wakeups.rs`: fair, read-write, semaphore, latch) wake across both ways.
@@ -60,8 +61,8 @@ async fn java_of_every_version_and_ferrisson_wake_each_other_behind_sentinel_acr
 
     let promoted = fixture.kill_master().await;
     let master = fixture.node_client(promoted).await;
-    // Every Redisson version waits for each replica it knows (`WAIT`): until the replica left
-    // streams from the promoted master, its acquisitions fail.
+    // Redisson `WAIT`s for the replicas it knows: until the replica left streams from the
+    // promoted master, none acknowledges, and every version's acquisitions fail.
     wait_replicas_streaming(&master, 1).await;
     let (client, master) = (&client, &master);
     follows("ferrisson", |name| async move {
