@@ -64,14 +64,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn new(config: Config) -> Result<Client> {
-        config.validate()?;
+        config.validate_with_url()?;
         check_scheme(&config)?;
-        if let Some(problem) = crate::config::url_problem(&config.url) {
-            return Err(Error::InvalidArgument(format!(
-                "bad redis url `{}`: {problem}",
-                config.redacted_url()
-            )));
-        }
         let fred_config = FredConfig::from_url(&config.url).map_err(|err| {
             Error::InvalidArgument(format!(
                 "bad redis url `{}`: {}",

@@ -428,6 +428,19 @@ impl Config {
         self.problems().into_result()
     }
 
+    /// [`Config::validate`] and the URL's syntax ([`url_problem`]), all problems at once: what
+    /// `ConfigBuilder::build` and `Client::new` check (a fred `Builder`'s client has no URL).
+    pub(crate) fn validate_with_url(&self) -> Result<()> {
+        let mut problems = self.problems();
+        if let Some(problem) = url_problem(&self.url) {
+            problems.push(format!(
+                "bad redis url `{}`: {problem}",
+                self.redacted_url()
+            ));
+        }
+        problems.into_result()
+    }
+
     /// What is wrong with the settings, each problem naming its setting.
     pub(crate) fn problems(&self) -> Problems {
         let mut problems = Problems::default();
@@ -491,7 +504,7 @@ impl Config {
 /// What is wrong with `url` as a URL, in a user's words (no part of it quoted, since it may
 /// hold a password), or `None` if it is a URL with a host. Which schemes work is checked when
 /// connecting.
-pub(crate) fn url_problem(url: &str) -> Option<String> {
+fn url_problem(url: &str) -> Option<String> {
     use url::ParseError;
     let example = "write a URL such as redis://127.0.0.1:6379 or redis://user:password@host:6379/0";
     // A password is where `/`, `?`, `#` or `@` most often break a URL.

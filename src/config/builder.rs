@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy};
 
-use super::{url_problem, TlsOptions};
+use super::TlsOptions;
 use super::{
     Config, DeadlockDetection, KeyspaceEvents, PublishMode, SyncedWrites, WhenUnavailable,
 };
@@ -220,11 +220,7 @@ impl ConfigBuilder {
     /// assert!(err.contains("it has no scheme"), "{err}");
     /// ```
     pub fn build(self) -> Result<Config> {
-        let mut problems = self.config.problems();
-        if let Some(problem) = url_problem(&self.config.url) {
-            problems.push(format!("url `{}`: {problem}", self.config.redacted_url()));
-        }
-        problems.into_result()?;
+        self.config.validate_with_url()?;
         Ok(self.config)
     }
 }

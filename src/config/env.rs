@@ -129,9 +129,10 @@ impl Config {
     /// may stand for `-`. An empty variable counts as unset. A value that does not parse, or
     /// that the setting does not accept, is a problem naming the variable and the value (never
     /// `REDIS_URL`'s value, which may hold a password: a bad URL fails at connect time, said in
-    /// words with its password masked, since a caller may still replace it); so is any other `FERRISSON_*` variable (a misspelt one is told the
-    /// name it most likely means), unless `FERRISSON_IGNORE_UNKNOWN=true`. Every problem is
-    /// reported at once, in one [`Error::InvalidArgument`]. TLS options and fred's settings
+    /// words with its password masked, since a caller may still replace it); so is any other
+    /// `FERRISSON_*` variable (a misspelt one is told the name it most likely means), unless
+    /// `FERRISSON_IGNORE_UNKNOWN=true`. Every problem is reported at once, in one
+    /// [`Error::InvalidArgument`]. TLS options and fred's settings
     /// have no variables: set them on the returned configuration.
     ///
     /// Reading the environment is not synchronised with changes to it (`std::env::set_var`);
